@@ -1,0 +1,1 @@
+"""kettle.streaming: VAD segmenter, sessions, agreement, scheduler, engine, server, CLI."""

@@ -1,0 +1,11 @@
+"""Placeholder for the `kettle simulate` subcommand; its owner replaces this module."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register_simulate(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser("simulate", help="(not built yet)")
+    parser.set_defaults(func=lambda args: 1)

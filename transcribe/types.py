@@ -1,0 +1,83 @@
+"""Data passed between the model adapter and its callers (file pipeline, streaming engine).
+
+Audio is float32 mono at 16 kHz; positions inside a window are seconds relative to the start
+of that window (the adapter knows nothing about streams or files).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+SAMPLE_RATE = 16000
+MAX_WINDOW_SAMPLES = 30 * SAMPLE_RATE
+
+
+class DecodeKind(enum.Enum):
+    """PARTIAL: greedy, token cap, no fallback. FINAL: beam, fallback, word timestamps."""
+
+    PARTIAL = "partial"
+    FINAL = "final"
+
+
+@dataclass(frozen=True, eq=False)
+class DecodeRequest:
+    """One window of audio to decode.
+
+    ``cache_key`` names the exact window for the encoder cache; when None the adapter keys by
+    a hash of the samples. ``prompt`` is previous text to condition on; ``prefix`` is text the
+    decoder must start with (e.g. the stable part of a partial).
+    """
+
+    audio: np.ndarray
+    kind: DecodeKind
+    request_id: Hashable = 0
+    prompt: str | None = None
+    prefix: str | None = None
+    language: str | None = None
+    word_timestamps: bool = False
+    beam_size: int | None = None
+    max_new_tokens: int | None = None
+    cache_key: Hashable | None = None
+
+
+@dataclass(frozen=True)
+class Word:
+    word: str
+    start: float
+    end: float
+    probability: float
+
+
+@dataclass(frozen=True)
+class DecodeResult:
+    """The outcome of one request. ``error`` is set (and ``text`` empty) when it failed."""
+
+    request_id: Hashable
+    kind: DecodeKind
+    text: str
+    words: tuple[Word, ...] = ()
+    language: str = "en"
+    avg_logprob: float = 0.0
+    no_speech_prob: float = 0.0
+    compression_ratio: float = 0.0
+    temperature: float = 0.0
+    encoder_cache_hit: bool = False
+    error: str | None = None
+    tokens: tuple[int, ...] = field(default=())
+
+
+class Decoder(Protocol):
+    """What the pipeline and the engine need of a model: the real adapter or a test fake."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def multilingual(self) -> bool: ...
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]: ...

@@ -1,0 +1,1 @@
+"""kettle.web: the browser microphone page (assets only)."""

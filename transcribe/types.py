@@ -43,6 +43,9 @@ class DecodeRequest:
     beam_size: int | None = None
     max_new_tokens: int | None = None
     cache_key: Hashable | None = None
+    # Requests with the same stream_key whose audio extends the previous request's audio let
+    # the adapter reuse already-computed spectrogram frames (incremental log-mel).
+    stream_key: Hashable | None = None
 
 
 @dataclass(frozen=True)

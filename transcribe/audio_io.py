@@ -1,0 +1,233 @@
+"""Read audio files (or bytes) into float32 mono 16 kHz arrays.
+
+libsndfile (soundfile) is tried first because it is fast and exact for WAV/FLAC/Ogg; anything it
+cannot read goes to PyAV (mp3, m4a, opus in odd containers, video files). Headerless PCM needs
+an explicit ``RawFormat``. Every failure becomes an ``AudioError`` with a one-line reason.
+
+Truncated files: whatever decodes before the damage is kept (a cut recording is still worth
+transcribing); a file where nothing decodes is an error.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from kettle.transcribe.errors import AudioError
+from kettle.transcribe.types import SAMPLE_RATE
+
+log = logging.getLogger(__name__)
+
+RAW_ENCODINGS = ("s16le", "f32le", "mulaw")
+RAW_SUFFIXES = frozenset({".raw", ".pcm"})
+_RAW_BYTES = {"s16le": 2, "f32le": 4, "mulaw": 1}
+
+# Extensions treated as audio when a folder is searched.
+AUDIO_EXTENSIONS = frozenset(
+    {
+        ".wav", ".wave", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".m4a", ".mp4", ".aac",
+        ".wma", ".aif", ".aiff", ".aifc", ".au", ".snd", ".caf", ".webm", ".mka", ".mkv",
+        ".mov", ".amr", ".ac3", ".w64", ".raw", ".pcm",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RawFormat:
+    """Layout of headerless PCM: sample encoding, rate and channel count."""
+
+    encoding: str = "s16le"
+    sample_rate: int = SAMPLE_RATE
+    channels: int = 1
+
+    def __post_init__(self) -> None:
+        if self.encoding not in RAW_ENCODINGS:
+            raise AudioError(
+                f"raw encoding {self.encoding!r} is not one of {', '.join(RAW_ENCODINGS)}"
+            )
+        if not 1000 <= self.sample_rate <= 384000:
+            raise AudioError(f"raw sample rate {self.sample_rate} is outside 1000..384000 Hz")
+        if not 1 <= self.channels <= 32:
+            raise AudioError(f"raw channel count {self.channels} is outside 1..32")
+
+    @classmethod
+    def parse(cls, spec: str) -> RawFormat:
+        """Parse ``ENCODING[:RATE[:CHANNELS]]``, e.g. ``s16le:16000:1``."""
+        parts = spec.strip().split(":")
+        if not 1 <= len(parts) <= 3 or not parts[0]:
+            raise AudioError(f"bad raw format {spec!r}: expected ENCODING:RATE:CHANNELS")
+        try:
+            rate = int(parts[1]) if len(parts) > 1 else SAMPLE_RATE
+            channels = int(parts[2]) if len(parts) > 2 else 1
+        except ValueError:
+            raise AudioError(
+                f"bad raw format {spec!r}: rate and channels must be integers"
+            ) from None
+        return cls(parts[0].lower(), rate, channels)
+
+    def __str__(self) -> str:
+        return f"{self.encoding}:{self.sample_rate}:{self.channels}"
+
+
+def load_audio(source: str | Path | bytes, raw: RawFormat | None = None) -> np.ndarray:
+    """Decode a file path or in-memory bytes to float32 mono at 16 kHz.
+
+    Raises ``AudioError`` for a missing, empty, unreadable or undecodable input.
+    """
+    if isinstance(source, bytes):
+        data: bytes | None = source
+        if not data:
+            raise AudioError("empty input (0 bytes)")
+    else:
+        path = Path(source)
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            raise AudioError("no such file") from None
+        except OSError as exc:
+            raise AudioError(f"cannot read: {exc.strerror or exc}") from None
+        if path.is_dir():
+            raise AudioError("is a directory")
+        if size == 0:
+            raise AudioError("empty file (0 bytes)")
+        data = None
+        if raw is None and path.suffix.lower() in RAW_SUFFIXES:
+            raise AudioError("headerless PCM: pass --raw ENCODING:RATE:CHANNELS (e.g. s16le:16000:1)")
+    if raw is not None:
+        if data is None:
+            try:
+                data = Path(source).read_bytes()  # type: ignore[arg-type]
+            except OSError as exc:
+                raise AudioError(f"cannot read: {exc.strerror or exc}") from None
+        return decode_raw(data, raw)
+    return _decode_container(source if data is None else data)
+
+
+def decode_raw(data: bytes, fmt: RawFormat) -> np.ndarray:
+    """Decode headerless PCM bytes; a trailing partial frame is dropped."""
+    frame = _RAW_BYTES[fmt.encoding] * fmt.channels
+    usable = len(data) - len(data) % frame
+    if usable == 0:
+        raise AudioError(f"raw input holds no complete {fmt} sample frame")
+    if usable != len(data):
+        log.warning("raw input: dropped %d trailing bytes (partial frame)", len(data) - usable)
+    buf = data[:usable]
+    samples = _decode_pcm(buf, fmt.encoding)
+    if fmt.channels > 1:
+        samples = _mix_down(samples.reshape(-1, fmt.channels))
+    return _finish(samples, fmt.sample_rate)
+
+
+def _decode_pcm(buf: bytes, encoding: str) -> np.ndarray:
+    try:
+        from kettle.kernels import pcm  # type: ignore[attr-defined]
+    except ImportError:  # kernels not built yet: the plain numpy equivalent
+        pcm = None
+    if pcm is not None:
+        fn = {"s16le": "decode_s16le", "f32le": "decode_f32le", "mulaw": "decode_mulaw"}[encoding]
+        return np.asarray(getattr(pcm, fn)(buf), dtype=np.float32)
+    if encoding == "s16le":
+        return np.frombuffer(buf, dtype="<i2").astype(np.float32) / 32768.0
+    if encoding == "f32le":
+        return np.frombuffer(buf, dtype="<f4").astype(np.float32)
+    # G.711 mu-law
+    u = ~np.frombuffer(buf, dtype=np.uint8)
+    sign = u & 0x80
+    exponent = (u >> 4) & 0x07
+    mantissa = u & 0x0F
+    magnitude = (((mantissa.astype(np.int32) << 3) + 0x84) << exponent) - 0x84
+    return (np.where(sign != 0, -magnitude, magnitude) / 32768.0).astype(np.float32)
+
+
+def _mix_down(frames: np.ndarray) -> np.ndarray:
+    return np.asarray(frames.mean(axis=1), dtype=np.float32)
+
+
+def _resample(samples: np.ndarray, rate: int) -> np.ndarray:
+    if rate == SAMPLE_RATE:
+        return samples
+    try:
+        from kettle.kernels.pcm import resample  # type: ignore[import-not-found]
+    except ImportError:
+        import soxr
+
+        return np.asarray(soxr.resample(samples, rate, SAMPLE_RATE, quality="HQ"), np.float32)
+    return np.asarray(resample(samples, rate, SAMPLE_RATE), dtype=np.float32)
+
+
+def _finish(samples: np.ndarray, rate: int) -> np.ndarray:
+    samples = np.ascontiguousarray(samples, dtype=np.float32)
+    if not np.all(np.isfinite(samples)):
+        samples = np.nan_to_num(samples, nan=0.0, posinf=1.0, neginf=-1.0)
+    out = _resample(samples, rate)
+    if out.size == 0:
+        raise AudioError("no audio samples decoded")
+    return np.ascontiguousarray(out, dtype=np.float32)
+
+
+def _open(source: str | Path | bytes) -> str | BinaryIO:
+    return io.BytesIO(source) if isinstance(source, bytes) else str(source)
+
+
+def _decode_container(source: str | Path | bytes) -> np.ndarray:
+    sf_reason = ""
+    try:
+        return _decode_soundfile(source)
+    except AudioError:
+        raise
+    except Exception as exc:  # libsndfile's errors are plain RuntimeErrors and friends
+        sf_reason = str(exc)
+        log.debug("soundfile could not read the input (%s); trying PyAV", exc)
+    try:
+        return _decode_pyav(source)
+    except AudioError:
+        raise
+    except Exception as exc:
+        log.debug("PyAV could not decode the input: %s (soundfile: %s)", exc, sf_reason)
+        raise AudioError(f"not a decodable audio file ({_short(exc)})") from None
+
+
+def _decode_soundfile(source: str | Path | bytes) -> np.ndarray:
+    import soundfile as sf
+
+    with sf.SoundFile(_open(source)) as f:
+        rate = f.samplerate
+        blocks = []
+        try:
+            # Block reads so a file damaged part-way keeps what came before the damage.
+            for block in f.blocks(blocksize=1 << 18, dtype="float32", always_2d=True):
+                blocks.append(block)
+        except Exception as exc:
+            if not blocks:
+                raise
+            log.warning("audio is damaged part-way; keeping the first part (%s)", exc)
+    if not blocks:
+        raise AudioError("no audio samples in file")
+    frames = np.concatenate(blocks)
+    return _finish(_mix_down(frames) if frames.shape[1] > 1 else frames[:, 0], rate)
+
+
+def _decode_pyav(source: str | Path | bytes) -> np.ndarray:
+    from kettle.transcribe import fw
+
+    samples = fw.decode_audio(_open(source), sampling_rate=SAMPLE_RATE)
+    samples = np.asarray(samples, dtype=np.float32)
+    if samples.size == 0:
+        raise AudioError("no audio samples decoded (no audio stream, or damaged)")
+    return _finish(samples, SAMPLE_RATE)
+
+
+def _short(exc: BaseException) -> str:
+    # PyAV errors carry the path in str(); the caller already names the file.
+    strerror = getattr(exc, "strerror", None)
+    text = " ".join((strerror or str(exc)).split()) or type(exc).__name__
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def is_audio_path(path: Path) -> bool:
+    return path.suffix.lower() in AUDIO_EXTENSIONS

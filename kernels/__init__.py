@@ -1,1 +1,4 @@
-"""kettle.kernels: numeric kernels (PCM codecs, resampling, log-mel). Imports nothing from kettle."""
+"""kettle.kernels: numeric kernels (PCM codecs, resampling, log-mel).
+
+Imports nothing from kettle.
+"""

@@ -1,16 +1,192 @@
-"""Placeholder for the `kettle serve` subcommand; its owner replaces this module."""
+"""`kettle serve` (the WebSocket server) and `kettle stream` (its small client)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
+import sys
 from typing import Any
+
+from kettle.transcribe.errors import ConfigError
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} must not be negative")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} must be positive")
+    return value
 
 
 def register_serve(sub: Any) -> None:
-    parser: argparse.ArgumentParser = sub.add_parser("serve", help="(not built yet)")
-    parser.set_defaults(func=lambda args: 1)
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "serve",
+        help="run the streaming WebSocket server",
+        description=(
+            "Serve PROTOCOL.md on ws://HOST:PORT/v1/stream, the browser page on /, and "
+            "/healthz, /readyz, /metrics. Prints 'kettle serving on http://HOST:PORT' once "
+            "ready; SIGTERM or Ctrl-C finishes open sessions' finals and exits."
+        ),
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
+    parser.add_argument(
+        "--port", type=_non_negative_int, default=8765, help="port; 0 picks a free one"
+    )
+    parser.add_argument("--model", default="tiny.en", help="model for partials (and finals)")
+    parser.add_argument("--final-model", default=None, help="a second model for finals only")
+    parser.add_argument("--fake-model", action="store_true", help="a fake model (tests, demos)")
+    parser.add_argument(
+        "--api-key",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="require this key (repeatable; also KETTLE_API_KEYS, comma-separated)",
+    )
+    parser.add_argument("--max-sessions", type=_positive_int, default=64)
+    parser.add_argument(
+        "--max-frame-bytes", type=_positive_int, default=1 << 20, help="largest audio message"
+    )
+    parser.add_argument(
+        "--idle-timeout", type=_positive_float, default=60.0, metavar="S", help="seconds"
+    )
+    parser.add_argument(
+        "--max-session-seconds", type=_positive_float, default=4 * 3600.0, metavar="S"
+    )
+    parser.add_argument(
+        "--max-messages-per-second",
+        type=_positive_float,
+        default=20.0,
+        metavar="N",
+        help="text messages per session per second (audio is not rate-limited)",
+    )
+    parser.add_argument(
+        "--shutdown-timeout",
+        type=_positive_float,
+        default=10.0,
+        metavar="S",
+        help="how long shutdown waits for open sessions' finals",
+    )
+    parser.add_argument("--threads", type=_non_negative_int, default=0, help="model CPU threads")
+    parser.add_argument("--batch-size", type=_positive_int, default=8, help="largest decode batch")
+    parser.add_argument("--tls-cert", default=None, metavar="FILE")
+    parser.add_argument("--tls-key", default=None, metavar="FILE")
+    parser.set_defaults(func=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from kettle.streaming.server import ServerConfig, serve_until_signalled
+
+    keys = list(args.api_key)
+    env_keys = os.environ.get("KETTLE_API_KEYS", "")
+    keys += [k.strip() for k in env_keys.split(",") if k.strip()]
+    config = ServerConfig(
+        host=args.host,
+        port=args.port,
+        api_keys=tuple(dict.fromkeys(keys)),
+        max_sessions=args.max_sessions,
+        max_frame_bytes=args.max_frame_bytes,
+        max_message_bytes=max(16 << 20, args.max_frame_bytes),
+        idle_timeout_s=args.idle_timeout,
+        max_session_s=args.max_session_seconds,
+        max_messages_per_second=args.max_messages_per_second,
+        shutdown_timeout_s=args.shutdown_timeout,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+    )
+    engine_config = _engine_config(args.batch_size)
+    fake, model, final_model, threads = args.fake_model, args.model, args.final_model, args.threads
+
+    def load() -> Any:
+        if fake:
+            from kettle.transcribe.fake import FakeDecoder
+
+            return FakeDecoder()
+        from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
+
+        decoder = WhisperAdapter(ModelConfig(name=model, threads=threads))
+        finals = None
+        if final_model and final_model != model:
+            finals = WhisperAdapter(ModelConfig(name=final_model, threads=threads))
+        return decoder, finals
+
+    def announce(server: Any) -> None:
+        print(f"kettle serving on {server.url}", flush=True)
+
+    try:
+        return asyncio.run(serve_until_signalled(config, load, engine_config, on_ready=announce))
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}"
+        ) from None
+
+
+def _engine_config(batch_size: int) -> Any:
+    from kettle.streaming.engine import EngineConfig
+    from kettle.streaming.scheduler import SchedulerConfig
+
+    return EngineConfig(scheduler=SchedulerConfig(max_batch_size=batch_size))
 
 
 def register_stream(sub: Any) -> None:
-    parser: argparse.ArgumentParser = sub.add_parser("stream", help="(not built yet)")
-    parser.set_defaults(func=lambda args: 1)
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "stream",
+        help="stream an audio file to a kettle server and print the transcript",
+        description=(
+            "Stream FILE per PROTOCOL.md. On a terminal partials overwrite one line and "
+            "finals are printed as lines; --json prints every server message as a JSON line."
+        ),
+    )
+    parser.add_argument("file", metavar="FILE", help="audio file (any format kettle reads)")
+    parser.add_argument("--url", default="ws://127.0.0.1:8765/v1/stream")
+    parser.add_argument(
+        "--realtime", action="store_true", help="send audio at its real pace, like a microphone"
+    )
+    parser.add_argument("--chunk-ms", type=_positive_int, default=100, help="audio per message")
+    parser.add_argument("--language", default=None, help="ISO 639-1 code (multilingual models)")
+    parser.add_argument("--no-partials", action="store_true", help="ask for finals only")
+    parser.add_argument("--word-timestamps", action="store_true")
+    parser.add_argument("--api-key", default=None, help="API key (or KETTLE_API_KEY)")
+    parser.add_argument("--raw", default=None, metavar="ENC:RATE:CH", help="headerless PCM input")
+    parser.add_argument("--json", action="store_true", help="print server messages as JSON lines")
+    parser.set_defaults(func=_stream)
+
+
+def _stream(args: argparse.Namespace) -> int:
+    from kettle.streaming.client import ClientOptions, api_key_from_env, run_stream_command
+
+    try:
+        options = ClientOptions(
+            url=args.url,
+            api_key=args.api_key or api_key_from_env(),
+            realtime=args.realtime,
+            chunk_ms=args.chunk_ms,
+            language=args.language,
+            partials=not args.no_partials,
+            word_timestamps=args.word_timestamps,
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return run_stream_command(args.file, options, raw=args.raw, as_json=args.json, out=sys.stdout)

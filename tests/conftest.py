@@ -6,8 +6,12 @@ import csv
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from kettle.transcribe.adapter import WhisperAdapter
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,3 +70,11 @@ def wer(references: list[str], hypotheses: list[str]) -> float:
 @pytest.fixture(scope="session")
 def wer_fn():  # type: ignore[no-untyped-def]
     return wer
+
+
+@pytest.fixture(scope="session")
+def tiny_decoder() -> WhisperAdapter:
+    """The real tiny.en adapter (int8, 2 threads), loaded once per test session."""
+    from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
+
+    return WhisperAdapter(ModelConfig(name="tiny.en", threads=2))

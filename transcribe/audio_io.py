@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
-
+from kettle.kernels import pcm
+from kettle.kernels.resample import MAX_RATE, MIN_RATE, resample
 from kettle.transcribe.errors import AudioError
 from kettle.transcribe.types import SAMPLE_RATE
 
@@ -97,7 +98,9 @@ def load_audio(source: str | Path | bytes, raw: RawFormat | None = None) -> np.n
             raise AudioError("empty file (0 bytes)")
         data = None
         if raw is None and path.suffix.lower() in RAW_SUFFIXES:
-            raise AudioError("headerless PCM: pass --raw ENCODING:RATE:CHANNELS (e.g. s16le:16000:1)")
+            raise AudioError(
+                "headerless PCM: pass --raw ENCODING:RATE:CHANNELS (e.g. s16le:16000:1)"
+            )
     if raw is not None:
         if data is None:
             try:
@@ -119,45 +122,26 @@ def decode_raw(data: bytes, fmt: RawFormat) -> np.ndarray:
     buf = data[:usable]
     samples = _decode_pcm(buf, fmt.encoding)
     if fmt.channels > 1:
-        samples = _mix_down(samples.reshape(-1, fmt.channels))
+        samples = pcm.mix_down(samples, fmt.channels)
     return _finish(samples, fmt.sample_rate)
 
 
 def _decode_pcm(buf: bytes, encoding: str) -> np.ndarray:
-    try:
-        from kettle.kernels import pcm  # type: ignore[attr-defined]
-    except ImportError:  # kernels not built yet: the plain numpy equivalent
-        pcm = None
-    if pcm is not None:
-        fn = {"s16le": "decode_s16le", "f32le": "decode_f32le", "mulaw": "decode_mulaw"}[encoding]
-        return np.asarray(getattr(pcm, fn)(buf), dtype=np.float32)
-    if encoding == "s16le":
-        return np.frombuffer(buf, dtype="<i2").astype(np.float32) / 32768.0
-    if encoding == "f32le":
-        return np.frombuffer(buf, dtype="<f4").astype(np.float32)
-    # G.711 mu-law
-    u = ~np.frombuffer(buf, dtype=np.uint8)
-    sign = u & 0x80
-    exponent = (u >> 4) & 0x07
-    mantissa = u & 0x0F
-    magnitude = (((mantissa.astype(np.int32) << 3) + 0x84) << exponent) - 0x84
-    return (np.where(sign != 0, -magnitude, magnitude) / 32768.0).astype(np.float32)
+    decoders = {"s16le": pcm.decode_s16le, "f32le": pcm.decode_f32le, "mulaw": pcm.decode_mulaw}
+    return decoders[encoding](buf)
 
 
 def _mix_down(frames: np.ndarray) -> np.ndarray:
-    return np.asarray(frames.mean(axis=1), dtype=np.float32)
+    """(frames, channels) -> mono."""
+    return pcm.mix_down(np.ascontiguousarray(frames).reshape(-1), frames.shape[1])
 
 
 def _resample(samples: np.ndarray, rate: int) -> np.ndarray:
     if rate == SAMPLE_RATE:
         return samples
-    try:
-        from kettle.kernels.pcm import resample  # type: ignore[import-not-found]
-    except ImportError:
-        import soxr
-
-        return np.asarray(soxr.resample(samples, rate, SAMPLE_RATE, quality="HQ"), np.float32)
-    return np.asarray(resample(samples, rate, SAMPLE_RATE), dtype=np.float32)
+    if not MIN_RATE <= rate <= MAX_RATE:
+        raise AudioError(f"unsupported sample rate {rate} Hz")
+    return resample(samples, rate, SAMPLE_RATE)
 
 
 def _finish(samples: np.ndarray, rate: int) -> np.ndarray:

@@ -1,11 +1,344 @@
-"""Placeholder for the `kettle transcribe` subcommand; its owner replaces this module."""
+"""`kettle transcribe`: transcribe files and folders offline.
+
+Without ``-o`` (or with ``-o -``) the transcript goes to stdout; with ``-o DIR`` each input
+gets ``DIR/<name>.<format>`` files. A bad input gets one ``kettle: error: FILE: reason`` line
+on stderr and the rest still finish; the exit status is 1 when any input failed.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+from kettle.transcribe.audio_io import RAW_SUFFIXES, RawFormat, is_audio_path, load_audio
+from kettle.transcribe.errors import ConfigError
+from kettle.transcribe.pipeline import FileJob, FileOutcome, PipelineConfig, transcribe_files
+from kettle.transcribe.progress import Progress
+from kettle.transcribe.result_cache import ResultCache, cache_key, hash_file, hash_stream
+from kettle.transcribe.transcript import Transcript
+from kettle.transcribe.types import Decoder, DecodeRequest, DecodeResult
+from kettle.transcribe.writers import FORMATS, parse_formats, render, write_outputs
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "tiny.en"
+STDIN = "-"
+
+EPILOG = """\
+output:
+  Without -o, or with -o -, transcripts are printed to stdout (one format only; with several
+  inputs each is headed by '==> NAME <==', and json becomes one JSON object per line).
+  With -o DIR, each input FILE gets DIR/<stem>.<format> for every format; files found inside
+  a folder argument keep their path relative to that folder. Existing files are replaced
+  atomically; a failed input writes nothing.
+
+inputs:
+  Audio files (wav, flac, mp3, ogg/opus, m4a, ... anything libsndfile or PyAV decodes),
+  folders (searched recursively for audio file extensions), or - for audio on stdin.
+  Headerless PCM (.raw/.pcm files and stdin) needs --raw ENCODING:RATE:CHANNELS, with
+  ENCODING one of s16le, f32le, mulaw.
+
+timestamps:
+  srt and vtt output (and --word-timestamps) compute word timings, so cues are split at
+  sentence ends and kept under about 7 s. Results are cached (KETTLE_CACHE_DIR, default
+  ~/.cache/kettle/results.sqlite) by audio content, model and options; --no-cache skips it.
+
+exit status: 0 all inputs transcribed, 1 some input failed, 2 usage or model error.
+"""
 
 
 def register_transcribe(sub: Any) -> None:
-    parser: argparse.ArgumentParser = sub.add_parser("transcribe", help="(not built yet)")
-    parser.set_defaults(func=lambda args: 1)
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "transcribe",
+        help="transcribe audio files and folders",
+        description="Transcribe audio files and folders with batched int8 Whisper.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="audio file, folder, or -")
+    parser.add_argument(
+        "-o", "--output-dir", metavar="DIR", default=None, help="write files here (- = stdout)"
+    )
+    parser.add_argument(
+        "-f",
+        "--format",
+        default="txt",
+        metavar="FMT[,FMT]",
+        help=f"output formats, comma-separated: {', '.join(FORMATS)} (default: txt)",
+    )
+    parser.add_argument("--model", default=DEFAULT_MODEL, help="model name or folder (tiny.en)")
+    parser.add_argument(
+        "--final-model", default=None, metavar="M", help="model for the decodes (overrides --model)"
+    )
+    parser.add_argument("--language", default=None, help="language code (multilingual models)")
+    parser.add_argument("--beam-size", type=_positive, default=5, metavar="N", help="(5)")
+    parser.add_argument(
+        "--word-timestamps", action="store_true", help="compute word timings (json gets words)"
+    )
+    parser.add_argument(
+        "--batch-size", type=_positive, default=8, metavar="N", help="windows per batch (8)"
+    )
+    parser.add_argument(
+        "--threads", type=_non_negative, default=0, metavar="N", help="CPU threads (0 = auto)"
+    )
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="(auto)")
+    parser.add_argument(
+        "--raw", default=None, metavar="ENC:RATE:CH", help="layout of headerless PCM input"
+    )
+    parser.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
+    parser.set_defaults(func=run)
+
+
+def _positive(text: str) -> int:
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = _int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
+@dataclass(frozen=True)
+class Input:
+    """One thing to transcribe: a file (``path``) or stdin (``data``), and where it writes."""
+
+    name: str
+    path: Path | None
+    out_stem: Path  # relative output path without the format suffix
+    data: bytes | None = None
+
+
+def collect_inputs(paths: Sequence[str], errors: list[tuple[str, str]]) -> list[Input]:
+    """Expand files and folders; problems go to ``errors`` as (name, reason)."""
+    inputs: list[Input] = []
+    stdin_used = False
+    for arg in paths:
+        if arg == STDIN:
+            if stdin_used:
+                errors.append((arg, "stdin can be read only once"))
+                continue
+            stdin_used = True
+            inputs.append(Input("<stdin>", None, Path("stdin"), data=sys.stdin.buffer.read()))
+            continue
+        path = Path(arg)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file() and is_audio_path(p))
+            if not found:
+                errors.append((arg, "no audio files in this folder"))
+            for p in found:
+                rel = p.relative_to(path)
+                inputs.append(Input(str(p), p, rel.with_suffix("")))
+        elif path.exists():
+            inputs.append(Input(arg, path, Path(path.stem)))
+        else:
+            errors.append((arg, "no such file or directory"))
+    return inputs
+
+
+def _expected_seconds(item: Input, raw: RawFormat | None) -> float:
+    """A cheap duration estimate from the file header, for the progress bar only."""
+    try:
+        if item.path is None:
+            return 0.0
+        if raw is not None and _is_raw(item):
+            frame = {"s16le": 2, "f32le": 4, "mulaw": 1}[raw.encoding] * raw.channels
+            return item.path.stat().st_size / frame / raw.sample_rate
+        import soundfile as sf
+
+        return float(sf.info(str(item.path)).duration)
+    except Exception:
+        return 0.0
+
+
+def _is_raw(item: Input) -> bool:
+    return item.path is None or item.path.suffix.lower() in RAW_SUFFIXES or not item.path.suffix
+
+
+class _LazyDecoder:
+    """Loads the model on the first decode, so fully cached runs never load it."""
+
+    def __init__(self, name: str, threads: int, device: str, beam_size: int) -> None:
+        self._name = name
+        self._threads = threads
+        self._device = device
+        self._beam_size = beam_size
+        self._real: Decoder | None = None
+
+    def _load(self) -> Decoder:
+        if self._real is None:
+            from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
+
+            config = ModelConfig(
+                name=self._name,
+                device=self._device,
+                threads=self._threads,
+                beam_size=self._beam_size,
+            )
+            self._real = WhisperAdapter(config)
+        return self._real
+
+    @property
+    def name(self) -> str:
+        return self._real.name if self._real is not None else self._name
+
+    @property
+    def multilingual(self) -> bool:
+        return self._load().multilingual
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
+        return self._load().decode_batch(requests)
+
+
+def model_identity(name: str) -> str:
+    """Model name plus where its weights are and their size/mtime (for the result cache).
+
+    Raises ModelError for an unknown or missing model before any work starts.
+    """
+    from kettle.transcribe.models import resolve_model
+
+    folder = resolve_model(name)
+    weights = folder / "model.bin"
+    try:
+        stat = weights.stat()
+        return f"{name}|{folder}|{stat.st_size}|{int(stat.st_mtime)}"
+    except OSError:
+        return f"{name}|{folder}"
+
+
+def run(args: argparse.Namespace) -> int:
+    formats = parse_formats(args.format)
+    raw = RawFormat.parse(args.raw) if args.raw else None
+    to_stdout = args.output_dir in (None, STDIN)
+    if to_stdout and len(formats) > 1:
+        raise ConfigError("several formats need -o DIR (stdout takes one format)")
+    model = args.final_model or args.model
+    config = PipelineConfig(
+        batch_size=args.batch_size,
+        beam_size=args.beam_size,
+        language=args.language,
+        word_timestamps=args.word_timestamps or any(f in ("srt", "vtt") for f in formats),
+    )
+    identity = model_identity(model)  # fails fast on an unknown model or a missing extra
+
+    errors: list[tuple[str, str]] = []
+    inputs = collect_inputs(args.paths, errors)
+    for name, reason in errors:
+        _report(name, reason)
+    out_dir = None if to_stdout else Path(args.output_dir)
+    if out_dir is not None:
+        _check_collisions(inputs, out_dir, formats)
+
+    cache = None if args.no_cache else ResultCache()
+    progress = Progress()
+    jobs = []
+    for item in inputs:
+        item_raw = raw if raw is not None and _is_raw(item) else None
+        jobs.append(
+            FileJob(
+                name=item.name,
+                load=_loader(item, item_raw),
+                cache_key=None if cache is None else _key(item, item_raw, identity, config),
+                expected_s=_expected_seconds(item, item_raw),
+            )
+        )
+        progress.expect(item.name, jobs[-1].expected_s)
+
+    decoder = _LazyDecoder(model, args.threads, args.device, args.beam_size)
+    by_name = {item.name: item for item in inputs}
+    failed = len(errors)
+    printed = 0
+    try:
+        for outcome in transcribe_files(jobs, decoder, config, cache=cache, progress=progress):
+            if outcome.transcript is None:
+                progress.clear()
+                _report(outcome.name, outcome.error or "failed")
+                failed += 1
+                continue
+            item = by_name[outcome.name]
+            try:
+                if out_dir is None:
+                    _print(outcome, formats[0], len(inputs) > 1, printed == 0, sys.stdout)
+                    printed += 1
+                else:
+                    write_outputs(outcome.transcript, out_dir / item.out_stem, formats)
+            except OSError as exc:
+                progress.clear()
+                _report(outcome.name, f"cannot write output: {exc.strerror or exc}")
+                failed += 1
+    finally:
+        progress.close()
+        if cache is not None:
+            cache.close()
+    return 1 if failed else 0
+
+
+def _loader(item: Input, raw: RawFormat | None) -> Callable[[], np.ndarray]:
+    def load() -> np.ndarray:
+        if item.data is not None:
+            return load_audio(item.data, raw)
+        assert item.path is not None
+        return load_audio(item.path, raw)
+
+    return load
+
+
+def _key(item: Input, raw: RawFormat | None, identity: str, config: PipelineConfig) -> str | None:
+    try:
+        if item.data is not None:
+            import io
+
+            digest = hash_stream(io.BytesIO(item.data))
+        else:
+            assert item.path is not None
+            digest = hash_file(item.path)
+    except OSError:
+        return None  # unreadable: loading will report it
+    return cache_key(digest, identity, {**config.cache_options(), "raw": str(raw)})
+
+
+def _check_collisions(inputs: Sequence[Input], out_dir: Path, formats: Sequence[str]) -> None:
+    seen: dict[Path, str] = {}
+    for item in inputs:
+        target = out_dir / item.out_stem
+        if target in seen:
+            raise ConfigError(
+                f"{seen[target]} and {item.name} would both write "
+                f"{target}.{formats[0]}; transcribe them into different -o folders"
+            )
+        seen[target] = item.name
+
+
+def _print(outcome: FileOutcome, fmt: str, several: bool, first: bool, out: TextIO) -> None:
+    transcript: Transcript | None = outcome.transcript
+    assert transcript is not None
+    if fmt == "json" and several:
+        out.write(json.dumps({"file": outcome.name, **transcript.to_dict()}, ensure_ascii=False))
+        out.write("\n")
+    else:
+        if several:
+            out.write(("" if first else "\n") + f"==> {outcome.name} <==\n")
+        out.write(render(transcript, fmt))
+    out.flush()
+
+
+def _report(name: str, reason: str) -> None:
+    print(f"kettle: error: {name}: {reason}", file=sys.stderr, flush=True)

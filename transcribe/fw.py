@@ -15,10 +15,12 @@ import numpy as np
 from faster_whisper import BatchedInferencePipeline, WhisperModel
 from faster_whisper.audio import decode_audio, pad_or_trim
 from faster_whisper.feature_extractor import FeatureExtractor
-from faster_whisper.tokenizer import Tokenizer
+from faster_whisper.tokenizer import _LANGUAGE_CODES, Tokenizer
 from faster_whisper.transcribe import get_compression_ratio, get_suppressed_tokens
 from faster_whisper.utils import available_models, download_model
 from faster_whisper.vad import SileroVADModel, VadOptions, get_speech_timestamps, get_vad_model
+
+LANGUAGE_CODES: tuple[str, ...] = tuple(_LANGUAGE_CODES)
 
 # Word-timestamp punctuation merging, as faster-whisper's transcribe() defaults.
 PREPEND_PUNCTUATIONS = "\"'“¿([{-"
@@ -26,6 +28,7 @@ APPEND_PUNCTUATIONS = "\"'.。,，!！?？:：”)]}、"
 
 __all__ = [
     "APPEND_PUNCTUATIONS",
+    "LANGUAGE_CODES",
     "PREPEND_PUNCTUATIONS",
     "BatchedInferencePipeline",
     "FeatureExtractor",

@@ -1,0 +1,199 @@
+"""File transcription speed and accuracy: kettle's pipeline vs faster-whisper's two.
+
+The audio is the whole ../shared/eval set decoded to 16 kHz mono and joined in manifest order
+with 0.5 s of silence between clips (~344 s), plus a ~10-minute recording made by repeating
+that sequence (cut at a clip boundary, so the reference text stays exact). Each system runs on
+the same tiny.en CTranslate2 weights, int8, the same CPU threads and beam size:
+
+- kettle: ``transcribe_files`` (Silero VAD windows, batched encode+generate across windows);
+- faster-whisper ``WhisperModel.transcribe``: its sequential long-form loop, default options;
+- faster-whisper ``BatchedInferencePipeline.transcribe``: VAD chunks, batched.
+
+Reports audio seconds per wall second, kettle's speed ratio to each, and corpus WER (Whisper
+normaliser) against the clips' reference texts joined in order. Every system is warmed up on
+a short clip first. ``--quick`` uses a ~60 s subset and skips the long recording.
+
+    python benchmarks/bench_files.py [--quick] [--threads 2] [--batch-size 8] [--beam-size 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _results
+
+REPO = Path(__file__).resolve().parents[1]
+EVAL = Path(os.environ.get("KETTLE_EVAL_DIR", REPO.parent / "shared" / "eval"))
+SR = 16000
+GAP_S = 0.5
+LONG_S = 600.0
+
+
+def load_eval(quick: bool) -> tuple[list[np.ndarray], list[str]]:
+    from kettle.transcribe.audio_io import RawFormat, load_audio
+
+    with open(EVAL / "manifest.tsv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t"))
+    clips, refs = [], []
+    total = 0.0
+    for row in rows:
+        path = EVAL / row["file"]
+        raw = RawFormat() if path.suffix == ".raw" else None
+        clips.append(load_audio(path, raw))
+        refs.append(row["reference_text"])
+        total += len(clips[-1]) / SR
+        if quick and total >= 60.0:
+            break
+    return clips, refs
+
+
+def join(clips: list[np.ndarray]) -> np.ndarray:
+    gap = np.zeros(int(GAP_S * SR), np.float32)
+    parts: list[np.ndarray] = []
+    for clip in clips:
+        parts += [clip, gap]
+    return np.concatenate(parts)
+
+
+def repeat_to(
+    clips: list[np.ndarray], refs: list[str], seconds: float
+) -> tuple[list[np.ndarray], list[str]]:
+    out_c, out_r, total, i = [], [], 0.0, 0
+    while total < seconds:
+        out_c.append(clips[i % len(clips)])
+        out_r.append(refs[i % len(refs)])
+        total += len(out_c[-1]) / SR + GAP_S
+        i += 1
+    return out_c, out_r
+
+
+def wer(refs: list[str], hyps: list[str]) -> float:
+    import jiwer
+    from whisper_normalizer.english import EnglishTextNormalizer
+
+    norm = EnglishTextNormalizer()
+    return float(jiwer.wer([norm(r) for r in refs], [norm(h) for h in hyps]))
+
+
+def timed(fn: Callable[[], str]) -> tuple[float, str]:
+    start = time.perf_counter()
+    text = fn()
+    return time.perf_counter() - start, text
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="~60 s subset, no long file")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--beam-size", type=int, default=5)
+    parser.add_argument("--model", default="tiny.en")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--no-write", action="store_true", help="do not touch RESULTS.md")
+    args = parser.parse_args()
+
+    from kettle.transcribe import fw
+    from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
+    from kettle.transcribe.models import resolve_model
+    from kettle.transcribe.pipeline import PipelineConfig, transcribe_audio
+
+    clips, refs = load_eval(args.quick)
+    audios = {"eval_concat": (join(clips), refs)}
+    if not args.quick:
+        long_clips, long_refs = repeat_to(clips, refs, LONG_S)
+        audios["eval_10min"] = (join(long_clips), long_refs)
+
+    compute = "int8" if args.device == "cpu" else "int8_float16"
+    kettle_model = WhisperAdapter(
+        ModelConfig(name=args.model, device=args.device, threads=args.threads,
+                    beam_size=args.beam_size, compute_type=compute)
+    )  # fmt: skip
+    fw_model = fw.WhisperModel(
+        str(resolve_model(args.model)),
+        device=args.device,
+        compute_type=compute,
+        cpu_threads=args.threads,
+    )
+    batched = fw.BatchedInferencePipeline(model=fw_model)
+    config = PipelineConfig(batch_size=args.batch_size, beam_size=args.beam_size)
+
+    systems: dict[str, Callable[[np.ndarray], str]] = {
+        "kettle": lambda a: transcribe_audio(a, kettle_model, config).text,
+        "fw_batched": lambda a: " ".join(
+            s.text.strip()
+            for s in batched.transcribe(a, beam_size=args.beam_size, batch_size=args.batch_size)[0]
+        ),
+        "fw_sequential": lambda a: " ".join(
+            s.text.strip() for s in fw_model.transcribe(a, beam_size=args.beam_size)[0]
+        ),
+    }
+    warm = join(clips[:3])
+    for fn in systems.values():  # first calls pay one-off set-up (VAD model, allocations)
+        fn(warm)
+
+    rows: list[dict[str, object]] = []
+    for audio_name, (audio, audio_refs) in audios.items():
+        seconds = len(audio) / SR
+        speeds: dict[str, float] = {}
+        for system, fn in systems.items():
+            elapsed, text = timed(lambda fn=fn, audio=audio: fn(audio))  # type: ignore[misc]
+            speeds[system] = seconds / elapsed
+            rows.append(
+                {
+                    "audio": audio_name,
+                    "audio_s": round(seconds, 1),
+                    "system": system,
+                    "wall_s": round(elapsed, 2),
+                    "audio_s_per_s": round(seconds / elapsed, 2),
+                    "wer_pct": round(100 * wer([" ".join(audio_refs)], [text]), 2),
+                }
+            )
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        for row in rows:
+            if row["audio"] == audio_name:
+                row["kettle_speed_ratio"] = round(speeds["kettle"] / speeds[str(row["system"])], 2)
+
+    result = {
+        "benchmark": "bench_files",
+        "settings": {
+            "model": args.model,
+            "device": args.device,
+            "compute_type": compute,
+            "threads": args.threads,
+            "beam_size": args.beam_size,
+            "batch_size": args.batch_size,
+            "quick": args.quick,
+        },
+        "machine": _results.machine_info(),
+        "rows": rows,
+    }
+    print(json.dumps(result, indent=2))
+    columns = ["audio", "audio_s", "system", "wall_s", "audio_s_per_s", "kettle_speed_ratio",
+               "wer_pct"]  # fmt: skip
+    table = _results.markdown_table(rows, columns)
+    print(table)
+    if not args.no_write:
+        body = (
+            f"tiny.en {compute} on {args.device}, {args.threads} threads, beam {args.beam_size}, "
+            f"batch {args.batch_size}. kettle_speed_ratio = kettle's audio_s_per_s / the row's. "
+            "fw_sequential is WhisperModel.transcribe with default options (no VAD, previous "
+            "text conditioning); fw_batched is BatchedInferencePipeline (Silero VAD chunks). "
+            "WER: corpus WER after Whisper's English normaliser against the clips' references "
+            "joined in order.\n\n" + table
+        )
+        _results.write_section("bench_files", body)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

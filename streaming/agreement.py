@@ -1,0 +1,109 @@
+"""LocalAgreement-2: the stable prefix of an utterance's successive hypotheses.
+
+A word becomes stable once two successive hypotheses agree on it (and on everything before
+it); stable words never change afterwards. Words are compared as PROTOCOL.md defines them:
+lowercased, punctuation removed, apostrophes inside words kept. Every text this module hands
+out (a partial, the final) starts with the stable words, spliced in if the model disagreed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_PUNCT = re.compile(r"[^\w\s']|_")
+_EDGE_APOSTROPHES = re.compile(r"(^'+|'+$)")
+
+
+def normalize_word(word: str) -> str:
+    """Lowercase, punctuation removed, apostrophes kept only inside the word."""
+    return _EDGE_APOSTROPHES.sub("", _PUNCT.sub("", word.lower().replace("\u2019", "'")))
+
+
+def split_words(text: str) -> list[str]:
+    """Display words; a token with no letters or digits sticks to the word before it."""
+    out: list[str] = []
+    for token in text.split():
+        if not normalize_word(token) and out:
+            out[-1] = f"{out[-1]} {token}"
+        else:
+            out.append(token)
+    # A leading punctuation-only token has nothing to stick to: fold it into the next word.
+    if len(out) >= 2 and not normalize_word(out[0]):
+        out[1] = f"{out[0]} {out[1]}"
+        del out[0]
+    return out
+
+
+def normalized(words: list[str]) -> list[str]:
+    return [normalize_word(w) for w in words]
+
+
+def common_prefix_len(a: list[str], b: list[str]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    text: str
+    stable: str
+
+
+class Agreement:
+    """Agreement buffer for one utterance."""
+
+    def __init__(self) -> None:
+        self._stable: list[str] = []  # display forms, fixed once stable
+        self._stable_norm: list[str] = []
+        self._previous: list[str] | None = None  # normalized words of the last hypothesis
+
+    @property
+    def stable_text(self) -> str:
+        return " ".join(self._stable)
+
+    @property
+    def stable_words(self) -> list[str]:
+        return list(self._stable)
+
+    def update(self, text: str) -> Hypothesis:
+        """Take a new hypothesis of the utterance so far; return it with its stable prefix."""
+        words = self.splice(split_words(text))
+        norm = normalized(words)
+        if self._previous is not None:
+            agreed = common_prefix_len(self._previous, norm)
+            if agreed > len(self._stable):
+                # Words up to `agreed` are the same in both; their display form is fixed now.
+                self._stable.extend(words[len(self._stable) : agreed])
+                self._stable_norm.extend(norm[len(self._stable_norm) : agreed])
+        self._previous = norm
+        return Hypothesis(" ".join(words), self.stable_text)
+
+    def finalize(self, text: str) -> str:
+        """The final text: the model's, made to start with the stable words."""
+        return " ".join(self.splice(split_words(text)))
+
+    def splice_offset(self, words: list[str]) -> int:
+        """Index in ``words`` where the text after the stable prefix continues."""
+        n = len(self._stable_norm)
+        norm = normalized(words)
+        if norm[:n] == self._stable_norm:
+            return n
+        if n == 0:
+            return 0
+        # The model disagreed: continue after the last place where the last stable word
+        # occurs near where it should, else after as many words as are stable.
+        last = self._stable_norm[-1]
+        for i in range(min(len(norm), n + 3) - 1, max(-1, n - 4), -1):
+            if norm[i] == last:
+                return i + 1
+        return min(n, len(words))
+
+    def splice(self, words: list[str]) -> list[str]:
+        if not self._stable:
+            return words
+        return self._stable + words[self.splice_offset(words) :]

@@ -1,0 +1,155 @@
+"""Prometheus metrics of one server (a private registry, so servers and tests never collide)
+and the per-session arrival log that end-to-end lag is measured against.
+
+Lag is end to end on the server: from the wall time the audio at an event's `end` sample
+arrived in a WebSocket message to the wall time the event's message was sent.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+
+from kettle.transcribe.types import SAMPLE_RATE
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+METRICS_CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+_LAG_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0)
+_WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 5.0)
+_DECODE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 5.0, 10.0)
+_BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64)
+
+
+class ServerMetrics:
+    """Every metric the server exports; also the engine's observer (batch figures)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.sessions_active = Gauge(
+            "kettle_sessions_active", "WebSocket sessions open now", registry=r
+        )
+        self.sessions_total = Counter("kettle_sessions", "WebSocket sessions accepted", registry=r)
+        self.sessions_rejected = Counter(
+            "kettle_sessions_rejected",
+            "Handshakes refused, by reason",
+            ["reason"],
+            registry=r,
+        )
+        self.audio_seconds = Counter(
+            "kettle_audio_seconds", "Seconds of audio received (at the input rate)", registry=r
+        )
+        self.partial_lag = Histogram(
+            "kettle_partial_lag_seconds",
+            "From arrival of the audio at a partial's end to sending the partial",
+            buckets=_LAG_BUCKETS,
+            registry=r,
+        )
+        self.final_lag = Histogram(
+            "kettle_final_lag_seconds",
+            "From arrival of the audio at a final's end to sending the final",
+            buckets=_LAG_BUCKETS,
+            registry=r,
+        )
+        self.queue_wait = Histogram(
+            "kettle_queue_wait_seconds",
+            "Time a decode request waited in the scheduler",
+            buckets=_WAIT_BUCKETS,
+            registry=r,
+        )
+        self.batch_size = Histogram(
+            "kettle_batch_size", "Requests per decoded batch", buckets=_BATCH_BUCKETS, registry=r
+        )
+        self.decode_seconds = Histogram(
+            "kettle_decode_seconds",
+            "Model time per decoded batch",
+            buckets=_DECODE_BUCKETS,
+            registry=r,
+        )
+        self.encoder_cache_hits = Counter(
+            "kettle_encoder_cache_hits", "Decode requests served from the encoder cache", registry=r
+        )
+        self.batches_failed = Counter(
+            "kettle_batches_failed", "Decode batches that raised", registry=r
+        )
+        self.errors = Counter(
+            "kettle_errors", "Error messages sent to clients, by code", ["code"], registry=r
+        )
+        self.messages_dropped = Counter(
+            "kettle_messages_dropped",
+            "Server messages not sent, by kind (stale partials for a slow reader)",
+            ["kind"],
+            registry=r,
+        )
+
+    # EngineObserver ---------------------------------------------------------------------
+
+    def on_batch(
+        self,
+        size: int,
+        finals: int,
+        queue_waits_s: Sequence[float],
+        decode_s: float,
+        cache_hits: int,
+    ) -> None:
+        self.batch_size.observe(size)
+        self.decode_seconds.observe(decode_s)
+        for wait in queue_waits_s:
+            self.queue_wait.observe(wait)
+        if cache_hits:
+            self.encoder_cache_hits.inc(cache_hits)
+
+    def on_batch_failed(self, size: int, error: str) -> None:
+        self.batches_failed.inc()
+
+    # -------------------------------------------------------------------------------------
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def value(self, name: str, labels: dict[str, str] | None = None) -> float:
+        """A sample's current value (tests and readiness checks); 0 when absent."""
+        got = self.registry.get_sample_value(name, labels or {})
+        return 0.0 if got is None else float(got)
+
+
+class ArrivalLog:
+    """When each input sample frame arrived, to map an event's end sample to a wall time.
+
+    One entry per audio message: the input frame count after it and its arrival time. Entries
+    before the last final's end are pruned (finals come in order, and nothing later refers to
+    audio before them), so a long session keeps only the open utterance's messages.
+    """
+
+    def __init__(self, sample_rate: int) -> None:
+        self.sample_rate = sample_rate
+        self._frames: list[int] = []
+        self._times: list[float] = []
+        self._base = 0  # entries dropped from the front
+
+    def record(self, frames_total: int, arrived: float) -> None:
+        if self._frames and frames_total <= self._frames[-1]:
+            return  # a message with no whole frame moves nothing
+        self._frames.append(frames_total)
+        self._times.append(arrived)
+
+    def arrival_of(self, sample_16k: int) -> float | None:
+        """The arrival time of the message that completed audio up to this 16 kHz sample."""
+        if not self._frames:
+            return None
+        frame = -(-sample_16k * self.sample_rate // SAMPLE_RATE)  # ceil
+        i = bisect.bisect_left(self._frames, frame)
+        return self._times[min(i, len(self._times) - 1)]
+
+    def prune_before(self, sample_16k: int) -> None:
+        frame = sample_16k * self.sample_rate // SAMPLE_RATE
+        i = bisect.bisect_left(self._frames, frame)
+        if i > 1:
+            # Keep the entry that covers `frame` itself.
+            del self._frames[: i - 1]
+            del self._times[: i - 1]
+
+    def __len__(self) -> int:
+        return len(self._frames)

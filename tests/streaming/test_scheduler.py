@@ -1,0 +1,132 @@
+"""The scheduler's policy, with a manual clock."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from kettle.streaming.scheduler import Scheduler, SchedulerConfig
+from kettle.transcribe.errors import ConfigError
+from kettle.transcribe.types import DecodeKind, DecodeRequest
+
+AUDIO = np.zeros(1600, dtype=np.float32)
+
+
+def req(rid: str, kind: DecodeKind = DecodeKind.PARTIAL) -> DecodeRequest:
+    return DecodeRequest(audio=AUDIO, kind=kind, request_id=rid)
+
+
+def ids(batch: object) -> list[str]:
+    assert batch is not None
+    return [t.request.request_id for t in batch]  # type: ignore[attr-defined]
+
+
+def test_lone_partial_waits_its_budget_then_goes() -> None:
+    s = Scheduler(SchedulerConfig(partial_budget_s=0.05))
+    s.submit(req("p1"), now=10.0, owner="a")
+    assert s.next_batch(10.0) is None
+    assert s.next_deadline(10.0) == pytest.approx(10.05)
+    assert s.next_batch(10.049) is None
+    assert ids(s.next_batch(10.05)) == ["p1"]
+    assert s.next_deadline(10.05) is None and len(s) == 0
+
+
+def test_full_batch_goes_at_once() -> None:
+    s = Scheduler(SchedulerConfig(max_batch_size=3, partial_budget_s=1.0))
+    for i in range(4):
+        s.submit(req(f"p{i}"), now=0.0, owner=i)
+    assert ids(s.next_batch(0.0)) == ["p0", "p1", "p2"]
+    assert s.next_batch(0.0) is None
+    assert ids(s.next_batch(1.0)) == ["p3"]
+
+
+def test_finals_first_and_in_their_own_batch() -> None:
+    s = Scheduler(SchedulerConfig(max_batch_size=4, partial_budget_s=0.0))
+    s.submit(req("p1"), now=0.0, owner="a")
+    s.submit(req("f1", DecodeKind.FINAL), now=0.5, owner="b")
+    s.submit(req("p2"), now=0.6, owner="c")
+    s.submit(req("f2", DecodeKind.FINAL), now=0.7, owner="d")
+    assert ids(s.next_batch(1.0)) == ["f1", "f2"]
+    assert ids(s.next_batch(1.0)) == ["p1", "p2"]
+
+
+def test_final_budget_lets_finals_gather() -> None:
+    s = Scheduler(SchedulerConfig(final_budget_s=0.1, partial_budget_s=0.5))
+    s.submit(req("f1", DecodeKind.FINAL), now=0.0, owner="a")
+    assert s.next_batch(0.05) is None
+    assert s.next_deadline(0.05) == pytest.approx(0.1)
+    s.submit(req("f2", DecodeKind.FINAL), now=0.08, owner="b")
+    assert ids(s.next_batch(0.1)) == ["f1", "f2"]
+
+
+def test_newer_partial_replaces_the_queued_one() -> None:
+    s = Scheduler()
+    s.submit(req("old"), now=0.0, owner="a")
+    s.submit(req("other"), now=0.01, owner="b")
+    s.submit(req("new"), now=0.02, owner="a")
+    dropped = s.take_dropped()
+    assert [(d.ticket.request.request_id, d.reason) for d in dropped] == [("old", "replaced")]
+    assert ids(s.next_batch(1.0)) == ["other", "new"]
+    # Finals are never replaced.
+    s.submit(req("f1", DecodeKind.FINAL), now=2.0, owner="a")
+    s.submit(req("f2", DecodeKind.FINAL), now=2.0, owner="a")
+    assert ids(s.next_batch(2.0)) == ["f1", "f2"]
+
+
+def test_overload_thins_stale_partials_and_never_drops_finals() -> None:
+    cfg = SchedulerConfig(max_batch_size=2, partial_budget_s=0.05, partial_max_wait_s=1.0)
+    s = Scheduler(cfg)
+    # A flood: 50 streams' partials and 5 finals at t=0, the model busy until t=1.2.
+    for i in range(50):
+        s.submit(req(f"p{i}"), now=0.0, owner=f"s{i}")
+    for i in range(5):
+        s.submit(req(f"f{i}", DecodeKind.FINAL), now=0.0, owner=f"s{i}")
+    assert not s.overloaded(1.2)
+    served: list[str] = []
+    now = 1.2
+    while (batch := s.next_batch(now)) is not None:
+        served += ids(batch)
+        now += 0.1
+    assert served == ["f0", "f1", "f2", "f3", "f4"]
+    dropped = s.take_dropped()
+    assert len(dropped) == 50 and {d.reason for d in dropped} == {"overload"}
+    assert s.overloaded(now) and not s.overloaded(now + 10.0)
+    assert s.skipped_total == 50
+
+
+def test_partials_do_not_starve_finals() -> None:
+    s = Scheduler(SchedulerConfig(max_batch_size=4, partial_budget_s=0.0))
+    now = 0.0
+    finals_served = []
+    for step in range(100):
+        for i in range(8):
+            s.submit(req(f"p{step}-{i}"), now=now, owner=f"s{i}")
+        if step % 10 == 0:
+            s.submit(req(f"f{step}", DecodeKind.FINAL), now=now, owner="x")
+        batch = s.next_batch(now)
+        finals_served += [r for r in ids(batch) if r.startswith("f")]
+        now += 0.1
+    assert finals_served == [f"f{i}" for i in range(0, 100, 10)]
+
+
+def test_cancel_removes_an_owners_requests() -> None:
+    s = Scheduler()
+    s.submit(req("a1"), now=0.0, owner="a")
+    s.submit(req("a2", DecodeKind.FINAL), now=0.0, owner="a")
+    s.submit(req("b1"), now=0.0, owner="b")
+    assert sorted(t.request.request_id for t in s.cancel("a")) == ["a1", "a2"]
+    assert ids(s.next_batch(1.0)) == ["b1"]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_batch_size": 0},
+        {"partial_budget_s": -1.0},
+        {"final_budget_s": 11.0},
+        {"partial_max_wait_s": 0.01},
+        {"max_final_batch_size": 0},
+    ],
+)
+def test_bad_config_is_refused(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ConfigError):
+        SchedulerConfig(**kwargs)

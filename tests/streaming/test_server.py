@@ -1,0 +1,603 @@
+"""The WebSocket server against PROTOCOL.md, with the fake model (the point here is the server).
+
+A real server on 127.0.0.1:0; raw WebSocket clients so every message and close code is seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from kettle.streaming.client import ClientOptions, stream_audio, to_s16le
+from kettle.streaming.server import KettleServer, ServerConfig
+from kettle.transcribe.errors import ConfigError
+from kettle.transcribe.fake import FakeDecoder, scripted_audio
+
+# Three utterances of voice-like audio, with silences long enough to end each one.
+AUDIO = scripted_audio(
+    [("silence", 0.3), ("voice", 1.5), ("silence", 1.0), ("voice", 2.0), ("silence", 1.0),
+     ("voice", 1.0), ("silence", 0.8)]
+)  # fmt: skip
+PCM = to_s16le(AUDIO)
+TIMEOUT = 30
+
+
+@pytest.fixture
+async def make_server() -> AsyncIterator[Callable[..., Any]]:
+    servers: list[KettleServer] = []
+
+    async def start(decoder: Any = None, **overrides: Any) -> KettleServer:
+        config = ServerConfig(port=0, **overrides)
+        server = KettleServer(config, lambda: decoder or FakeDecoder())
+        await server.start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        await server.shutdown(timeout=5)
+
+
+@pytest.fixture
+async def server(make_server: Callable[..., Any]) -> KettleServer:
+    return await make_server()  # type: ignore[no-any-return]
+
+
+async def open_ws(server: KettleServer, query: str = "", **kwargs: Any) -> ClientConnection:
+    url = server.ws_url + (f"?{query}" if query else "")
+    return await connect(url, max_size=None, **kwargs)
+
+
+async def read_all(ws: ClientConnection) -> tuple[list[dict[str, Any]], int | None]:
+    """Every server message until the server closes, and the close code."""
+    messages: list[dict[str, Any]] = []
+
+    async def reader() -> None:
+        try:
+            async for raw in ws:
+                assert isinstance(raw, str), "the server sends text only"
+                messages.append(json.loads(raw))
+        except ConnectionClosed:
+            pass
+
+    await asyncio.wait_for(reader(), TIMEOUT)
+    return messages, ws.close_code
+
+
+async def send_chunks(ws: ClientConnection, data: bytes, size: int = 3200) -> None:
+    for i in range(0, len(data), size):
+        await ws.send(data[i : i + size])
+
+
+def kinds(messages: list[dict[str, Any]]) -> list[str]:
+    return [m["type"] for m in messages]
+
+
+def errors(messages: list[dict[str, Any]]) -> list[str]:
+    return [m["code"] for m in messages if m["type"] == "error"]
+
+
+def check_finals(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Finals numbered 0..n-1 in order, done last with their count; returns the finals."""
+    finals = [m for m in messages if m["type"] == "final"]
+    assert [f["utterance"] for f in finals] == list(range(len(finals)))
+    assert messages[-1]["type"] == "done"
+    assert messages[-1]["utterances"] == len(finals)
+    for f in finals:
+        assert 0 <= f["start"] < f["end"]
+    return finals
+
+
+def http_get(server: KettleServer, path: str, headers: dict[str, str] | None = None) -> Any:
+    request = urllib.request.Request(server.url + path, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+
+
+async def get(server: KettleServer, path: str, **kw: Any) -> Any:
+    return await asyncio.to_thread(http_get, server, path, **kw)
+
+
+# -- the happy path ---------------------------------------------------------------------------
+
+
+async def test_ready_finals_done_close_1000(server: KettleServer) -> None:
+    ws = await open_ws(server)
+    await ws.send(json.dumps({"type": "config", "word_timestamps": True}))
+    await send_chunks(ws, PCM)
+    await ws.send('{"type": "stop"}')
+    messages, code = await read_all(ws)
+    assert code == 1000
+    ready = messages[0]
+    assert ready["type"] == "ready" and ready["protocol"] == 1
+    assert ready["model"] == "fake" and ready["sample_rate"] == 16000
+    assert ready["multilingual"] is False and ready["session_id"]
+    finals = check_finals(messages)
+    assert len(finals) == 3
+    assert all(f["text"] and f["language"] == "en" for f in finals)
+    for f in finals:
+        assert f["words"] and all(f["start"] <= w["start"] <= w["end"] for w in f["words"])
+    done = messages[-1]
+    assert done["audio_seconds"] == round(len(AUDIO) / 16000, 3)
+    assert "reason" not in done
+    assert errors(messages) == []
+    metrics = server.metrics
+    assert metrics.value("kettle_sessions_total") == 1
+    assert metrics.value("kettle_final_lag_seconds_count") == 3
+    assert metrics.value("kettle_audio_seconds_total") == pytest.approx(len(AUDIO) / 16000)
+    assert metrics.value("kettle_batch_size_count") >= 1
+
+
+async def test_partials_in_real_time_precede_their_final(server: KettleServer) -> None:
+    result = await stream_audio(
+        AUDIO[: 16000 * 3], ClientOptions(url=server.ws_url, realtime=True, chunk_ms=100)
+    )
+    assert result.close_code == 1000 and result.done is not None
+    assert result.partials, "real-time audio gets partials"
+    seen_final: set[int] = set()
+    for message, _ in result.received:
+        if message["type"] == "partial":
+            assert message["utterance"] not in seen_final
+            assert message["text"].startswith(message["stable"])
+        elif message["type"] == "final":
+            seen_final.add(message["utterance"])
+    assert server.metrics.value("kettle_partial_lag_seconds_count") >= 1
+
+
+async def test_partials_false_sends_none(server: KettleServer) -> None:
+    result = await stream_audio(
+        AUDIO[: 16000 * 3],
+        ClientOptions(url=server.ws_url, realtime=True, chunk_ms=100, partials=False),
+    )
+    assert result.partials == [] and len(result.finals) == 1
+
+
+async def test_stop_without_audio(server: KettleServer) -> None:
+    ws = await open_ws(server)
+    await ws.send('{"type": "finalize"}')  # no open utterance: nothing happens
+    await ws.send('{"type": "stop"}')
+    await ws.send('{"type": "bogus"}')  # after stop: ignored
+    messages, code = await read_all(ws)
+    assert kinds(messages) == ["ready", "done"]
+    assert messages[1] == {"type": "done", "audio_seconds": 0.0, "utterances": 0}
+    assert code == 1000
+
+
+async def test_messages_before_ready_are_processed_in_order(server: KettleServer) -> None:
+    ws = await open_ws(server, "encoding=pcm_f32le&sample_rate=8000")
+    half = AUDIO[::2].astype("<f4").tobytes()  # 8 kHz f32
+    await ws.send(half[:7])  # mid-sample
+    await ws.send(half[7:])
+    await ws.send('{"type": "stop"}')
+    messages, code = await read_all(ws)
+    assert messages[0]["sample_rate"] == 8000
+    assert len(check_finals(messages)) == 3
+    assert messages[-1]["audio_seconds"] == round(len(AUDIO[::2]) / 8000, 3)
+
+
+# -- config and query precedence ----------------------------------------------------------------
+
+
+async def test_config_wins_over_query_and_explicit_rate_sticks(server: KettleServer) -> None:
+    # Query: mulaw at 16 kHz (explicit). Config: s16le, no rate -> still 16 kHz, s16le.
+    ws = await open_ws(server, "encoding=mulaw&sample_rate=16000&channels=2")
+    await ws.send(json.dumps({"type": "config", "encoding": "pcm_s16le", "channels": 1}))
+    await send_chunks(ws, PCM)
+    await ws.send('{"type": "stop"}')
+    messages, code = await read_all(ws)
+    assert code == 1000 and errors(messages) == []
+    assert len(check_finals(messages)) == 3
+    assert messages[-1]["audio_seconds"] == round(len(AUDIO) / 16000, 3)
+
+
+async def test_mulaw_defaults_to_8k(server: KettleServer) -> None:
+    ws = await open_ws(server, "encoding=mulaw")
+    assert json.loads(await ws.recv())["sample_rate"] == 8000
+    await ws.send(bytes(8000))  # one second of u-law
+    await ws.send('{"type": "stop"}')
+    messages, _ = await read_all(ws)
+    assert messages[-1]["audio_seconds"] == 1.0
+
+
+async def test_invalid_config_refused_whole_then_corrected(server: KettleServer) -> None:
+    ws = await open_ws(server)
+    # encoding is valid but channels is not: nothing applies, the session stays s16le mono.
+    await ws.send(json.dumps({"type": "config", "encoding": "pcm_f32le", "channels": 7}))
+    # binary after a refused config uses the settings as they were
+    await send_chunks(ws, PCM[: 16000 * 2 * 3])
+    await ws.send(json.dumps({"type": "config", "channels": 2}))  # after audio: refused
+    await ws.send('{"type": "stop"}')
+    messages, code = await read_all(ws)
+    assert code == 1000
+    assert errors(messages) == ["bad_message", "bad_message"]
+    first, second = (m for m in messages if m["type"] == "error")
+    assert "channels" in first["message"]
+    assert "before the first audio" in second["message"]
+    assert messages[-1]["audio_seconds"] == 3.0  # decoded as s16le mono 16 kHz
+    assert len(check_finals(messages)) == 1
+
+
+async def test_config_corrected_before_audio_applies(server: KettleServer) -> None:
+    ws = await open_ws(server)
+    await ws.send(json.dumps({"type": "config", "sample_rate": 100}))
+    await ws.send(json.dumps({"type": "config", "sample_rate": 8000, "encoding": "pcm_f32le"}))
+    await ws.send(AUDIO[::2].astype("<f4").tobytes())
+    await ws.send('{"type": "stop"}')
+    messages, _ = await read_all(ws)
+    assert errors(messages) == ["bad_message"]
+    assert messages[-1]["audio_seconds"] == round(len(AUDIO[::2]) / 8000, 3)
+
+
+async def test_english_only_model_refuses_language(server: KettleServer) -> None:
+    status, _, body = await get(server, "/v1/stream?language=de")
+    assert status == 400 and b"English-only" in body
+    ws = await open_ws(server, "language=en")
+    await ws.send(json.dumps({"type": "config", "language": "fr"}))
+    await ws.send('{"type": "stop"}')
+    messages, _ = await read_all(ws)
+    assert errors(messages) == ["bad_message"]
+
+
+# -- bad input --------------------------------------------------------------------------------
+
+
+async def test_bad_messages_never_end_the_session(make_server: Callable[..., Any]) -> None:
+    server = await make_server(max_frame_bytes=64_000)
+    ws = await open_ws(server)
+    bad = [
+        "not json",
+        "[1, 2, 3]",
+        '"a string"',
+        "{}",
+        '{"type": "dance"}',
+        '{"type": "config", "sample_rate": "fast"}',
+    ]
+    for text in bad:
+        await ws.send(text)
+    await ws.send(bytes(64_001))  # over the frame limit: dropped
+    await ws.send(b"\x00\x01\x02" * 1000)  # garbage is still audio (s16le noise-free bytes)
+    await send_chunks(ws, PCM)
+    await ws.send('{"type": "keepalive"}')
+    await ws.send('{"type": "stop"}')
+    messages, code = await read_all(ws)
+    assert code == 1000
+    assert errors(messages) == ["bad_message"] * len(bad) + ["bad_audio"]
+    assert all(m.get("fatal") is None for m in messages if m["type"] == "error")
+    assert len(check_finals(messages)) == 3
+    # the dropped oversize frame is not counted as audio
+    assert messages[-1]["audio_seconds"] == round((3000 + len(PCM)) / 2 / 16000, 3)
+    assert server.metrics.value("kettle_errors_total", {"code": "bad_message"}) == len(bad)
+    assert server.metrics.value("kettle_errors_total", {"code": "bad_audio"}) == 1
+
+
+async def test_leftover_partial_frame_at_stop_is_bad_audio(server: KettleServer) -> None:
+    ws = await open_ws(server, "encoding=pcm_f32le&channels=2")
+    stereo = np.repeat(AUDIO[: 16000 * 3], 2).astype("<f4").tobytes()
+    await ws.send(stereo + b"\x01\x02\x03")
+    await ws.send('{"type": "stop"}')
+    messages, code = await read_all(ws)
+    assert code == 1000
+    assert kinds(messages)[1] == "error" and errors(messages) == ["bad_audio"]
+    assert "3 byte" in messages[1]["message"]
+    assert len(check_finals(messages)) == 1
+    assert messages[-1]["audio_seconds"] == 3.0
+
+
+async def test_message_over_16_mib_closes_1009(server: KettleServer) -> None:
+    ws = await open_ws(server)
+    await ws.recv()
+    await ws.send(bytes((16 << 20) + 1))
+    messages, code = await read_all(ws)
+    assert code == 1009
+    # the server lives on
+    result = await stream_audio(AUDIO, ClientOptions(url=server.ws_url))
+    assert len(result.finals) == 3
+
+
+async def test_internal_error_is_fatal_1011_and_server_survives(
+    server: KettleServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kettle.streaming.server as server_module
+
+    class Broken:
+        def __init__(self, *args: Any) -> None:
+            raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(server_module, "PcmStreamDecoder", Broken)
+    ws = await open_ws(server)
+    await ws.send(PCM[:3200])
+    messages, code = await read_all(ws)
+    assert code == 1011
+    assert messages[-1] == {
+        "type": "error",
+        "code": "internal",
+        "message": "internal server error",
+        "fatal": True,
+    }
+    monkeypatch.undo()
+    result = await stream_audio(AUDIO, ClientOptions(url=server.ws_url))
+    assert len(result.finals) == 3
+    assert server.sessions_active == 0
+
+
+async def test_rate_limit_applies_to_text_only(make_server: Callable[..., Any]) -> None:
+    server = await make_server(max_messages_per_second=1.0)  # burst 2
+    ws = await open_ws(server)
+    for _ in range(6):
+        await ws.send('{"type": "keepalive"}')
+    await send_chunks(ws, PCM, size=640)  # ~700 audio messages: never limited
+    await ws.send('{"type": "stop"}')  # always honoured
+    messages, code = await read_all(ws)
+    assert code == 1000
+    assert errors(messages) == ["rate_limited"]  # once per run of dropped messages
+    assert len(check_finals(messages)) == 3
+
+
+async def test_abrupt_disconnects_leak_nothing(server: KettleServer) -> None:
+    survivors = asyncio.create_task(
+        stream_audio(AUDIO, ClientOptions(url=server.ws_url, realtime=True, chunk_ms=250))
+    )
+    for _ in range(5):
+        ws = await open_ws(server)
+        await send_chunks(ws, PCM[: len(PCM) // 3])  # mid-utterance
+        ws.transport.abort()  # no close frame, no stop
+    ws = await open_ws(server)
+    await send_chunks(ws, PCM[: len(PCM) // 2])
+    await ws.close()  # a clean close without stop
+    result = await survivors
+    assert len(result.finals) == 3 and result.close_code == 1000
+    for _ in range(100):
+        if server.sessions_active == 0 and server.metrics.value("kettle_sessions_active") == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert server.sessions_active == 0
+    assert server.metrics.value("kettle_sessions_active") == 0
+    assert server._engine is not None and server._engine.streams_open == 0
+
+
+async def test_slow_reader_gets_every_final(make_server: Callable[..., Any]) -> None:
+    server = await make_server()
+    slow = await open_ws(server, max_queue=1)  # the client stops reading from the socket
+    await slow.send(json.dumps({"type": "config", "word_timestamps": True}))
+    long_pcm = PCM * 8
+    await send_chunks(slow, long_pcm)
+    await slow.send('{"type": "stop"}')
+    # Meanwhile another session is served normally.
+    other = await stream_audio(AUDIO, ClientOptions(url=server.ws_url))
+    assert len(other.finals) == 3
+    await asyncio.sleep(0.5)  # let the slow reader's messages pile up unread
+    messages, code = await read_all(slow)
+    assert code == 1000
+    assert len(check_finals(messages)) == 24
+
+
+async def test_idle_timeout_acts_as_stop(make_server: Callable[..., Any]) -> None:
+    server = await make_server(idle_timeout_s=0.5)
+    ws = await open_ws(server)
+    await send_chunks(ws, PCM[: 16000 * 2 * 2])  # 2 s, ends in voice
+    messages, code = await read_all(ws)
+    assert code == 1000
+    assert messages[-1]["type"] == "done" and messages[-1]["reason"] == "idle"
+    assert len(check_finals(messages)) == 1
+
+
+async def test_keepalive_resets_idle_timer(make_server: Callable[..., Any]) -> None:
+    server = await make_server(idle_timeout_s=0.6)
+    ws = await open_ws(server)
+    for _ in range(6):
+        await ws.send('{"type": "keepalive"}')
+        await asyncio.sleep(0.2)
+    await ws.send('{"type": "stop"}')
+    messages, _ = await read_all(ws)
+    assert messages[-1] == {"type": "done", "audio_seconds": 0.0, "utterances": 0}
+
+
+async def test_max_session_length(make_server: Callable[..., Any]) -> None:
+    server = await make_server(max_session_s=0.5)
+    ws = await open_ws(server)
+    await send_chunks(ws, PCM[: 16000 * 2 * 2])
+    while True:  # keep talking: only the session length can end it
+        try:
+            await ws.send('{"type": "keepalive"}')
+            await asyncio.sleep(0.1)
+        except ConnectionClosed:
+            break
+        if server.sessions_active == 0:
+            break
+    messages, code = await read_all(ws)
+    assert code == 1000
+    assert messages[-1]["reason"] == "max_duration"
+
+
+# -- handshake: auth, query, limits ---------------------------------------------------------
+
+
+async def test_auth(make_server: Callable[..., Any]) -> None:
+    server = await make_server(api_keys=("k-one", "k-two"))
+    for query, headers in [
+        ("", None),
+        ("token=wrong", None),
+        ("", {"Authorization": "Basic k-one"}),
+    ]:
+        with pytest.raises(InvalidStatus) as info:
+            await open_ws(server, query, additional_headers=headers)
+        assert info.value.response.status_code == 401
+    # 401 comes before query validation
+    with pytest.raises(InvalidStatus) as info:
+        await open_ws(server, "sample_rate=nope")
+    assert info.value.response.status_code == 401
+    assert server.metrics.value("kettle_sessions_total") == 0
+    assert server.metrics.value("kettle_sessions_rejected_total", {"reason": "unauthorized"}) == 4
+    for query, headers in [
+        ("token=k-two", None),
+        ("", {"Authorization": "bearer k-one"}),
+        ("", {"Authorization": "BEARER k-two"}),
+    ]:
+        ws = await open_ws(server, query, additional_headers=headers)
+        assert json.loads(await ws.recv())["type"] == "ready"
+        await ws.close()
+    with pytest.raises(InvalidStatus) as info:
+        await open_ws(server, "token=k-one&sample_rate=nope")
+    assert info.value.response.status_code == 400
+
+
+@pytest.mark.parametrize(
+    "query", ["sample_rate=96000", "encoding=opus", "channels=3", "language=xx", "sample_rate=%ff"]
+)
+async def test_bad_query_is_400(server: KettleServer, query: str) -> None:
+    with pytest.raises(InvalidStatus) as info:
+        await open_ws(server, query)
+    assert info.value.response.status_code == 400
+    assert server.sessions_active == 0
+
+
+async def test_session_limit_503_with_retry_after(make_server: Callable[..., Any]) -> None:
+    server = await make_server(max_sessions=2, retry_after_s=3)
+    first = await open_ws(server)
+    second = await open_ws(server)
+    assert (await get(server, "/readyz"))[0] == 503
+    with pytest.raises(InvalidStatus) as info:
+        await open_ws(server)
+    assert info.value.response.status_code == 503
+    assert info.value.response.headers["Retry-After"] == "3"
+    assert server.metrics.value("kettle_sessions_rejected_total", {"reason": "session_limit"}) == 1
+    await first.close()
+    await second.send('{"type": "stop"}')
+    await read_all(second)
+    for _ in range(100):
+        if server.sessions_active == 0:
+            break
+        await asyncio.sleep(0.02)
+    third = await open_ws(server)
+    assert json.loads(await third.recv())["type"] == "ready"
+    await third.close()
+
+
+# -- shutdown -----------------------------------------------------------------------------------
+
+
+async def test_shutdown_sends_finals_then_1001(make_server: Callable[..., Any]) -> None:
+    server = await make_server()
+    ws = await open_ws(server)
+    await send_chunks(ws, PCM[: len(PCM) * 2 // 3])  # mid-utterance, no stop
+    await asyncio.sleep(0.2)
+    shutdown = asyncio.create_task(server.shutdown(timeout=10))
+    messages, code = await read_all(ws)
+    await shutdown
+    assert code == 1001
+    finals = check_finals(messages)
+    assert len(finals) >= 2
+    assert messages[-1]["reason"] == "shutdown"
+    with pytest.raises(OSError):
+        await open_ws(server)
+
+
+async def test_readyz_before_model_loaded() -> None:
+    gate = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def slow_load() -> FakeDecoder:
+        asyncio.run_coroutine_threadsafe(gate.wait(), loop).result(10)
+        return FakeDecoder()
+
+    server = KettleServer(ServerConfig(port=0), slow_load)
+    await server.listen()
+    loading = asyncio.create_task(server.load())
+    try:
+        assert (await get(server, "/healthz"))[0] == 200
+        assert (await get(server, "/readyz"))[0] == 503
+        with pytest.raises(InvalidStatus) as info:
+            await open_ws(server)
+        assert info.value.response.status_code == 503
+        assert "Retry-After" in info.value.response.headers
+        gate.set()
+        await loading
+        assert (await get(server, "/readyz"))[0] == 200
+    finally:
+        gate.set()
+        await server.shutdown(timeout=2)
+
+
+# -- HTTP routes ------------------------------------------------------------------------------
+
+
+async def test_http_routes(make_server: Callable[..., Any], tmp_path: Path) -> None:
+    (tmp_path / "index.html").write_text("<!doctype html><title>kettle</title>")
+    (tmp_path / "app.js").write_text("console.log(1)")
+    (tmp_path / "secret.py").write_text("x = 1")
+    (tmp_path.parent / "outside.html").write_text("no")
+    server = await make_server(web_root=tmp_path)
+    status, headers, body = await get(server, "/healthz")
+    assert status == 200
+    status, headers, body = await get(server, "/readyz")
+    assert status == 200
+    status, headers, body = await get(server, "/metrics")
+    assert status == 200 and headers["Content-Type"].startswith("text/plain")
+    assert b"kettle_sessions_active 0.0" in body
+    status, headers, body = await get(server, "/")
+    assert status == 200 and headers["Content-Type"].startswith("text/html")
+    assert b"<title>kettle</title>" in body
+    status, headers, body = await get(server, "/app.js?v=2")
+    assert status == 200 and headers["Content-Type"].startswith("text/javascript")
+    for path in ["/secret.py", "/nope.html", "/../outside.html", "/%2e%2e/outside.html",
+                 "/.hidden.js", "/a/../../outside.html"]:  # fmt: skip
+        assert (await get(server, path))[0] == 404, path
+    status, headers, _ = await get(server, "/v1/stream")
+    assert status in (400, 426)
+
+
+async def test_default_web_root_serves_the_package_folder(server: KettleServer) -> None:
+    import kettle.web
+
+    index = Path(kettle.web.__file__).parent / "index.html"
+    status, _, body = await get(server, "/")
+    if index.is_file():
+        assert status == 200 and body == index.read_bytes()
+    else:
+        assert status == 404
+
+
+# -- many sessions --------------------------------------------------------------------------
+
+
+async def test_twenty_concurrent_sessions_all_get_their_finals(
+    make_server: Callable[..., Any],
+) -> None:
+    server = await make_server(FakeDecoder(batch_delay_s=0.01), max_sessions=20)
+    results = await asyncio.gather(
+        *(
+            stream_audio(AUDIO, ClientOptions(url=server.ws_url, realtime=(i % 2 == 0)))
+            for i in range(20)
+        )
+    )
+    for result in results:
+        assert result.close_code == 1000 and result.done is not None
+        assert [f["utterance"] for f in result.finals] == [0, 1, 2]
+        assert result.done["utterances"] == 3
+    texts = {tuple(f["text"] for f in r.finals) for r in results}
+    assert len(texts) == 1  # the same audio gives the same finals in every session
+    assert server.metrics.value("kettle_sessions_total") == 20
+    assert server.metrics.value("kettle_batch_size_sum") >= 60
+
+
+def test_server_config_validation() -> None:
+    with pytest.raises(ConfigError, match="max_sessions"):
+        ServerConfig(max_sessions=0)
+    with pytest.raises(ConfigError, match="TLS"):
+        ServerConfig(tls_cert="a.pem")
+    with pytest.raises(ConfigError, match="API keys"):
+        ServerConfig(api_keys=("has space",))
+    assert "secret" not in repr(ServerConfig(api_keys=("secret",)))

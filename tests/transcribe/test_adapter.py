@@ -1,0 +1,331 @@
+"""The Whisper adapter with the real tiny.en model on real speech (and generated non-speech)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import soundfile as sf
+from kettle.transcribe import decoding
+from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
+from kettle.transcribe.decoding import Hypothesis, Thresholds
+from kettle.transcribe.errors import ConfigError, DecodeError
+from kettle.transcribe.features import FeatureComputer
+from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest
+
+P, F = DecodeKind.PARTIAL, DecodeKind.FINAL
+
+
+@pytest.fixture(scope="module")
+def speech(eval_clips: list[Any]) -> list[tuple[np.ndarray, str]]:
+    """Four LibriSpeech utterances (16 kHz mono FLAC) of 2-11 s with their references."""
+    clips = [c for c in eval_clips if c.category == "librispeech" and c.duration_s <= 11][:4]
+    assert len(clips) == 4
+    out = []
+    for clip in clips:
+        audio, rate = sf.read(Path(clip.path), dtype="float32")
+        assert rate == SAMPLE_RATE and audio.ndim == 1
+        out.append((audio, clip.reference))
+    return out
+
+
+def _noise(kind: str, seconds: float, amplitude: float, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    n = int(seconds * SAMPLE_RATE)
+    white = rng.standard_normal(n)
+    if kind == "white":
+        x = white
+    else:  # pink: 1/f power
+        spectrum = np.fft.rfft(white)
+        f = np.arange(spectrum.shape[0], dtype=np.float64)
+        f[0] = 1.0
+        x = np.fft.irfft(spectrum / np.sqrt(f), n)
+    return (amplitude * x / np.abs(x).max()).astype(np.float32)
+
+
+# -- configuration and pure rules (fast) ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"device": "tpu"},
+        {"compute_type": "int3"},
+        {"threads": -1},
+        {"beam_size": 0},
+        {"partial_max_new_tokens": 0},
+        {"partial_max_new_tokens": 500},
+        {"temperatures": ()},
+        {"temperatures": (0.4, 0.2)},
+        {"temperatures": (0.0, 3.0)},
+        {"no_speech_threshold": 1.5},
+        {"encoder_cache_size": -1},
+        {"name": ""},
+    ],
+)
+def test_model_config_rejects_bad_values(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError):
+        ModelConfig(**kwargs)
+
+
+def test_model_config_resolves_auto() -> None:
+    cfg = ModelConfig(temperatures=[0.0, 0.5])  # type: ignore[arg-type,unused-ignore]
+    assert cfg.temperatures == (0.0, 0.5)
+    assert cfg.resolved_compute_type("cpu") == "int8"
+    assert cfg.resolved_compute_type("cuda") == "int8_float16"
+    assert ModelConfig(device="cpu").resolved_device() == "cpu"
+
+
+def _hyp(text: str = "hello", lp: float = -0.3, ns: float = 0.1, cr: float = 1.2) -> Hypothesis:
+    return Hypothesis((1,), text, lp, ns, cr, 0.0)
+
+
+def test_fallback_and_silence_rules() -> None:
+    th = Thresholds(no_speech=0.6, log_prob=-1.0, compression_ratio=2.4)
+    assert not decoding.needs_fallback(_hyp(), th)
+    assert decoding.needs_fallback(_hyp(cr=3.0), th)
+    assert decoding.needs_fallback(_hyp(lp=-1.5), th)
+    silent = _hyp(lp=-1.5, ns=0.9)
+    assert decoding.is_silence(silent, th) and not decoding.needs_fallback(silent, th)
+    assert decoding.suppressed(_hyp("Thank you.", lp=-0.5, ns=0.8), th)
+    assert not decoding.suppressed(_hyp("Thank you.", lp=-0.5, ns=0.2), th)
+    best = decoding.pick_after_fallback(
+        [_hyp("a", lp=-1.2), _hyp("b", lp=-0.2, cr=9.0), _hyp("c", lp=-1.1)], th
+    )
+    assert best.text == "c"  # the most likely of those that are not too repetitive
+    assert decoding.is_negligible(np.zeros(1600, np.float32))
+    assert decoding.is_negligible(np.zeros(0, np.float32))
+
+
+def test_incremental_features_match_full_computation() -> None:
+    fc = FeatureComputer(80)
+    audio = _noise("pink", 3.0, 0.3)
+    for n in (8000, 16000, 16160, 48000):
+        inc = fc.stream("s", audio[:n])
+        full = fc.batch([audio[:n]])[0]
+        if inc is None:
+            pytest.skip("kettle.kernels.logmel not available")
+        np.testing.assert_allclose(inc, full, atol=1e-4)
+    assert fc.incremental_hits == 3
+    other = _noise("white", 2.0, 0.3, seed=1)  # not an extension: restarts the state
+    np.testing.assert_allclose(fc.stream("s", other), fc.batch([other])[0], atol=1e-4)
+    assert fc.incremental_hits == 3
+
+
+# -- the real model --------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_finals_in_one_batch_are_accurate_with_word_times(
+    tiny_decoder: WhisperAdapter, speech: list[tuple[np.ndarray, str]], wer_fn: Any
+) -> None:
+    requests = [
+        DecodeRequest(audio=a, kind=F, request_id=f"r{i}", word_timestamps=True)
+        for i, (a, _) in enumerate(speech)
+    ]
+    results = tiny_decoder.decode_batch(requests)
+    assert [r.request_id for r in results] == ["r0", "r1", "r2", "r3"]
+    assert wer_fn([ref for _, ref in speech], [r.text for r in results]) <= 0.06
+    for (audio, _), r in zip(speech, results, strict=True):
+        assert r.kind is F and r.error is None and r.language == "en"
+        assert r.tokens and r.avg_logprob > -1.0 and r.no_speech_prob < 0.6
+        duration = audio.shape[0] / SAMPLE_RATE
+        assert r.words, r.text
+        assert "".join(w.word for w in r.words).strip() == r.text
+        starts = [w.start for w in r.words]
+        assert starts == sorted(starts)
+        for prev, word in zip(r.words, r.words[1:], strict=False):
+            assert prev.end <= word.start + 1e-6
+        assert all(0.0 <= w.start <= w.end <= duration for w in r.words)
+        assert all(0.0 <= w.probability <= 1.0 for w in r.words)
+
+
+@pytest.mark.slow
+def test_partials_greedy_batched_equals_one_by_one(
+    tiny_decoder: WhisperAdapter, speech: list[tuple[np.ndarray, str]], wer_fn: Any
+) -> None:
+    batched = tiny_decoder.decode_batch(
+        [DecodeRequest(audio=a, kind=P, request_id=i) for i, (a, _) in enumerate(speech)]
+    )
+    single = [
+        tiny_decoder.decode_batch([DecodeRequest(audio=a, kind=P, cache_key=("solo", i))])[0]
+        for i, (a, _) in enumerate(speech)
+    ]
+    assert [r.text for r in batched] == [r.text for r in single]
+    assert all(r.kind is P and not r.words for r in batched)
+    assert wer_fn([ref for _, ref in speech], [r.text for r in batched]) <= 0.10
+
+
+@pytest.mark.slow
+def test_final_after_partial_reuses_the_encoder_output(
+    tiny_decoder: WhisperAdapter, speech: list[tuple[np.ndarray, str]]
+) -> None:
+    audio = speech[2][0] * 0.9  # a window no other test has encoded
+    before = tiny_decoder.cache_stats()
+    partial = tiny_decoder.decode_batch([DecodeRequest(audio=audio, kind=P)])[0]
+    final = tiny_decoder.decode_batch([DecodeRequest(audio=audio.copy(), kind=F)])[0]
+    after = tiny_decoder.cache_stats()
+    assert not partial.encoder_cache_hit and final.encoder_cache_hit
+    assert (after.misses - before.misses, after.hits - before.hits) == (1, 1)
+    keyed = tiny_decoder.decode_batch(
+        [
+            DecodeRequest(audio=audio[:16000], kind=P, cache_key="k", request_id=1),
+            DecodeRequest(audio=audio[:16000], kind=F, cache_key="k", request_id=2),
+        ]
+    )
+    assert [r.encoder_cache_hit for r in keyed] == [False, True]  # encoded once per batch
+
+
+@pytest.mark.slow
+def test_silence_and_noise_yield_no_text(tiny_decoder: WhisperAdapter) -> None:
+    windows = [
+        np.zeros(3 * SAMPLE_RATE, np.float32),
+        np.zeros(0, np.float32),
+        _noise("white", 3.0, 1e-5),
+        _noise("white", 5.0, 0.1),
+        _noise("white", 2.0, 0.5, seed=2),
+        _noise("pink", 5.0, 0.3),
+        _noise("pink", 10.0, 0.8, seed=3),
+    ]
+    requests = [
+        DecodeRequest(audio=w, kind=k, word_timestamps=k is F) for w in windows for k in (P, F)
+    ]
+    for r in tiny_decoder.decode_batch(requests):
+        assert r.text == "" and r.words == () and r.tokens == ()
+        assert r.no_speech_prob > 0.6
+
+
+@pytest.mark.slow
+def test_prompt_prefix_and_token_cap(
+    tiny_decoder: WhisperAdapter, speech: list[tuple[np.ndarray, str]]
+) -> None:
+    audio = speech[0][0]
+    results = tiny_decoder.decode_batch(
+        [
+            DecodeRequest(audio=audio, kind=F, prefix="She hoped", request_id="prefix"),
+            DecodeRequest(audio=audio, kind=F, prompt="Fat mutton. " * 12, request_id="long"),
+            DecodeRequest(audio=audio, kind=F, prompt="Stew.", request_id="short"),
+            DecodeRequest(audio=audio, kind=P, prefix="He hoped", max_new_tokens=3),
+            DecodeRequest(audio=audio, kind=P, max_new_tokens=4, prompt="Dinner."),
+        ]
+    )
+    prefixed, long_prompt, short_prompt, capped_prefix, capped = results
+    assert prefixed.text.startswith("She hoped there would be stew")
+    for r in (long_prompt, short_prompt):  # prompts of different lengths in one batch
+        assert "stew for dinner" in r.text.lower()
+    assert capped_prefix.text.startswith("He hoped") and len(capped_prefix.tokens) == 2 + 3
+    assert len(capped.tokens) == 4
+
+
+@pytest.mark.slow
+def test_fallback_retries_failed_finals_together(
+    speech: list[tuple[np.ndarray, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A log-prob threshold no hypothesis meets: every final goes through every temperature.
+    adapter = WhisperAdapter(
+        ModelConfig(threads=2, log_prob_threshold=-0.0001, temperatures=(0.0, 0.5, 1.0))
+    )
+    calls: list[tuple[int, float]] = []
+    real = adapter._ct2
+
+    class Spy:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def generate(self, features: Any, prompts: list[list[int]], **kw: Any) -> Any:
+            calls.append((len(prompts), float(kw.get("sampling_temperature", 0.0))))
+            return real.generate(features, prompts, **kw)
+
+    monkeypatch.setattr(adapter, "_ct2", Spy())
+    audios = [speech[1][0], speech[2][0]]
+    results = adapter.decode_batch([DecodeRequest(audio=a, kind=F) for a in audios])
+    assert calls == [(2, 0.0), (2, 0.5), (2, 1.0)]
+    for r in results:
+        assert r.text and r.temperature in (0.0, 0.5, 1.0)
+
+
+@pytest.mark.slow
+def test_model_failure_raises_decode_error_and_adapter_keeps_working(
+    tiny_decoder: WhisperAdapter,
+    speech: list[tuple[np.ndarray, str]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = tiny_decoder._ct2
+
+    class Broken:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def generate(self, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("CUDA error: out of memory")
+
+    monkeypatch.setattr(tiny_decoder, "_ct2", Broken())
+    with pytest.raises(DecodeError, match="out of memory"):
+        tiny_decoder.decode_batch([DecodeRequest(audio=speech[3][0], kind=P)])
+    monkeypatch.undo()
+    assert tiny_decoder.decode_batch([DecodeRequest(audio=speech[3][0], kind=P)])[0].text
+
+
+@pytest.mark.slow
+def test_bad_requests_are_config_errors(tiny_decoder: WhisperAdapter) -> None:
+    too_long = np.zeros(30 * SAMPLE_RATE + 1, np.float32)
+    bad = [
+        DecodeRequest(audio=too_long, kind=F),
+        DecodeRequest(audio=np.zeros((2, 1600), np.float32), kind=F),
+        DecodeRequest(audio=np.full(1600, np.nan, np.float32), kind=F),
+        DecodeRequest(audio=np.zeros(1600, np.int16), kind=F),
+        DecodeRequest(audio=np.zeros(1600, np.float32), kind=P, max_new_tokens=0),
+    ]
+    for req in bad:
+        with pytest.raises(ConfigError):
+            tiny_decoder.decode_batch([req])
+    assert tiny_decoder.decode_batch([]) == []
+    assert tiny_decoder.name == "tiny.en" and not tiny_decoder.multilingual
+    assert tiny_decoder.detect_language(np.zeros(1600, np.float32)) == ("en", 1.0)
+
+
+@pytest.mark.slow
+def test_stream_partials_use_incremental_features(
+    tiny_decoder: WhisperAdapter, speech: list[tuple[np.ndarray, str]]
+) -> None:
+    audio = speech[3][0]
+    hits = tiny_decoder._features.incremental_hits
+    texts = []
+    for seconds in (1.5, 3.0, 4.5):
+        window = audio[: int(seconds * SAMPLE_RATE)]
+        streamed = tiny_decoder.decode_batch(
+            [DecodeRequest(audio=window, kind=P, stream_key="mic-1", cache_key=("a", seconds))]
+        )[0]
+        plain = tiny_decoder.decode_batch(
+            [DecodeRequest(audio=window, kind=P, cache_key=("b", seconds))]
+        )[0]
+        assert streamed.text == plain.text
+        texts.append(streamed.text)
+    if tiny_decoder._features._kernels is not None:
+        assert tiny_decoder._features.incremental_hits == hits + 2
+    assert len(texts[-1]) > len(texts[0])
+
+
+@pytest.mark.slow
+def test_multilingual_base_detects_english(
+    speech: list[tuple[np.ndarray, str]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    wer_fn: Any,
+) -> None:
+    monkeypatch.setenv("KETTLE_CACHE_DIR", str(tmp_path))
+    adapter = WhisperAdapter(ModelConfig(name="base", threads=2, beam_size=2))
+    assert adapter.multilingual and adapter.name == "base"
+    audio, ref = speech[3]
+    language, prob = adapter.detect_language(audio)
+    assert language == "en" and prob > 0.5
+    detected, forced = adapter.decode_batch(
+        [DecodeRequest(audio=audio, kind=F), DecodeRequest(audio=audio, kind=P, language="en")]
+    )
+    assert detected.language == "en" and forced.language == "en"
+    assert detected.encoder_cache_hit and forced.encoder_cache_hit  # detect_language encoded it
+    assert wer_fn([ref, ref], [detected.text, forced.text]) <= 0.1
+    with pytest.raises(ConfigError, match="language"):
+        adapter.decode_batch([DecodeRequest(audio=audio, kind=P, language="xx")])

@@ -1,0 +1,130 @@
+"""txt/srt/vtt/json rendering, parse-back, and atomic writes."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from kettle.transcribe import writers
+from kettle.transcribe.errors import ConfigError
+from kettle.transcribe.transcript import Segment, Transcript
+from kettle.transcribe.types import Word
+
+T = Transcript(
+    duration_s=3725.5,
+    language="en",
+    model="tiny.en",
+    segments=(
+        Segment(0.0, 1.25, "Hello there.", (Word(" Hello", 0.0, 0.5, 0.9), Word(" there.", 0.6, 1.25, 0.8))),
+        Segment(1.2, 3.0, "Overlapping start is pushed back."),
+        Segment(3.0, 3.0, "Zero length still gets a cue."),
+        Segment(4.0, 5.0, "   "),
+        Segment(3723.0, 3725.123, "An hour later, a line long enough to be wrapped onto two lines."),
+    ),
+)
+
+_TIME = r"(\d{2}):(\d{2}):(\d{2})[,.](\d{3})"
+
+
+def parse_cues(text: str) -> list[tuple[float, float, str]]:
+    """A tiny SRT/VTT parser: (start, end, text) per cue."""
+    cues = []
+    for block in re.split(r"\n\s*\n", text.strip()):
+        lines = block.strip().splitlines()
+        idx = next((i for i, line in enumerate(lines) if "-->" in line), None)
+        if idx is None:
+            continue
+        m = re.fullmatch(_TIME + r" --> " + _TIME, lines[idx].strip())
+        assert m, lines[idx]
+        g = [int(x) for x in m.groups()]
+        start = g[0] * 3600 + g[1] * 60 + g[2] + g[3] / 1000
+        end = g[4] * 3600 + g[5] * 60 + g[6] + g[7] / 1000
+        cues.append((start, end, " ".join(lines[idx + 1 :])))
+    return cues
+
+
+def check_cues(cues: list[tuple[float, float, str]], duration: float) -> None:
+    prev_end = 0.0
+    for start, end, text in cues:
+        assert text.strip()
+        assert prev_end <= start < end <= duration + 0.01
+        prev_end = end
+
+
+def test_parse_formats() -> None:
+    assert writers.parse_formats("srt, TXT,srt") == ("srt", "txt")
+    with pytest.raises(ConfigError, match="unknown format"):
+        writers.parse_formats("txt,doc")
+    with pytest.raises(ConfigError):
+        writers.parse_formats(" , ")
+
+
+def test_srt_parses_back_in_order() -> None:
+    text = writers.format_srt(T)
+    assert text.startswith("1\n00:00:00,000 --> 00:00:01,250\nHello there.\n")
+    assert "01:02:03,000 --> 01:02:05,123" in text
+    cues = parse_cues(text)
+    assert [c[2] for c in cues][:3] == [
+        "Hello there.",
+        "Overlapping start is pushed back.",
+        "Zero length still gets a cue.",
+    ]
+    assert len(cues) == 4  # the blank segment gets no cue
+    check_cues(cues, T.duration_s)
+    numbers = [b.split("\n")[0] for b in text.strip().split("\n\n")]
+    assert numbers == ["1", "2", "3", "4"]
+    assert max(len(line) for line in text.splitlines()) <= writers.LINE_WIDTH
+
+
+def test_vtt_parses_back() -> None:
+    text = writers.format_vtt(T)
+    assert text.startswith("WEBVTT\n\n00:00:00.000 --> 00:00:01.250\n")
+    cues = parse_cues(text)
+    assert len(cues) == 4
+    check_cues(cues, T.duration_s)
+
+
+def test_txt_one_line_per_segment() -> None:
+    assert writers.format_txt(T).splitlines()[0] == "Hello there."
+    assert writers.format_txt(Transcript(1.0, "en", ())) == ""
+
+
+def test_json_round_trip() -> None:
+    back = Transcript.from_json(writers.format_json(T))
+    assert back == T
+    assert Transcript.from_dict(back.to_dict()) == back
+
+
+def test_write_outputs_atomic(tmp_path: Path) -> None:
+    base = tmp_path / "sub" / "clip"
+    paths = writers.write_outputs(T, base, ("txt", "json"))
+    assert [p.name for p in paths] == ["clip.txt", "clip.json"]
+    assert Transcript.from_json(paths[1].read_text()) == T
+    assert sorted(os.listdir(base.parent)) == ["clip.json", "clip.txt"]  # no temp files left
+
+
+def test_failed_write_leaves_old_file_and_no_temp(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    target = tmp_path / "out.txt"
+    target.write_text("old\n")
+
+    def boom(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(writers.os, "fsync", boom)
+    with pytest.raises(OSError):
+        writers.atomic_write_text(target, "new text that never lands\n")
+    assert target.read_text() == "old\n"
+    assert os.listdir(tmp_path) == ["out.txt"]
+
+
+def test_render_error_writes_nothing(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    def broken(_t: Transcript) -> str:
+        raise RuntimeError("renderer bug")
+
+    monkeypatch.setitem(writers.RENDERERS, "json", broken)
+    with pytest.raises(RuntimeError):
+        writers.write_outputs(T, tmp_path / "clip", ("txt", "json"))
+    assert os.listdir(tmp_path) == []

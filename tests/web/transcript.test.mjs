@@ -1,0 +1,69 @@
+// The page's transcript model and exports (web/transcript.js), run with `node --test`.
+import assert from "node:assert/strict";
+import test from "node:test";
+
+import { Transcript, formatClock, splitPartial, srtTime } from "../../web/transcript.js";
+
+test("clock and SubRip time stamps", () => {
+  assert.equal(formatClock(0), "0:00.0");
+  assert.equal(formatClock(3.25), "0:03.3");
+  assert.equal(formatClock(59.96), "1:00.0");
+  assert.equal(formatClock(75.4), "1:15.4");
+  assert.equal(formatClock(3725), "1:02:05");
+  assert.equal(formatClock(-1), "0:00.0");
+  assert.equal(srtTime(0), "00:00:00,000");
+  assert.equal(srtTime(3723.4567), "01:02:03,457");
+  assert.equal(srtTime(59.9996), "00:01:00,000");
+});
+
+test("a clock value never shows 60 seconds", () => {
+  for (const s of [59.95, 59.96, 59.99, 119.97]) {
+    const [, sec] = formatClock(s).split(":");
+    assert.ok(Number(sec) < 60, `${s} -> ${formatClock(s)}`);
+  }
+});
+
+test("a partial splits into stable words and the unstable tail by word count", () => {
+  assert.deepEqual(splitPartial("The quick brown fox", "the quick"), { stable: "The quick", tail: "brown fox" });
+  assert.deepEqual(splitPartial("Hello, world.", "hello world"), { stable: "Hello, world.", tail: "" });
+  assert.deepEqual(splitPartial("Nothing stable yet", ""), { stable: "", tail: "Nothing stable yet" });
+  assert.deepEqual(splitPartial("", "x"), { stable: "", tail: "" });
+});
+
+test("finals and partials across sessions stay on one timeline", () => {
+  const t = new Transcript();
+  t.beginSession(0);
+  t.partial({ utterance: 0, start: 0.5, end: 1.2, text: "hello there", stable: "hello" });
+  t.partial({ utterance: 1, start: 2.0, end: 2.4, text: "next", stable: "" });
+  assert.deepEqual(t.pending().map((p) => p.utterance), [0, 1]);
+  t.final({ utterance: 0, start: 0.5, end: 1.6, text: " Hello there. ", language: "en" });
+  assert.deepEqual(t.pending().map((p) => p.utterance), [1]);
+  // A late partial of a finalized utterance is ignored.
+  assert.equal(t.partial({ utterance: 0, start: 0.5, end: 1.7, text: "hello there again", stable: "" }), null);
+  // Reconnect: the new session's clock starts at 10 s on the page's timeline.
+  t.beginSession(10);
+  assert.equal(t.pending().length, 0);
+  t.final({ utterance: 0, start: 0.25, end: 2.0, text: "Second part." });
+  assert.deepEqual(t.finals.map((f) => [f.start, f.end, f.text]), [
+    [0.5, 1.6, "Hello there."],
+    [10.25, 12, "Second part."],
+  ]);
+  assert.equal(t.toText(), "Hello there.\nSecond part.\n");
+  assert.equal(
+    t.toSrt(),
+    "1\n00:00:00,500 --> 00:00:01,600\nHello there.\n\n2\n00:00:10,250 --> 00:00:12,000\nSecond part.\n",
+  );
+  t.clear();
+  assert.ok(t.isEmpty);
+  assert.equal(t.toText(), "");
+  assert.equal(t.toSrt(), "");
+});
+
+test("empty finals are left out of the exports", () => {
+  const t = new Transcript();
+  t.beginSession(0);
+  t.final({ utterance: 0, start: 0, end: 0, text: "" });
+  t.final({ utterance: 1, start: 1, end: 1, text: "Hi." });
+  assert.equal(t.toText(), "Hi.\n");
+  assert.equal(t.toSrt(), "1\n00:00:01,000 --> 00:00:01,001\nHi.\n");
+});

@@ -1,0 +1,223 @@
+"""A deterministic stand-in for the model: implements the Decoder protocol without weights.
+
+Text is derived from the window itself: one word per ``seconds_per_word`` of *voiced* audio
+(20 ms frames whose RMS is at least ``voiced_rms``), the i-th word of a window always being
+``WORDS[i % len(WORDS)]``. A growing window therefore yields growing, prefix-consistent text,
+silence yields "", and the same audio always yields the same words, which is what tests of
+the session, scheduler and engine (and the server's tests) need. It can sleep to simulate
+model time (in the calling thread, i.e. the engine's inference thread), fail on demand, and
+counts what it was asked.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from kettle.transcribe.errors import DecodeError
+from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest, DecodeResult, Word
+
+WORDS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+    "quebec",
+    "romeo",
+    "sierra",
+    "tango",
+    "uniform",
+    "victor",
+    "whiskey",
+    "xray",
+    "yankee",
+    "zulu",
+]
+
+_FRAME = SAMPLE_RATE // 50
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    hits: int
+    misses: int
+
+
+@dataclass
+class FakeDecoderStats:
+    calls: int = 0
+    requests: int = 0
+    batch_sizes: list[int] = field(default_factory=list)
+    kinds: list[tuple[DecodeKind, ...]] = field(default_factory=list)
+    failures: int = 0
+
+
+class FakeDecoder:
+    """Deterministic Decoder. ``fail`` decides, per batch, whether the whole batch raises."""
+
+    def __init__(
+        self,
+        *,
+        name: str = "fake",
+        seconds_per_word: float = 0.5,
+        voiced_rms: float = 0.01,
+        batch_delay_s: float = 0.0,
+        per_request_delay_s: float = 0.0,
+        fail: Callable[[Sequence[DecodeRequest]], bool] | None = None,
+        text_for: Callable[[DecodeRequest], str] | None = None,
+    ) -> None:
+        if seconds_per_word <= 0:
+            raise ValueError("seconds_per_word must be positive")
+        self._name = name
+        self.seconds_per_word = seconds_per_word
+        self.voiced_rms = voiced_rms
+        self.batch_delay_s = batch_delay_s
+        self.per_request_delay_s = per_request_delay_s
+        self.fail = fail
+        self.text_for = text_for
+        self.stats = FakeDecoderStats()
+        self.requests_seen: list[DecodeRequest] = []
+        self._cache: set[Hashable] = set()
+        self._hits = 0
+        self._misses = 0
+        self._lock = threading.Lock()
+        self.threads_used: set[int] = set()
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def multilingual(self) -> bool:
+        return False
+
+    def cache_stats(self) -> CacheStats:
+        return CacheStats(self._hits, self._misses)
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
+        with self._lock:
+            self.threads_used.add(threading.get_ident())
+            self.stats.calls += 1
+            self.stats.requests += len(requests)
+            self.stats.batch_sizes.append(len(requests))
+            self.stats.kinds.append(tuple(r.kind for r in requests))
+            self.requests_seen.extend(requests)
+        delay = self.batch_delay_s + self.per_request_delay_s * len(requests)
+        if delay > 0:
+            time.sleep(delay)
+        if self.fail is not None and self.fail(requests):
+            with self._lock:
+                self.stats.failures += 1
+            raise DecodeError(f"injected failure in a batch of {len(requests)}")
+        return [self._decode_one(r) for r in requests]
+
+    # --- the deterministic "model" -------------------------------------------------------
+    def voiced_frames(self, audio: np.ndarray) -> np.ndarray:
+        """Indices of the window's 20 ms frames that count as voiced."""
+        n = len(audio) // _FRAME
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        frames = np.asarray(audio[: n * _FRAME], dtype=np.float64).reshape(n, _FRAME)
+        rms = np.sqrt(np.mean(frames * frames, axis=1))
+        return np.flatnonzero(rms >= self.voiced_rms)
+
+    def words_for(self, audio: np.ndarray) -> list[tuple[str, float, float]]:
+        voiced = self.voiced_frames(audio)
+        per_word = max(1, round(self.seconds_per_word * 50))
+        out = []
+        for i in range(len(voiced) // per_word):
+            first, last = voiced[i * per_word], voiced[(i + 1) * per_word - 1]
+            out.append((WORDS[i % len(WORDS)], float(first) * 0.02, float(last + 1) * 0.02))
+        return out
+
+    def _decode_one(self, request: DecodeRequest) -> DecodeResult:
+        key = request.cache_key
+        hit = False
+        if key is not None:
+            with self._lock:
+                hit = key in self._cache
+                self._cache.add(key)
+                if hit:
+                    self._hits += 1
+                else:
+                    self._misses += 1
+        if self.text_for is not None:
+            text = self.text_for(request)
+            words: tuple[Word, ...] = ()
+            if request.word_timestamps and text:
+                span = len(request.audio) / SAMPLE_RATE
+                toks = text.split()
+                step = span / len(toks)
+                words = tuple(
+                    Word(w, round(i * step, 3), round((i + 1) * step, 3), 0.9)
+                    for i, w in enumerate(toks)
+                )
+        else:
+            triples = self.words_for(request.audio)
+            if request.prefix:
+                # Honour the forced prefix the way a real decoder would: the text starts with
+                # it, and continues with the window's own words after as many words.
+                forced = request.prefix.split()
+                triples = [(w, s, e) for (_, s, e), w in zip(triples, forced, strict=False)] + (
+                    triples[len(forced) :]
+                )
+                if len(forced) > len(triples):
+                    end = triples[-1][2] if triples else 0.0
+                    triples += [(w, end, end) for w in forced[len(triples) :]]
+            text = " ".join(w for w, _, _ in triples)
+            words = (
+                tuple(Word(w, round(s, 3), round(e, 3), 0.9) for w, s, e in triples)
+                if request.word_timestamps
+                else ()
+            )
+        return DecodeResult(
+            request_id=request.request_id,
+            kind=request.kind,
+            text=text,
+            words=words,
+            language=request.language or "en",
+            avg_logprob=-0.2 if text else -1.5,
+            no_speech_prob=0.05 if text else 0.9,
+            encoder_cache_hit=hit,
+        )
+
+
+def synth_voice(seconds: float, *, f0: float = 140.0, amplitude: float = 0.3) -> np.ndarray:
+    """A voice-like harmonic tone with syllable-rate modulation: webrtcvad calls it speech,
+    its spectrum is peaky (passes kettle's flatness check) and FakeDecoder hears words in it."""
+    t = np.arange(round(seconds * SAMPLE_RATE)) / SAMPLE_RATE
+    tone = sum(np.sin(2 * np.pi * f0 * k * t) / k for k in range(1, 12))
+    envelope = 0.6 + 0.4 * np.sin(2 * np.pi * 4.0 * t)
+    return (amplitude * tone * envelope / 2.0).astype(np.float32)
+
+
+def scripted_audio(pattern: Sequence[tuple[str, float]], *, seed: int = 0) -> np.ndarray:
+    """Concatenate ("voice" | "silence" | "noise", seconds) pieces into one clip."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for what, seconds in pattern:
+        n = round(seconds * SAMPLE_RATE)
+        if what == "voice":
+            parts.append(synth_voice(seconds))
+        elif what == "silence":
+            parts.append(np.zeros(n, dtype=np.float32))
+        elif what == "noise":
+            parts.append((rng.standard_normal(n) * 0.1).astype(np.float32))
+        else:
+            raise ValueError(f"unknown piece {what!r}")
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)

@@ -1,0 +1,352 @@
+"""The offline file pipeline: load -> VAD windows -> batched decode -> stitched transcript.
+
+Windows of all files go through one FIFO queue, so a batch mixes the tail of one file with the
+head of the next and the model always sees full batches. Files are loaded lazily, only as far
+ahead as the queue needs, and results come back in input order as soon as each file is done.
+No text is carried from one window to the next (that would serialise a file's windows); the
+windows are cut at pauses, so little context is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from kettle.transcribe.errors import ConfigError, KettleError, ModelError
+from kettle.transcribe.progress import Progress
+from kettle.transcribe.result_cache import ResultCache
+from kettle.transcribe.transcript import Segment, Transcript
+from kettle.transcribe.types import (
+    SAMPLE_RATE,
+    DecodeKind,
+    Decoder,
+    DecodeRequest,
+    DecodeResult,
+    Word,
+)
+from kettle.transcribe.windows import Window, WindowConfig, split_windows
+
+log = logging.getLogger(__name__)
+
+_SENTENCE_END = re.compile(r"[.?!…。？！]['\")\]]*$")
+_SENTENCE_SPLIT = re.compile(r"(?<=[.?!…])\s+")
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Options of one transcription run (they are part of the result-cache key)."""
+
+    batch_size: int = 8
+    beam_size: int | None = None
+    language: str | None = None
+    word_timestamps: bool = False
+    max_cue_s: float = 7.0
+    max_cue_chars: int = 84
+    windows: WindowConfig = field(default_factory=WindowConfig)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.batch_size <= 256:
+            raise ConfigError(f"batch size must be within 1..256, got {self.batch_size}")
+        if self.beam_size is not None and not 1 <= self.beam_size <= 20:
+            raise ConfigError(f"beam size must be within 1..20, got {self.beam_size}")
+        if self.max_cue_s <= 0 or self.max_cue_chars <= 0:
+            raise ConfigError("cue limits must be positive")
+
+    def cache_options(self) -> dict[str, object]:
+        w = self.windows
+        return {
+            "beam_size": self.beam_size,
+            "language": self.language,
+            "word_timestamps": self.word_timestamps,
+            "max_cue_s": self.max_cue_s,
+            "max_cue_chars": self.max_cue_chars,
+            "windows": [w.max_window_s, w.vad, w.vad_threshold, w.min_silence_ms,
+                        w.speech_pad_ms, w.min_speech_ms],
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FileJob:
+    """One input: a display name, how to load its audio, and its result-cache key (if any)."""
+
+    name: str
+    load: Callable[[], np.ndarray]
+    cache_key: str | None = None
+    expected_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    name: str
+    transcript: Transcript | None
+    error: str | None = None
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(eq=False)
+class _FileState:
+    job: FileJob
+    audio: np.ndarray | None = None
+    windows: list[Window] = field(default_factory=list)
+    results: dict[int, DecodeResult] = field(default_factory=dict)
+    outcome: FileOutcome | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.outcome is not None
+
+
+def transcribe_files(
+    jobs: Iterable[FileJob],
+    decoder: Decoder,
+    config: PipelineConfig | None = None,
+    *,
+    cache: ResultCache | None = None,
+    progress: Progress | None = None,
+) -> Iterator[FileOutcome]:
+    """Transcribe files, yielding one outcome per job, in input order, as each completes.
+
+    A file that fails (unreadable audio, failed decode) yields an outcome with ``error`` set;
+    the other files are unaffected.
+    """
+    config = config or PipelineConfig()
+    job_iter = iter(jobs)
+    exhausted = False
+    states: deque[_FileState] = deque()
+    queue: deque[tuple[_FileState, Window]] = deque()
+
+    while True:
+        # Load files until a full batch is queued (or there is nothing more to load).
+        while not exhausted and len(queue) < config.batch_size:
+            job = next(job_iter, None)
+            if job is None:
+                exhausted = True
+                break
+            state = _FileState(job)
+            states.append(state)
+            _start_file(state, decoder, config, cache, progress)
+            queue.extend((state, w) for w in state.windows)
+        if queue:
+            batch = [queue.popleft() for _ in range(min(config.batch_size, len(queue)))]
+            _decode(batch, decoder, config, progress)
+            for state in dict.fromkeys(s for s, _ in batch):
+                _maybe_finish(state, decoder, config, cache, progress)
+        while states and states[0].done:
+            outcome = states.popleft().outcome
+            assert outcome is not None
+            yield outcome
+        if exhausted and not queue:
+            break
+    assert not states, "every file finishes once its windows are decoded"
+
+
+def transcribe_audio(
+    audio: np.ndarray, decoder: Decoder, config: PipelineConfig | None = None
+) -> Transcript:
+    """Transcribe one in-memory recording (float32 mono 16 kHz); raises on failure."""
+    (outcome,) = transcribe_files([FileJob("<audio>", lambda: audio)], decoder, config)
+    if outcome.transcript is None:
+        raise KettleError(outcome.error or "transcription failed")
+    return outcome.transcript
+
+
+def _start_file(
+    state: _FileState,
+    decoder: Decoder,
+    config: PipelineConfig,
+    cache: ResultCache | None,
+    progress: Progress | None,
+) -> None:
+    job = state.job
+    if cache is not None and job.cache_key is not None:
+        hit = cache.get(job.cache_key)
+        if hit is not None:
+            state.outcome = FileOutcome(job.name, hit, cached=True)
+            if progress is not None:
+                progress.loaded(job.name, hit.duration_s)
+                progress.advance(hit.duration_s)
+                progress.file_done()
+            return
+    try:
+        audio = job.load()
+        windows = split_windows(audio, config.windows)
+    except KettleError as exc:
+        _fail(state, str(exc), progress, unloaded=True)
+        return
+    except Exception as exc:  # a bug or a library surprise must not sink the other files
+        log.debug("loading %s failed", job.name, exc_info=True)
+        _fail(state, f"{type(exc).__name__}: {exc}", progress, unloaded=True)
+        return
+    state.audio = audio
+    state.windows = windows
+    duration = len(audio) / SAMPLE_RATE
+    if progress is not None:
+        progress.loaded(job.name, duration)
+    if not windows:
+        if progress is not None:
+            progress.advance(duration)
+        _maybe_finish(state, decoder, config, cache, progress)
+
+
+def _fail(
+    state: _FileState, reason: str, progress: Progress | None, *, unloaded: bool = False
+) -> None:
+    state.outcome = FileOutcome(state.job.name, None, error=reason)
+    state.audio = None
+    state.results.clear()
+    if progress is not None:
+        if unloaded:
+            progress.loaded(state.job.name, 0.0)
+        progress.file_done()
+
+
+def _decode(
+    batch: Sequence[tuple[_FileState, Window]],
+    decoder: Decoder,
+    config: PipelineConfig,
+    progress: Progress | None,
+) -> None:
+    live = [(s, w) for s, w in batch if not s.done and s.audio is not None]
+    requests = [
+        DecodeRequest(
+            audio=w.audio(s.audio) if s.audio is not None else np.zeros(0, np.float32),
+            kind=DecodeKind.FINAL,
+            request_id=i,
+            language=config.language,
+            word_timestamps=config.word_timestamps,
+            beam_size=config.beam_size,
+        )
+        for i, (s, w) in enumerate(live)
+    ]
+    try:
+        results = decoder.decode_batch(requests) if requests else []
+        by_id = {r.request_id: r for r in results}
+        missing = [i for i in range(len(live)) if i not in by_id]
+        if missing:
+            raise KettleError(f"decoder returned no result for {len(missing)} window(s)")
+    except ModelError:
+        raise  # the model itself is unusable: every file would fail the same way
+    except Exception as exc:
+        log.debug("decode batch failed", exc_info=True)
+        reason = str(exc) if isinstance(exc, KettleError) else f"decode failed: {exc}"
+        for s, _ in live:
+            if not s.done:
+                _fail(s, reason, progress)
+        return
+    for i, (s, w) in enumerate(live):
+        s.results[w.index] = by_id[i]
+        if progress is not None:
+            progress.advance((w.cover[1] - w.cover[0]) / SAMPLE_RATE)
+
+
+def _maybe_finish(
+    state: _FileState,
+    decoder: Decoder,
+    config: PipelineConfig,
+    cache: ResultCache | None,
+    progress: Progress | None,
+) -> None:
+    if state.done or len(state.results) < len(state.windows):
+        return
+    assert state.audio is not None
+    errors = [r.error for r in state.results.values() if r.error]
+    if errors:
+        _fail(state, f"decode failed: {errors[0]}", progress)
+        return
+    duration = len(state.audio) / SAMPLE_RATE
+    segments: list[Segment] = []
+    for window in state.windows:
+        segments.extend(window_segments(state.results[window.index], window, config))
+    languages = [r.language for r in state.results.values() if r.text.strip()]
+    language = max(set(languages), key=languages.count) if languages else (config.language or "")
+    transcript = Transcript(
+        duration_s=duration,
+        language=language,
+        segments=tuple(_tidy(segments, duration)),
+        model=decoder.name,
+    )
+    state.outcome = FileOutcome(state.job.name, transcript)
+    state.audio = None
+    state.results.clear()
+    if cache is not None and state.job.cache_key is not None:
+        cache.put(state.job.cache_key, transcript)
+    if progress is not None:
+        progress.file_done()
+
+
+def window_segments(result: DecodeResult, window: Window, config: PipelineConfig) -> list[Segment]:
+    """Readable segments of one window, in recording time."""
+    text = result.text.strip()
+    if not text:
+        return []
+    if result.words:
+        words = [
+            Word(w.word, window.to_source(w.start), window.to_source(w.end), w.probability)
+            for w in result.words
+        ]
+        return split_words(words, config.max_cue_s, config.max_cue_chars)
+    return split_text(text, window, config.max_cue_s)
+
+
+def split_words(words: Sequence[Word], max_s: float, max_chars: int) -> list[Segment]:
+    """Group timed words into cues: break after a sentence end, before a long pause, and
+    before a word that would make the cue longer than ``max_s`` or ``max_chars``."""
+    segments: list[Segment] = []
+    group: list[Word] = []
+
+    def flush() -> None:
+        if group:
+            text = "".join(w.word for w in group).strip()
+            if text:
+                segments.append(Segment(group[0].start, group[-1].end, text, tuple(group)))
+            group.clear()
+
+    for word in words:
+        if group:
+            chars = len("".join(w.word for w in group)) + len(word.word)
+            too_long = word.end - group[0].start > max_s or chars > max_chars
+            pause = word.start - group[-1].end > 1.0
+            if too_long or pause:
+                flush()
+        group.append(word)
+        if _SENTENCE_END.search(word.word.strip()) and group[-1].end - group[0].start >= 1.0:
+            flush()
+    flush()
+    return segments
+
+
+def split_text(text: str, window: Window, max_s: float) -> list[Segment]:
+    """Without word times: one segment per sentence, times spread by character count over the
+    window's speech (approximate, but each cue lands inside the speech it belongs to)."""
+    sentences = [s for s in _SENTENCE_SPLIT.split(text) if s.strip()]
+    total_s = window.num_samples / SAMPLE_RATE
+    if len(sentences) <= 1 or total_s <= max_s:
+        return [Segment(window.to_source(0.0), window.to_source(total_s), text)]
+    weights = np.cumsum([0] + [len(s) + 1 for s in sentences], dtype=np.float64)
+    bounds = weights / weights[-1] * total_s
+    return [
+        Segment(
+            window.to_source(float(bounds[i])), window.to_source(float(bounds[i + 1])), s.strip()
+        )
+        for i, s in enumerate(sentences)
+    ]
+
+
+def _tidy(segments: list[Segment], duration: float) -> list[Segment]:
+    """Clamp to the recording and make times non-decreasing and non-overlapping."""
+    out: list[Segment] = []
+    prev_end = 0.0
+    for seg in sorted(segments, key=lambda s: s.start):
+        start = min(max(seg.start, prev_end), duration)
+        end = min(max(seg.end, start), duration)
+        out.append(Segment(start, end, seg.text, seg.words))
+        prev_end = end
+    return out

@@ -1,0 +1,116 @@
+// Connection helpers for the page: URLs, reconnect backoff, and the failure diagnosis.
+// Pure apart from `diagnoseRefusal`, which takes `fetch` as a parameter so tests can fake it.
+//
+// Why a diagnosis is needed: when a WebSocket handshake is refused, the browser reports only
+// "closed, code 1006" and never shows the page the HTTP status. To tell a refused key (401)
+// from a full server (503), the page then asks the server over plain HTTP:
+//   1. GET readyz  -> 503 means the server is full or its model is not loaded yet.
+//   2. GET v1/stream?token=KEY without an Upgrade header. The server checks the key before
+//      anything else (PROTOCOL.md), so a wrong or missing key answers 401 (or 403) here too;
+//      503 again means full; any other status (400/426: "not a WebSocket request") means the
+//      key was accepted and the failure lay elsewhere (a proxy, the network).
+// Probes run only after a failure, so a healthy page makes no extra requests.
+
+export const STREAM_PATH = "v1/stream";
+
+/** ws(s)://.../v1/stream?token=KEY, relative to the page so a reverse-proxy prefix works. */
+export function streamUrl(pageHref, token) {
+  const url = new URL(STREAM_PATH, pageHref);
+  url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+  url.search = "";
+  if (token) url.searchParams.set("token", token);
+  return url.toString();
+}
+
+/** Delay before reconnect attempt `attempt` (0-based): 0.5 s doubling to 10 s, +-20 % jitter. */
+export function backoffMs(attempt, random = Math.random, baseMs = 500, maxMs = 10000) {
+  const plain = Math.min(maxMs, baseMs * 2 ** Math.max(0, attempt));
+  return Math.round(plain * (0.8 + 0.4 * random()));
+}
+
+/** Parse a Retry-After header of whole seconds (the form PROTOCOL.md uses) into ms, or null. */
+export function retryAfterMs(header) {
+  if (header == null) return null;
+  const s = Number.parseInt(String(header).trim(), 10);
+  return Number.isFinite(s) && s >= 0 ? Math.min(s, 300) * 1000 : null;
+}
+
+/**
+ * Why was the WebSocket refused? Returns {kind, retryAfterMs}, kind one of
+ * "auth" (key missing or wrong), "full" (503: at the session limit or not ready),
+ * "unreachable" (no HTTP answer at all), "other" (server fine, cause unknown).
+ */
+export async function diagnoseRefusal(pageHref, token, fetchFn = globalThis.fetch) {
+  const get = (path) => fetchFn(new URL(path, pageHref).toString(), { cache: "no-store", redirect: "manual" });
+  let ready;
+  try {
+    ready = await get("readyz");
+  } catch {
+    return { kind: "unreachable", retryAfterMs: null };
+  }
+  if (ready.status === 503) return { kind: "full", retryAfterMs: retryAfterMs(ready.headers.get("Retry-After")) };
+  const probe = new URL(STREAM_PATH, pageHref);
+  if (token) probe.searchParams.set("token", token);
+  let answer;
+  try {
+    answer = await get(probe.toString());
+  } catch {
+    return { kind: "unreachable", retryAfterMs: null };
+  }
+  if (answer.status === 401 || answer.status === 403) return { kind: "auth", retryAfterMs: null };
+  if (answer.status === 503) return { kind: "full", retryAfterMs: retryAfterMs(answer.headers.get("Retry-After")) };
+  return { kind: "other", retryAfterMs: null };
+}
+
+/** Plain words for a close code on a session that had been open. */
+export function describeClose(code, reason) {
+  const why = reason ? ` (${reason})` : "";
+  switch (code) {
+    case 1001:
+      return `The server is shutting down${why}.`;
+    case 1008:
+      return `The server closed the connection: policy${why}.`;
+    case 1009:
+      return `The server refused a message as too large${why}.`;
+    case 1011:
+      return `The server hit an internal error${why}.`;
+    case 1006:
+      return "The connection was lost.";
+    default:
+      return `The connection closed (code ${code})${why}.`;
+  }
+}
+
+/** Plain words for a server `error` message. */
+export function describeServerError(msg) {
+  const detail = msg.message ? `: ${msg.message}` : "";
+  switch (msg.code) {
+    case "overloaded":
+      return "The server is busy, so live partial text is slowed down. Final text is not affected.";
+    case "bad_audio":
+      return `The server dropped some audio${detail}`;
+    case "bad_message":
+      return `The server could not use a message from this page${detail}`;
+    case "internal":
+      return `The server hit an internal error${detail}`;
+    default:
+      return `Server error ${msg.code || ""}${detail}`.trim();
+  }
+}
+
+/** Plain words for a getUserMedia failure. */
+export function describeMicError(err) {
+  switch (err?.name) {
+    case "NotAllowedError":
+    case "SecurityError":
+      return "Microphone permission was denied. Allow the microphone for this site in the browser's settings, then press Start again.";
+    case "NotFoundError":
+    case "OverconstrainedError":
+      return "No microphone was found. Connect one and press Start again.";
+    case "NotReadableError":
+    case "AbortError":
+      return "The microphone could not be opened; another application may be using it.";
+    default:
+      return `The microphone could not be started: ${err?.message || err}`;
+  }
+}

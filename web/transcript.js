@@ -1,0 +1,120 @@
+// The page's transcript: finals and open partials on one timeline, plus .txt/.srt export.
+// Pure (no DOM), so node tests can check it.
+//
+// Every WebSocket session counts its audio from 0. After a reconnect, or a second recording,
+// the page starts a new session at a known offset on its own timeline, so times stay
+// increasing: every time stored here is page-timeline seconds.
+
+/** "m:ss.s" under an hour, "h:mm:ss" above. */
+export function formatClock(seconds) {
+  // Round once, in tenths, so 59.96 s reads 1:00.0 and never 0:60.0.
+  const tenths = Math.round(Math.max(0, seconds) * 10);
+  const h = Math.floor(tenths / 36000);
+  const m = Math.floor((tenths % 36000) / 600);
+  const t = tenths % 600; // tenths of a second within the minute
+  if (h > 0) return `${h}:${String(m).padStart(2, "0")}:${String(Math.floor(t / 10)).padStart(2, "0")}`;
+  return `${m}:${String(Math.floor(t / 10)).padStart(2, "0")}.${t % 10}`;
+}
+
+/** SubRip time stamp "HH:MM:SS,mmm". */
+export function srtTime(seconds) {
+  const ms = Math.max(0, Math.round(seconds * 1000));
+  const h = Math.floor(ms / 3600000);
+  const m = Math.floor((ms % 3600000) / 60000);
+  const s = Math.floor((ms % 60000) / 1000);
+  const pad = (v, n = 2) => String(v).padStart(n, "0");
+  return `${pad(h)}:${pad(m)}:${pad(s)},${pad(ms % 1000, 3)}`;
+}
+
+/**
+ * Split a partial's text into the stable words (as written in `text`) and the unstable tail.
+ * `stable` holds the first words of `text` up to case and punctuation (PROTOCOL.md), so the
+ * split counts words instead of matching characters.
+ */
+export function splitPartial(text, stable) {
+  const words = (text || "").trim().split(/\s+/).filter(Boolean);
+  const k = Math.min(words.length, (stable || "").trim().split(/\s+/).filter(Boolean).length);
+  return { stable: words.slice(0, k).join(" "), tail: words.slice(k).join(" ") };
+}
+
+export class Transcript {
+  constructor() {
+    this.clear();
+  }
+
+  clear() {
+    /** @type {{start: number, end: number, text: string, language?: string}[]} */
+    this.finals = [];
+    this._partials = new Map(); // utterance -> partial, for the current session only
+    this._session = 0;
+    this._offset = 0;
+  }
+
+  /** A new server session whose audio starts at `offsetSeconds` on the page timeline. */
+  beginSession(offsetSeconds) {
+    this._session += 1;
+    this._offset = offsetSeconds;
+    this._finalized = new Set();
+    // Open utterances of an older session are gone with it; resent audio brings them back.
+    this._partials.clear();
+    return this._session;
+  }
+
+  /** Apply a `partial` message; returns the stored partial, or null if it came too late. */
+  partial(msg) {
+    if (this._finalized?.has(msg.utterance)) return null;
+    const p = {
+      utterance: msg.utterance,
+      start: this._offset + msg.start,
+      end: this._offset + msg.end,
+      ...splitPartial(msg.text, msg.stable),
+    };
+    this._partials.set(msg.utterance, p);
+    return p;
+  }
+
+  /** Apply a `final` message; returns the stored final (page timeline). */
+  final(msg) {
+    this._finalized?.add(msg.utterance);
+    this._partials.delete(msg.utterance);
+    const f = {
+      start: this._offset + msg.start,
+      end: this._offset + msg.end,
+      text: (msg.text || "").trim(),
+      language: msg.language,
+    };
+    this.finals.push(f);
+    return f;
+  }
+
+  /** Open partials in utterance order. */
+  pending() {
+    return [...this._partials.values()].sort((a, b) => a.utterance - b.utterance);
+  }
+
+  /** Drop open partials (the session ended). */
+  dropPending() {
+    this._partials.clear();
+  }
+
+  get isEmpty() {
+    return this.finals.length === 0;
+  }
+
+  /** Plain text: one utterance per line. */
+  toText() {
+    const lines = this.finals.map((f) => f.text).filter(Boolean);
+    return lines.length ? lines.join("\n") + "\n" : "";
+  }
+
+  /** SubRip subtitles: one cue per utterance. */
+  toSrt() {
+    const cues = this.finals
+      .filter((f) => f.text)
+      .map((f, i) => {
+        const end = Math.max(f.end, f.start + 0.001);
+        return `${i + 1}\n${srtTime(f.start)} --> ${srtTime(end)}\n${f.text}\n`;
+      });
+    return cues.join("\n");
+  }
+}

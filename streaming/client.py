@@ -219,7 +219,6 @@ def run_stream_command(
     err: TextIO = sys.stderr,
 ) -> int:
     from kettle.transcribe.audio_io import RawFormat, load_audio
-
     from kettle.transcribe.errors import AudioError
 
     try:

@@ -192,6 +192,8 @@ class KettleServer:
         self._engine: Engine | None = None
         self._ws_server: Server | None = None
         self._port: int | None = None
+        self._idle = asyncio.Event()  # set while no session holds a slot
+        self._idle.set()
         self._draining = False
         self._shutdown_task: asyncio.Task[None] | None = None
         self._web_root = (config.web_root or _default_web_root()).resolve()
@@ -275,8 +277,18 @@ class KettleServer:
         )
 
     @property
+    def engine(self) -> Engine | None:
+        """The engine, once the model is loaded."""
+        return self._engine
+
+    @property
     def sessions_active(self) -> int:
+        """Sessions holding a slot: from their handshake until their connection closed."""
         return self._slots.active
+
+    async def wait_idle(self) -> None:
+        """Return once no session holds a slot (every connection closed)."""
+        await self._idle.wait()
 
     async def __aenter__(self) -> KettleServer:
         await self.start()
@@ -378,6 +390,7 @@ class KettleServer:
         if not self._slots.try_acquire():
             return self._reject("session_limit", _text(503, "too many sessions\n", retry))
         self.metrics.sessions_active.set(self._slots.active)
+        self._idle.clear()
         self._admissions[connection] = _Admission(uuid.uuid4().hex, settings)
         # The slot is held until the connection is closed, whatever happens in between
         # (the handshake may still fail, or the handler may never run).
@@ -388,6 +401,8 @@ class KettleServer:
         if self._admissions.pop(connection, None) is not None:
             self._slots.release()
             self.metrics.sessions_active.set(self._slots.active)
+            if self._slots.active == 0:
+                self._idle.set()
 
     def _asset(self, path: str) -> Response:
         name = "index.html" if path in ("/", "") else path.lstrip("/")
@@ -464,7 +479,7 @@ class _Session:
         self.closed = asyncio.Event()
         self._pump: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[Any]] = []
-        self._background: set[asyncio.Future[None]] = set()
+        self._close_request: tuple[int, str] | None = None
         self._rate = TokenBucket(
             self.config.max_messages_per_second,
             max(1.0, 2 * self.config.max_messages_per_second),
@@ -493,9 +508,8 @@ class _Session:
         self._tasks = [reader, writer]
         try:
             await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
-            if reader.done() and not writer.done():
-                # The peer is gone (or broke the protocol); nothing more can be sent.
-                pass
+            # Either the writer closed the connection after done (or a fatal error), or the
+            # reader saw the peer go away; both end the session.
         finally:
             for task in self._tasks:
                 task.cancel()
@@ -504,6 +518,9 @@ class _Session:
             await asyncio.gather(*self._tasks, return_exceptions=True)
             if self._pump is not None:
                 await asyncio.gather(self._pump, return_exceptions=True)
+            if self._close_request is not None:
+                with contextlib.suppress(Exception):
+                    await self.ws.close(*self._close_request)
             if self.stream is not None and not self.done_sent:
                 self.stream.abort()  # client vanished: release what the engine holds
             if self.outbox.dropped_partials:
@@ -547,14 +564,14 @@ class _Session:
         if self.stream is not None and not self.done_sent:
             self.stream.abort()
             self.done_sent = True
-        for task in self._tasks:
-            task.cancel()
         self._close_soon(CLOSE_GOING_AWAY, "server shutting down")
 
     def _close_soon(self, code: int, reason: str) -> None:
-        task = asyncio.ensure_future(self.ws.close(code, reason))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        """End the session: run() stops its tasks and closes with this code."""
+        if self._close_request is None:
+            self._close_request = (code, reason)
+        for task in self._tasks:
+            task.cancel()
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -737,8 +754,6 @@ class _Session:
             if self.stream is not None and not self.done_sent:
                 self.stream.abort()
                 self.done_sent = True
-            for task in self._tasks:
-                task.cancel()
             self._close_soon(CLOSE_POLICY, "client is not reading")
 
     async def _write_loop(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,7 +69,7 @@ def wer(references: list[str], hypotheses: list[str]) -> float:
 
 
 @pytest.fixture(scope="session")
-def wer_fn():  # type: ignore[no-untyped-def]
+def wer_fn() -> Callable[[list[str], list[str]], float]:
     return wer
 
 

@@ -52,8 +52,10 @@ MAX_LENGTH = 448  # Whisper's decoder context, prompt included
 _HOP = 160
 _N_FRAMES = 3000
 # CTranslate2 needs <|startoftranscript|> at the same position across a generate() batch, so
-# previous-text prompts are cut (keeping the most recent tokens) to one of these lengths.
-PROMPT_BUCKETS = (0, 8, 16, 32, 64, 128, 223)
+# requests are grouped by prompt length; to keep the groups few, previous-text prompts of 8
+# tokens or more are cut (keeping the most recent tokens, at least half of them) to one of
+# these lengths. Shorter prompts are kept whole.
+PROMPT_BUCKETS = (8, 16, 32, 64, 128, 223)
 
 
 @dataclass(frozen=True)
@@ -341,10 +343,17 @@ class WhisperAdapter:
         pending: dict[Any, list[_Job]] = {}
         for job in jobs:
             r = job.request
-            key = r.cache_key if r.cache_key is not None else window_key(job.audio)
+            # A caller's key is paired with the window length, so a reused key can never
+            # hand one window's encoding to a different-length window.
+            key = (
+                ("key", r.cache_key, job.audio.shape[0])
+                if r.cache_key is not None
+                else window_key(job.audio)
+            )
             if key in pending:  # same window twice in one batch: encoded once
                 pending[key].append(job)
                 job.cache_hit = True
+                self._cache.count_hit()
                 continue
             hit = self._cache.get(key)
             if hit is not None:
@@ -396,6 +405,10 @@ class WhisperAdapter:
         unknown = []
         for job in jobs:
             if not self._multilingual:
+                if job.request.language not in (None, "en"):
+                    logger.debug(
+                        "%s is English-only; ignoring language %r", self.name, job.request.language
+                    )
                 job.language = "en"
             elif job.request.language is not None:
                 job.language = job.request.language
@@ -412,8 +425,9 @@ class WhisperAdapter:
         previous: list[int] = []
         if r.prompt and r.prompt.strip():
             previous = tok.encode(" " + r.prompt.strip())
-            size = max(b for b in PROMPT_BUCKETS if b <= len(previous))
-            previous = previous[len(previous) - size :] if size else []
+            fits = [b for b in PROMPT_BUCKETS if b <= len(previous)]
+            if fits:
+                previous = previous[len(previous) - fits[-1] :]
         prefix = r.prefix.strip() if r.prefix and r.prefix.strip() else None
         job.prompt = self._wm.get_prompt(tok, previous, without_timestamps=True, prefix=prefix)
         job.n_prefix = len(job.prompt) - job.prompt.index(tok.sot) - len(tok.sot_sequence) - 1

@@ -39,6 +39,11 @@ class EncoderCache:
             self.hits += 1
             return value
 
+    def count_hit(self) -> None:
+        """Count a lookup served without the cache (the same window twice in one batch)."""
+        with self._lock:
+            self.hits += 1
+
     def put(self, key: Hashable, value: np.ndarray) -> None:
         if self._capacity <= 0:
             return

@@ -21,6 +21,8 @@ N_FRAMES = 3000
 # Samples compared at the head and at the old end when checking that a stream window extends
 # the previous one: cheap, and a new utterance or a shifted window differs there.
 _CHECK = 256
+# Stream states kept (LRU); each holds its utterance's samples and frames, ~3 MB at 30 s.
+MAX_STREAMS = 64
 
 
 @dataclass
@@ -41,12 +43,26 @@ def _kernels() -> Any | None:
     return logmel
 
 
+def _torch_cuda() -> bool:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return False
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:
+        return False
+
+
 class FeatureComputer:
     """Model features of 16 kHz float32 windows, shape (B, n_mels, 3000)."""
 
-    def __init__(self, n_mels: int, *, device: str = "cpu", max_streams: int = 256) -> None:
+    def __init__(self, n_mels: int, *, device: str = "cpu", max_streams: int = MAX_STREAMS) -> None:
         self._n_mels = n_mels
-        self._device = device
+        # GPU features need torch with CUDA; decided once, not warned about on every batch.
+        self._device = "cuda" if device == "cuda" and _torch_cuda() else "cpu"
         self._max_streams = max_streams
         self._streams: OrderedDict[Hashable, _StreamState] = OrderedDict()
         self._kernels = _kernels()
@@ -59,9 +75,8 @@ class FeatureComputer:
         if not windows:
             return np.zeros((0, self._n_mels, N_FRAMES), dtype=np.float32)
         if self._kernels is not None:
-            device = "cuda" if self._device == "cuda" else "cpu"
             out = self._kernels.log_mel_batch(
-                list(windows), n_mels=self._n_mels, n_frames=N_FRAMES, device=device
+                list(windows), n_mels=self._n_mels, n_frames=N_FRAMES, device=self._device
             )
             return np.asarray(out, dtype=np.float32)
         return np.stack([self._fw_features(w) for w in windows])

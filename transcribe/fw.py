@@ -70,5 +70,7 @@ def storage(array: np.ndarray) -> Any:
 
 
 def to_numpy(view: Any) -> np.ndarray:
-    """Copy a CPU StorageView into a numpy array."""
+    """Copy a CPU StorageView into a numpy array (bfloat16, which numpy lacks, as float32)."""
+    if view.dtype == ctranslate2.DataType.bfloat16:
+        view = view.to(ctranslate2.DataType.float32)
     return np.array(view)

@@ -47,6 +47,13 @@ class PipelineConfig:
     max_cue_s: float = 7.0
     max_cue_chars: int = 84
     windows: WindowConfig = field(default_factory=WindowConfig)
+    # Whisper sometimes stops early on a window packed with several utterances (it emits the
+    # end of text after the first one or two). A window whose text is far shorter than its
+    # speech (fewer than ``resplit_chars_per_s`` characters per second of speech; read speech runs at
+    # 12-17) is decoded again as two halves cut at a pause, up to ``resplit_depth`` times.
+    resplit_chars_per_s: float = 11.0
+    resplit_min_s: float = 6.0
+    resplit_depth: int = 3
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= 256:
@@ -55,6 +62,8 @@ class PipelineConfig:
             raise ConfigError(f"beam size must be within 1..20, got {self.beam_size}")
         if self.max_cue_s <= 0 or self.max_cue_chars <= 0:
             raise ConfigError("cue limits must be positive")
+        if self.resplit_chars_per_s < 0 or self.resplit_min_s < 0 or self.resplit_depth < 0:
+            raise ConfigError("resplit settings must not be negative")
 
     def cache_options(self) -> dict[str, object]:
         w = self.windows
@@ -64,6 +73,7 @@ class PipelineConfig:
             "word_timestamps": self.word_timestamps,
             "max_cue_s": self.max_cue_s,
             "max_cue_chars": self.max_cue_chars,
+            "resplit": [self.resplit_chars_per_s, self.resplit_min_s, self.resplit_depth],
             "windows": [w.max_window_s, w.vad, w.vad_threshold, w.min_silence_ms,
                         w.speech_pad_ms, w.min_speech_ms],
         }  # fmt: skip
@@ -96,7 +106,10 @@ class _FileState:
     job: FileJob
     audio: np.ndarray | None = None
     windows: list[Window] = field(default_factory=list)
-    results: dict[int, DecodeResult] = field(default_factory=dict)
+    # Finished windows by key: (window index,) or, for halves of a re-split window, the
+    # parent's key plus 0 or 1, so sorting the keys puts them in time order.
+    results: dict[tuple[int, ...], tuple[Window, DecodeResult]] = field(default_factory=dict)
+    outstanding: int = 0
     outcome: FileOutcome | None = None
 
     @property
@@ -121,7 +134,7 @@ def transcribe_files(
     job_iter = iter(jobs)
     exhausted = False
     states: deque[_FileState] = deque()
-    queue: deque[tuple[_FileState, Window]] = deque()
+    queue: deque[_Work] = deque()
 
     while True:
         # Load files until a full batch is queued (or there is nothing more to load).
@@ -133,11 +146,12 @@ def transcribe_files(
             state = _FileState(job)
             states.append(state)
             _start_file(state, decoder, config, cache, progress)
-            queue.extend((state, w) for w in state.windows)
+            queue.extend(_Work(state, w, (w.index,)) for w in state.windows)
         if queue:
             batch = [queue.popleft() for _ in range(min(config.batch_size, len(queue)))]
-            _decode(batch, decoder, config, progress)
-            for state in dict.fromkeys(s for s, _ in batch):
+            # Halves of re-split windows go to the front: their file is waiting for them.
+            queue.extendleft(reversed(_decode(batch, decoder, config, progress)))
+            for state in dict.fromkeys(w.state for w in batch):
                 _maybe_finish(state, decoder, config, cache, progress)
         while states and states[0].done:
             outcome = states.popleft().outcome
@@ -187,6 +201,7 @@ def _start_file(
         return
     state.audio = audio
     state.windows = windows
+    state.outstanding = len(windows)
     duration = len(audio) / SAMPLE_RATE
     if progress is not None:
         progress.loaded(job.name, duration)
@@ -208,13 +223,22 @@ def _fail(
         progress.file_done()
 
 
+@dataclass(frozen=True, eq=False)
+class _Work:
+    state: _FileState
+    window: Window
+    key: tuple[int, ...]
+
+
 def _decode(
-    batch: Sequence[tuple[_FileState, Window]],
+    batch: Sequence[_Work],
     decoder: Decoder,
     config: PipelineConfig,
     progress: Progress | None,
-) -> None:
-    live = [(s, w) for s, w in batch if not s.done and s.audio is not None]
+) -> list[_Work]:
+    """Decode one batch into the files' states; returns the re-split halves to decode."""
+    live = [(w.state, w.window) for w in batch if not w.state.done and w.state.audio is not None]
+    keys = [w.key for w in batch if not w.state.done and w.state.audio is not None]
     requests = [
         DecodeRequest(
             audio=w.audio(s.audio) if s.audio is not None else np.zeros(0, np.float32),
@@ -240,11 +264,31 @@ def _decode(
         for s, _ in live:
             if not s.done:
                 _fail(s, reason, progress)
-        return
-    for i, (s, w) in enumerate(live):
-        s.results[w.index] = by_id[i]
+        return []
+    again: list[_Work] = []
+    for i, ((s, w), key) in enumerate(zip(live, keys, strict=True)):
+        result = by_id[i]
+        halves = w.split() if _looks_truncated(result, w, len(key) - 1, config) else None
+        if halves is not None:
+            log.debug("window %s: %d chars for %.1f s of speech, re-split",
+                      key, len(result.text), w.num_samples / SAMPLE_RATE)  # fmt: skip
+            s.outstanding += 1
+            again += [_Work(s, half, (*key, j)) for j, half in enumerate(halves)]
+            continue
+        s.results[key] = (w, result)
+        s.outstanding -= 1
         if progress is not None:
             progress.advance((w.cover[1] - w.cover[0]) / SAMPLE_RATE)
+    return again
+
+
+def _looks_truncated(
+    result: DecodeResult, window: Window, depth: int, config: PipelineConfig
+) -> bool:
+    speech_s = window.num_samples / SAMPLE_RATE
+    if result.error or depth >= config.resplit_depth or speech_s < config.resplit_min_s:
+        return False
+    return len(result.text.strip()) < config.resplit_chars_per_s * speech_s
 
 
 def _maybe_finish(
@@ -254,18 +298,19 @@ def _maybe_finish(
     cache: ResultCache | None,
     progress: Progress | None,
 ) -> None:
-    if state.done or len(state.results) < len(state.windows):
+    if state.done or state.outstanding > 0:
         return
     assert state.audio is not None
-    errors = [r.error for r in state.results.values() if r.error]
+    errors = [r.error for _, r in state.results.values() if r.error]
     if errors:
         _fail(state, f"decode failed: {errors[0]}", progress)
         return
     duration = len(state.audio) / SAMPLE_RATE
     segments: list[Segment] = []
-    for window in state.windows:
-        segments.extend(window_segments(state.results[window.index], window, config))
-    languages = [r.language for r in state.results.values() if r.text.strip()]
+    for key in sorted(state.results):
+        window, result = state.results[key]
+        segments.extend(window_segments(result, window, config))
+    languages = [r.language for _, r in state.results.values() if r.text.strip()]
     language = max(set(languages), key=languages.count) if languages else (config.language or "")
     transcript = Transcript(
         duration_s=duration,

@@ -80,6 +80,21 @@ class Window:
     def num_samples(self) -> int:
         return self._offsets[-1]
 
+    def split(self) -> tuple[Window, Window] | None:
+        """Two windows of about half the speech each, cut at a span boundary (a pause).
+
+        None when the window is one unbroken span (cutting it would cut words).
+        """
+        if len(self.spans) < 2:
+            return None
+        half = self.num_samples / 2
+        k = min(range(1, len(self.spans)), key=lambda i: abs(self._offsets[i] - half))
+        left, right = self.spans[:k], self.spans[k:]
+        return (
+            Window(self.index, left, (self.cover[0], right[0][0])),
+            Window(self.index, right, (right[0][0], self.cover[1])),
+        )
+
     def audio(self, recording: np.ndarray) -> np.ndarray:
         if len(self.spans) == 1:
             start, end = self.spans[0]

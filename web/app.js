@@ -213,6 +213,11 @@ async function start() {
     notify("This browser cannot record here: the microphone needs https:// (or localhost) and a current browser.");
     return;
   }
+  if (!ui.keyRow.hidden && !ui.key.value.trim()) {
+    // The server wants a key: ask for it before opening the microphone for nothing.
+    showKeyField("Enter the API key first.");
+    return;
+  }
   saveKey();
   rec = newRecording();
   setButtons();
@@ -267,10 +272,15 @@ function stop() {
   rec.stopping = true;
   setButtons();
   setState("stopping", "Finishing…");
-  // The worklet hands over its last samples, then "flushed" sends `stop`.
-  if (rec.node) rec.node.port.postMessage({ type: "flush" });
-  else onFlushed(rec);
+  // The worklet hands over its last samples, then "flushed" sends `stop`. A suspended
+  // context may never answer, so after a second `stop` goes without them.
   const thisRec = rec;
+  if (rec.node) {
+    rec.node.port.postMessage({ type: "flush" });
+    setTimeout(() => rec === thisRec && !thisRec.flushed && onFlushed(thisRec), 1000);
+  } else {
+    onFlushed(rec);
+  }
   rec.doneTimer = setTimeout(() => {
     if (rec !== thisRec) return;
     notify("The server did not confirm the end of the recording; the last words may be missing.");
@@ -296,6 +306,7 @@ function onFrame(r, pcm, peak) {
 }
 
 function onFlushed(r) {
+  if (r.flushed) return;
   r.flushed = true;
   releaseAudio(r);
   showLevel(r, 0, true);
@@ -500,7 +511,8 @@ function scheduleReconnect(r, message, delay) {
   const tick = () => {
     if (rec !== r) return;
     const left = Math.max(0, Math.ceil((at - performance.now()) / 1000));
-    notify(`${message} Reconnecting in ${left} s (attempt ${r.attempt}). ${kept}`, "warn");
+    const when = left > 0 ? `Reconnecting in ${left} s` : "Reconnecting now";
+    notify(`${message} ${when} (attempt ${r.attempt}). ${kept}`, "warn");
     if (left > 0) r.reconnectTimer = setTimeout(tick, Math.min(1000, at - performance.now()));
     else openSession(r);
   };

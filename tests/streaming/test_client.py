@@ -30,7 +30,8 @@ def served() -> Iterator[tuple[subprocess.Popen[str], str]]:
     """`kettle serve --fake-model --port 0` with an API key from the environment."""
     env = dict(os.environ, KETTLE_API_KEYS="env-key, other-key")
     proc = subprocess.Popen(
-        _kettle("serve", "--fake-model", "--port", "0", "--api-key", "cli-key"),
+        # -vv: even debug logging must not reveal a key
+        _kettle("-vv", "serve", "--fake-model", "--port", "0", "--api-key", "cli-key"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

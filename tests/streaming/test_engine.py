@@ -6,6 +6,8 @@ import asyncio
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -228,3 +230,54 @@ async def test_reader_that_lags_loses_only_old_partials() -> None:
     assert stream._partials_dropped > 0
     ends = [e.end for e in events if isinstance(e, Partial)]
     assert ends == sorted(ends)
+
+
+# --- the real tiny.en model ------------------------------------------------------------------
+WER_CLIPS = (
+    "audio/ls__1089-134691-0001.flac",
+    "audio/ls__1272-128104-0000.wav",
+    "audio/ls__1995-1837-0001.wav",
+)
+
+
+@pytest.mark.slow
+async def test_streaming_finals_match_offline_accuracy(
+    tiny_decoder: Any, eval_dir: Path, eval_clips: list[Any], wer_fn: Any
+) -> None:
+    from kettle.streaming.simulate import Clip, run_simulation
+    from kettle.transcribe.audio_io import load_audio
+
+    refs = {c.path.relative_to(eval_dir).as_posix(): c.reference for c in eval_clips}
+    clips = [Clip(name, load_audio(eval_dir / name), refs[name]) for name in WER_CLIPS]
+    offline = tiny_decoder.decode_batch(
+        [
+            DecodeRequest(audio=c.audio, kind=DecodeKind.FINAL, request_id=i, beam_size=5)
+            for i, c in enumerate(clips)
+        ]
+    )
+    references = [c.reference or "" for c in clips]
+    offline_wer = wer_fn(references, [r.text for r in offline])
+
+    config = SessionConfig(partial_interval_s=1.0)
+    async with Engine(tiny_decoder) as engine:
+        result = await run_simulation(engine, [[c] for c in clips], realtime=False, config=config)
+    streamed = [log.hypothesis() for log in result.logs]
+    streaming_wer = wer_fn(references, streamed)
+    assert result.summary["stable_revisions"] == 0
+    assert result.summary["finals_lost"] == 0
+    assert result.summary["partials"] > 0
+    assert streaming_wer <= offline_wer + 0.01, (streamed, [r.text for r in offline])
+
+
+@pytest.mark.slow
+async def test_silence_and_noise_give_no_finals_with_words(tiny_decoder: Any) -> None:
+    rng = np.random.default_rng(7)
+    silence = np.zeros(4 * SR, dtype=np.float32)
+    white = (rng.standard_normal(6 * SR) * 0.05).astype(np.float32)
+    loud = (rng.standard_normal(4 * SR) * 0.3).astype(np.float32)
+    hum = (0.2 * np.sin(2 * np.pi * 50 * np.arange(4 * SR) / SR)).astype(np.float32)
+    async with Engine(tiny_decoder) as engine:
+        events = await run_one(engine, np.concatenate([silence, white, hum, loud, silence]))
+    finals = [e for e in events if isinstance(e, Final)]
+    assert [f.text for f in finals] == []
+    assert isinstance(events[-1], Done) and events[-1].utterances == 0

@@ -15,13 +15,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus
-
 from kettle.streaming.client import ClientOptions, stream_audio, to_s16le
 from kettle.streaming.server import KettleServer, ServerConfig
 from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.fake import FakeDecoder, scripted_audio
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 # Three utterances of voice-like audio, with silences long enough to end each one.
 AUDIO = scripted_audio(
@@ -50,7 +49,7 @@ async def make_server() -> AsyncIterator[Callable[..., Any]]:
 
 @pytest.fixture
 async def server(make_server: Callable[..., Any]) -> KettleServer:
-    return await make_server()  # type: ignore[no-any-return]
+    return await make_server()
 
 
 async def open_ws(server: KettleServer, query: str = "", **kwargs: Any) -> ClientConnection:
@@ -183,6 +182,7 @@ async def test_messages_before_ready_are_processed_in_order(server: KettleServer
     await ws.send(half[7:])
     await ws.send('{"type": "stop"}')
     messages, code = await read_all(ws)
+    assert code == 1000
     assert messages[0]["sample_rate"] == 8000
     assert len(check_finals(messages)) == 3
     assert messages[-1]["audio_seconds"] == round(len(AUDIO[::2]) / 8000, 3)
@@ -300,7 +300,7 @@ async def test_message_over_16_mib_closes_1009(server: KettleServer) -> None:
     ws = await open_ws(server)
     await ws.recv()
     await ws.send(bytes((16 << 20) + 1))
-    messages, code = await read_all(ws)
+    _, code = await read_all(ws)
     assert code == 1009
     # the server lives on
     result = await stream_audio(AUDIO, ClientOptions(url=server.ws_url))
@@ -359,13 +359,10 @@ async def test_abrupt_disconnects_leak_nothing(server: KettleServer) -> None:
     await ws.close()  # a clean close without stop
     result = await survivors
     assert len(result.finals) == 3 and result.close_code == 1000
-    for _ in range(100):
-        if server.sessions_active == 0 and server.metrics.value("kettle_sessions_active") == 0:
-            break
-        await asyncio.sleep(0.05)
+    await asyncio.wait_for(server.wait_idle(), TIMEOUT)
     assert server.sessions_active == 0
     assert server.metrics.value("kettle_sessions_active") == 0
-    assert server._engine is not None and server._engine.streams_open == 0
+    assert server.engine is not None and server.engine.streams_open == 0
 
 
 async def test_slow_reader_gets_every_final(make_server: Callable[..., Any]) -> None:
@@ -477,10 +474,7 @@ async def test_session_limit_503_with_retry_after(make_server: Callable[..., Any
     await first.close()
     await second.send('{"type": "stop"}')
     await read_all(second)
-    for _ in range(100):
-        if server.sessions_active == 0:
-            break
-        await asyncio.sleep(0.02)
+    await asyncio.wait_for(server.wait_idle(), TIMEOUT)
     third = await open_ws(server)
     assert json.loads(await third.recv())["type"] == "ready"
     await third.close()
@@ -493,13 +487,16 @@ async def test_shutdown_sends_finals_then_1001(make_server: Callable[..., Any]) 
     server = await make_server()
     ws = await open_ws(server)
     await send_chunks(ws, PCM[: len(PCM) * 2 // 3])  # mid-utterance, no stop
-    await asyncio.sleep(0.2)
+    # A config after audio is refused: its error proves the server has read all the audio.
+    await ws.send('{"type": "config"}')
+    while json.loads(await ws.recv())["type"] != "error":
+        pass
     shutdown = asyncio.create_task(server.shutdown(timeout=10))
     messages, code = await read_all(ws)
     await shutdown
     assert code == 1001
     finals = check_finals(messages)
-    assert len(finals) >= 2
+    assert len(finals) == 2
     assert messages[-1]["reason"] == "shutdown"
     with pytest.raises(OSError):
         await open_ws(server)
@@ -601,3 +598,102 @@ def test_server_config_validation() -> None:
     with pytest.raises(ConfigError, match="API keys"):
         ServerConfig(api_keys=("has space",))
     assert "secret" not in repr(ServerConfig(api_keys=("secret",)))
+
+
+class _StalledSocket:
+    """A connection whose peer sends audio at 10x real time but reads nothing until `gate`."""
+
+    def __init__(self, incoming: list[str | bytes]) -> None:
+        self.incoming = incoming
+        self.gate = asyncio.Event()
+        self.sent: list[dict[str, Any]] = []
+        self.close_code: int | None = None
+
+    async def recv(self) -> str | bytes:
+        if self.incoming:
+            item = self.incoming.pop(0)
+            if isinstance(item, bytes):
+                await asyncio.sleep(0.01)  # 100 ms of audio per 10 ms
+            return item
+        await asyncio.Event().wait()  # the peer says nothing more
+        raise AssertionError("unreachable")
+
+    async def send(self, text: str) -> None:
+        await self.gate.wait()
+        self.sent.append(json.loads(text))
+
+    async def close(self, code: int = 1000, reason: str = "") -> None:
+        self.close_code = code
+
+
+async def test_stalled_reader_never_blocks_the_engine_and_gets_every_final() -> None:
+    from kettle.streaming import server as server_module
+    from kettle.streaming.engine import Engine
+    from kettle.streaming.protocol import StreamSettings
+
+    chunks: list[str | bytes] = [PCM[i : i + 3200] for i in range(0, len(PCM), 3200)]
+    ws = _StalledSocket([*chunks, '{"type": "stop"}'])
+    host = KettleServer(ServerConfig(port=0), FakeDecoder)
+    async with Engine(FakeDecoder()) as engine:
+        admission = server_module._Admission("s1", StreamSettings())
+        session = server_module._Session(host, engine, ws, admission)  # type: ignore[arg-type]
+        running = asyncio.create_task(session.run())
+        # The engine finishes the whole stream although nothing was sent yet.
+        while not (session.outbox and "done" in session.outbox._queue[-1].text):
+            await asyncio.sleep(0.02)
+        assert ws.sent == [] and engine.streams_open == 0
+        assert session.outbox.dropped_partials > 0
+        ws.gate.set()
+        await asyncio.wait_for(running, TIMEOUT)
+    assert ws.close_code == 1000
+    sent = ws.sent
+    assert sent[0]["type"] == "ready"
+    assert len(check_finals(sent)) == 3
+    # at most one partial per utterance survived the wait, none after its final
+    partials = [m for m in sent if m["type"] == "partial"]
+    assert len(partials) <= 1
+
+
+async def test_tls(make_server: Callable[..., Any], tmp_path: Path) -> None:
+    import shutil
+    import ssl
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    server = await make_server(tls_cert=str(cert), tls_key=str(key))
+    assert server.url.startswith("https://") and server.ws_url.startswith("wss://")
+    context = ssl.create_default_context(cafile=str(cert))
+    async with connect(server.ws_url, ssl=context) as ws:
+        assert json.loads(await ws.recv())["type"] == "ready"
+        await ws.send('{"type": "stop"}')
+        messages, code = await read_all(ws)
+    assert code == 1000 and messages[-1]["type"] == "done"
+
+
+async def test_failed_handshake_after_admission_frees_its_slot(
+    make_server: Callable[..., Any],
+) -> None:
+    server = await make_server(max_sessions=1)
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    # An upgrade request without Sec-WebSocket-Key passes admission, then fails the handshake.
+    writer.write(
+        b"GET /v1/stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+    )
+    await writer.drain()
+    status = await asyncio.wait_for(reader.readline(), TIMEOUT)
+    assert status.startswith(b"HTTP/1.1 400")
+    writer.close()
+    await asyncio.wait_for(server.wait_idle(), TIMEOUT)
+    assert server.sessions_active == 0
+    ws = await open_ws(server)  # the only slot is free again
+    assert json.loads(await ws.recv())["type"] == "ready"
+    await ws.close()

@@ -99,6 +99,16 @@ def test_fallback_and_silence_rules() -> None:
     assert decoding.is_negligible(np.zeros(0, np.float32))
 
 
+def test_kernel_features_match_faster_whisper() -> None:
+    fast = FeatureComputer(80)
+    reference = FeatureComputer(80)
+    reference._kernels = None  # faster-whisper's FeatureExtractor
+    windows = [_noise("pink", s, 0.3, seed=i) for i, s in enumerate((0.5, 7.3, 30.0))]
+    got, want = fast.batch(windows), reference.batch(windows)
+    assert got.shape == want.shape == (3, 80, 3000)
+    np.testing.assert_allclose(got, want, atol=2e-4)
+
+
 def test_incremental_features_match_full_computation() -> None:
     fc = FeatureComputer(80)
     audio = _noise("pink", 3.0, 0.3)
@@ -176,6 +186,8 @@ def test_final_after_partial_reuses_the_encoder_output(
         ]
     )
     assert [r.encoder_cache_hit for r in keyed] == [False, True]  # encoded once per batch
+    final_stats = tiny_decoder.cache_stats()
+    assert (final_stats.misses - after.misses, final_stats.hits - after.hits) == (1, 1)
 
 
 @pytest.mark.slow
@@ -207,13 +219,15 @@ def test_prompt_prefix_and_token_cap(
             DecodeRequest(audio=audio, kind=F, prefix="She hoped", request_id="prefix"),
             DecodeRequest(audio=audio, kind=F, prompt="Fat mutton. " * 12, request_id="long"),
             DecodeRequest(audio=audio, kind=F, prompt="Stew.", request_id="short"),
+            DecodeRequest(audio=audio, kind=F, prompt="Flour fattened.", request_id="short2"),
             DecodeRequest(audio=audio, kind=P, prefix="He hoped", max_new_tokens=3),
             DecodeRequest(audio=audio, kind=P, max_new_tokens=4, prompt="Dinner."),
         ]
     )
-    prefixed, long_prompt, short_prompt, capped_prefix, capped = results
+    prefixed, long_prompt, short_prompt, flour, capped_prefix, capped = results
     assert prefixed.text.startswith("She hoped there would be stew")
-    for r in (long_prompt, short_prompt):  # prompts of different lengths in one batch
+    assert "flour fattened" in flour.text.lower().replace("-", " ")  # the prompt's spelling
+    for r in (long_prompt, short_prompt, flour):  # prompts of different lengths in one batch
         assert "stew for dinner" in r.text.lower()
     assert capped_prefix.text.startswith("He hoped") and len(capped_prefix.tokens) == 2 + 3
     assert len(capped.tokens) == 4

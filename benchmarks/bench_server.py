@@ -1,0 +1,298 @@
+"""End-to-end latency of `kettle serve` under N concurrent real-time clients.
+
+A `kettle serve` subprocess (tiny.en by default) on 127.0.0.1; N clients over real
+WebSockets, each replaying ~30 s of ../shared/eval speech the way a microphone would: a
+chunk is sent only once its audio would have been recorded. Measured at the client:
+
+- partial lag = receive time - (stream start + partial.end)
+- final lag   = receive time - (stream start + final.end)
+
+plus WER of the finals against the eval references, finals lost (against an unpaced
+reference run of the same audio: the audio clock makes utterance cuts independent of
+timing), and server CPU seconds per second of audio (from /proc/PID/stat).
+
+    python benchmarks/bench_server.py            # N = 1, 4, 8, 16; ~30 s of audio each
+    python benchmarks/bench_server.py --quick    # N = 1, 4; ~10 s (smoke run)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import machine_info, markdown_table, write_section
+from kettle.streaming.client import ClientOptions, StreamResult, stream_audio
+
+HERE = Path(__file__).resolve().parent
+EVAL = Path(os.environ.get("KETTLE_EVAL_DIR", HERE.parent.parent / "shared" / "eval"))
+SAMPLE_RATE = 16000
+GAP_S = 0.8  # silence between clips, so that each clip ends its utterance
+CATEGORIES = ("librispeech", "librivox", "fleurs", "arctic_accent", "speech_pd", "ljspeech")
+
+
+@dataclass
+class Track:
+    audio: np.ndarray
+    reference: str
+
+
+def load_clips() -> list[tuple[np.ndarray, str]]:
+    from kettle.transcribe.audio_io import load_audio
+
+    with open(EVAL / "manifest.tsv", newline="", encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh, delimiter="\t") if r["category"] in CATEGORIES]
+    rows.sort(key=lambda r: r["file"])
+    return [(load_audio(EVAL / r["file"]), r["reference_text"]) for r in rows]
+
+
+def build_tracks(clips: list[tuple[np.ndarray, str]], n: int, seconds: float) -> list[Track]:
+    """n different tracks of >= `seconds`: clips in a rotated order, silence between them."""
+    gap = np.zeros(int(GAP_S * SAMPLE_RATE), dtype=np.float32)
+    tracks = []
+    for i in range(n):
+        parts, refs, total, j = [gap], [], 0.0, (i * 5) % len(clips)
+        while total < seconds:
+            audio, ref = clips[j % len(clips)]
+            parts += [audio, gap]
+            refs.append(ref)
+            total += len(audio) / SAMPLE_RATE + GAP_S
+            j += 1
+        tracks.append(Track(np.concatenate(parts), " ".join(refs)))
+    return tracks
+
+
+def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "kettle.streaming.cli",
+        "serve",
+        "--port",
+        "0",
+        "--model",
+        args.model,
+        "--max-sessions",
+        "64",
+        "--batch-size",
+        str(args.batch_size),
+        "--threads",
+        str(args.threads),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    match = re.fullmatch(r"kettle serving on http://(\S+)\n", line)
+    if not match:
+        proc.kill()
+        raise SystemExit(f"server did not start: {line!r}")
+    return proc, f"ws://{match.group(1)}/v1/stream"
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of the process and its waited-for children, from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def wer(refs: list[str], hyps: list[str]) -> float:
+    import jiwer
+    from whisper_normalizer.english import EnglishTextNormalizer
+
+    norm = EnglishTextNormalizer()
+    return float(jiwer.wer([norm(r) for r in refs], [norm(h) for h in hyps]))
+
+
+async def run_clients(
+    url: str, tracks: list[Track], realtime: bool, chunk_ms: int
+) -> list[StreamResult]:
+    options = ClientOptions(url=url, realtime=realtime, chunk_ms=chunk_ms, partials=realtime)
+    return list(await asyncio.gather(*(stream_audio(t.audio, options) for t in tracks)))
+
+
+def lags(result: StreamResult, kind: str) -> list[float]:
+    return [
+        at - (result.audio_start + message["end"])
+        for message, at in result.received
+        if message["type"] == kind
+    ]
+
+
+def lost_finals(result: StreamResult, expected: int) -> int:
+    numbers = [f["utterance"] for f in result.finals]
+    gaps = len(set(range(len(numbers))) - set(numbers))
+    done_ok = result.done is not None and result.done["utterances"] == len(numbers)
+    return max(0, expected - len(numbers)) + gaps + (0 if done_ok else 1)
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    clips = load_clips()
+    max_n = max(args.clients)
+    tracks = build_tracks(clips, max_n, args.seconds)
+    proc, url = start_server(args)
+    rows: list[dict[str, Any]] = []
+    try:
+        # Reference run, unpaced, one track at a time: expected finals per track (and warm-up).
+        expected = []
+        for track in tracks:
+            ref = asyncio.run(run_clients(url, [track], realtime=False, chunk_ms=args.chunk_ms))[0]
+            expected.append(len(ref.finals))
+        for n in args.clients:
+            chosen = tracks[:n]
+            cpu0, wall0 = cpu_seconds(proc.pid), time.monotonic()
+            results = asyncio.run(run_clients(url, chosen, realtime=True, chunk_ms=args.chunk_ms))
+            cpu = cpu_seconds(proc.pid) - cpu0
+            wall = time.monotonic() - wall0
+            audio_s = sum(len(t.audio) for t in chosen) / SAMPLE_RATE
+            partial = [x for r in results for x in lags(r, "partial")]
+            final = [x for r in results for x in lags(r, "final")]
+            row = {
+                "clients": n,
+                "audio_s": round(audio_s, 1),
+                "wall_s": round(wall, 1),
+                "partials": len(partial),
+                "partial_p50_s": percentile(partial, 50),
+                "partial_p95_s": percentile(partial, 95),
+                "partial_p99_s": percentile(partial, 99),
+                "finals": len(final),
+                "final_p50_s": percentile(final, 50),
+                "final_p95_s": percentile(final, 95),
+                "final_p99_s": percentile(final, 99),
+                "wer": wer([t.reference for t in chosen], [r.text for r in results]),
+                "finals_lost": sum(
+                    lost_finals(r, e) for r, e in zip(results, expected[:n], strict=True)
+                ),
+                "overloaded_errors": sum(
+                    1 for r in results for e in r.errors if e.get("code") == "overloaded"
+                ),
+                "server_cpu_s_per_audio_s": cpu / audio_s,
+                "partial_lags": partial,
+                "final_lags": final,
+            }
+            rows.append(row)
+            print(
+                f"N={n:2d}: partial P50/P95 "
+                f"{row['partial_p50_s']:.2f}/{row['partial_p95_s']:.2f} s,"
+                f" final P50/P95 {row['final_p50_s']:.2f}/{row['final_p95_s']:.2f} s,"
+                f" WER {row['wer']:.3f}, lost {row['finals_lost']},"
+                f" CPU {row['server_cpu_s_per_audio_s']:.3f} s/s",
+                flush=True,
+            )
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return {
+        "model": args.model,
+        "seconds_per_client": args.seconds,
+        "chunk_ms": args.chunk_ms,
+        "batch_size": args.batch_size,
+        "threads": args.threads,
+        "machine": machine_info(),
+        "rows": rows,
+    }
+
+
+def plot(data: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = data["rows"]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=False)
+    for ax, kind in zip(axes, ("partial", "final"), strict=True):
+        series = [r[f"{kind}_lags"] or [float("nan")] for r in rows]
+        ax.boxplot(series, whis=(5, 95), showfliers=False)
+        ax.set_xticks(range(1, len(rows) + 1), [str(r["clients"]) for r in rows])
+        for q, style in ((50, "o-"), (99, "s--")):
+            ax.plot(
+                range(1, len(rows) + 1),
+                [r[f"{kind}_p{q}_s"] for r in rows],
+                style,
+                label=f"P{q}",
+            )
+        ax.set_title(f"{kind} lag ({data['model']}, real-time clients)")
+        ax.set_xlabel("concurrent clients")
+        ax.set_ylabel("seconds")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+COLUMNS = [
+    "clients",
+    "audio_s",
+    "partials",
+    "partial_p50_s",
+    "partial_p95_s",
+    "partial_p99_s",
+    "finals",
+    "final_p50_s",
+    "final_p95_s",
+    "final_p99_s",
+    "wer",
+    "finals_lost",
+    "overloaded_errors",
+    "server_cpu_s_per_audio_s",
+]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="N = 1, 4 and ~10 s each")
+    parser.add_argument("--clients", default="1,4,8,16", help="comma-separated N values")
+    parser.add_argument("--seconds", type=float, default=30.0, help="audio per client")
+    parser.add_argument("--model", default="tiny.en")
+    parser.add_argument("--chunk-ms", type=int, default=100)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--write", action="store_true", help="with --quick: still write results")
+    args = parser.parse_args()
+    args.clients = [int(x) for x in args.clients.split(",")]
+    if args.quick:
+        args.clients, args.seconds = [1, 4], 10.0
+    data = measure(args)
+    table_rows = [{k: v for k, v in r.items() if k in COLUMNS} for r in data["rows"]]
+    table = markdown_table(table_rows, COLUMNS)
+    print(table)
+    if args.quick and not args.write:
+        return 0
+    (HERE / "bench_server.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
+    plot(data, HERE / "server_latency.png")
+    write_section(
+        "bench_server",
+        f"{data['model']}, {len(data['rows'])} runs, each client replays {args.seconds:g} s of "
+        f"../shared/eval speech in real time ({args.chunk_ms} ms chunks, sent once recorded). "
+        "Lags are measured at the client from the audio clock (stream start + event end) to "
+        "receipt; finals lost are counted against an unpaced run of the same audio; server CPU "
+        "is utime+stime of the `kettle serve` process per second of audio.\n\n"
+        + table
+        + "\n![server latency](server_latency.png)\n",
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+"""Streaming latency under concurrency: N real-time streams of eval audio through the engine.
+
+For N in 1, 2, 4, 8, 16 concurrent streams (each playing its own rotation of
+../shared/eval clips, about --seconds of audio per stream, fed in 20 ms chunks on the wall
+clock) this drives the `kettle simulate` machinery in-process and records partial lag
+P50/P95/P99, final lag P50/P95 (from the endpoint decision and from the end of speech), CPU
+seconds per audio second, batch sizes, encoder-cache hit rate, WER of the finals and finals
+lost; then the same with batching off (max batch 1) as the baseline.
+
+    python benchmarks/bench_streaming.py            # full run (< 6 min on 2 cores)
+    python benchmarks/bench_streaming.py --quick    # N in {1, 4}, 10 s per stream
+
+Writes benchmarks/bench_streaming.json, benchmarks/streaming_latency.png and its section of
+benchmarks/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _results import machine_info, markdown_table, write_section  # noqa: E402
+
+EVAL = HERE.parent.parent / "shared" / "eval"
+TARGETS = {
+    "1 stream partial lag P50 <= 0.35 s": (1, "partial_p50", 0.35),
+    "1 stream partial lag P95 <= 0.7 s": (1, "partial_p95", 0.7),
+    "8 streams partial lag P95 <= 1.5 s": (8, "partial_p95", 1.5),
+}
+
+
+def load_clips(eval_dir: Path) -> list[Any]:
+    from kettle.streaming.simulate import Clip
+    from kettle.transcribe.audio_io import RawFormat, load_audio
+
+    clips = []
+    with open(eval_dir / "manifest.tsv", newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh, delimiter="\t"):
+            path = eval_dir / row["file"]
+            raw = RawFormat.parse("s16le:16000:1") if path.suffix == ".raw" else None
+            clips.append(Clip(path.name, load_audio(path, raw=raw), row["reference_text"]))
+    return clips
+
+
+def stream_plan(clips: list[Any], streams: int, seconds: float) -> list[list[Any]]:
+    """Stream i starts at a different clip and takes clips in order until ~seconds."""
+    plan = []
+    for i in range(streams):
+        chosen: list[Any] = []
+        k = (i * 7) % len(clips)
+        while sum(c.seconds + 1.0 for c in chosen) < seconds:
+            clip = clips[k % len(clips)]
+            k += 1
+            if clip.seconds > seconds and chosen:
+                continue  # keep each stream near its budget
+            chosen.append(clip)
+        plan.append(chosen)
+    return plan
+
+
+async def one_run(decoder: Any, plan: list[list[Any]], batch: int) -> dict[str, Any]:
+    from kettle.streaming.engine import Engine, EngineConfig
+    from kettle.streaming.scheduler import SchedulerConfig
+    from kettle.streaming.simulate import run_simulation
+
+    config = EngineConfig(SchedulerConfig(max_batch_size=batch))
+    async with Engine(decoder, config) as engine:
+        result = await run_simulation(engine, plan, realtime=True)
+    return result.summary
+
+
+def row_of(n: int, batch: int, s: dict[str, Any]) -> dict[str, Any]:
+    pl, fl, fs = s["partial_lag_s"], s["final_lag_s"], s["final_lag_from_speech_end_s"]
+    return {
+        "streams": n,
+        "max_batch": batch,
+        "partial_p50": pl["p50"],
+        "partial_p95": pl["p95"],
+        "partial_p99": pl["p99"],
+        "final_p50": fl["p50"],
+        "final_p95": fl["p95"],
+        "final_speech_end_p50": fs["p50"],
+        "final_speech_end_p95": fs["p95"],
+        "cpu_per_audio_s": s["cpu_per_audio_s"],
+        "mean_batch": s["mean_batch_size"],
+        "batch_sizes": s["batch_sizes"],
+        "cache_hit_rate": s["encoder_cache_hit_rate"],
+        "wer": s["wer"],
+        "partials": s["partials"],
+        "finals": s["finals"],
+        "finals_lost": s["finals_lost"],
+        "revisions": s["stable_revisions"],
+        "overloaded": s["errors"].get("overloaded", 0),
+        "audio_s": s["audio_s"],
+        "wall_s": s["wall_s"],
+    }
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for batch, style in ((max(r["max_batch"] for r in rows), "-"), (1, "--")):
+        sel = sorted((r for r in rows if r["max_batch"] == batch), key=lambda r: r["streams"])
+        if not sel:
+            continue
+        ns = [r["streams"] for r in sel]
+        label = "batched" if batch > 1 else "batch 1 (baseline)"
+        for key, marker in (("partial_p50", "o"), ("partial_p95", "s"), ("partial_p99", "^")):
+            axes[0].plot(
+                ns, [r[key] for r in sel], style, marker=marker, label=f"{key[-3:]} {label}"
+            )
+        for key, marker in (("final_p50", "o"), ("final_p95", "s")):
+            axes[1].plot(
+                ns, [r[key] for r in sel], style, marker=marker, label=f"{key[-3:]} {label}"
+            )
+    axes[0].set_title("partial lag (s) vs concurrent real-time streams")
+    axes[1].set_title("final lag from endpoint decision (s)")
+    for ax in axes:
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("streams")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="N in {1, 4}, 10 s per stream")
+    parser.add_argument("--streams", default="1,2,4,8,16", help="comma-separated N values")
+    parser.add_argument("--seconds", type=float, default=24.0, help="audio per stream")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--no-baseline", action="store_true", help="skip the batch-1 runs")
+    parser.add_argument("--model", default="tiny.en")
+    parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--eval-dir", type=Path, default=EVAL)
+    parser.add_argument("--out", type=Path, default=HERE / "bench_streaming.json")
+    parser.add_argument("--plot", type=Path, default=HERE / "streaming_latency.png")
+    parser.add_argument("--no-write", action="store_true", help="do not touch RESULTS.md")
+    args = parser.parse_args(argv)
+    ns = [1, 4] if args.quick else [int(x) for x in args.streams.split(",")]
+    seconds = 10.0 if args.quick else args.seconds
+
+    from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
+
+    t_start = time.monotonic()
+    decoder = WhisperAdapter(ModelConfig(name=args.model, threads=args.threads))
+    clips = load_clips(args.eval_dir)
+    rows: list[dict[str, Any]] = []
+    batches = [args.batch_size] + ([] if args.no_baseline or args.batch_size == 1 else [1])
+    for batch in batches:
+        for n in ns:
+            summary = asyncio.run(one_run(decoder, stream_plan(clips, n, seconds), batch))
+            row = row_of(n, batch, summary)
+            rows.append(row)
+            print(
+                f"N={n:>2} batch={batch}: partial p50/p95/p99 "
+                f"{_s(row['partial_p50'])}/{_s(row['partial_p95'])}/{_s(row['partial_p99'])} s, "
+                f"final p50/p95 {_s(row['final_p50'])}/{_s(row['final_p95'])} s, "
+                f"cpu/audio {row['cpu_per_audio_s']}, mean batch {row['mean_batch']}, "
+                f"lost {row['finals_lost']}, wer {_s(row['wer'])}",
+                flush=True,
+            )
+    total = time.monotonic() - t_start
+    targets = {}
+    for name, (n, key, limit) in TARGETS.items():
+        found = [r for r in rows if r["streams"] == n and r["max_batch"] == args.batch_size]
+        if found and found[0][key] is not None:
+            targets[name] = {"value": found[0][key], "met": found[0][key] <= limit}
+    eight = next((r for r in rows if r["streams"] == 8 and r["max_batch"] == args.batch_size), None)
+    if eight is not None:
+        targets["8 streams: no final lost"] = {
+            "value": eight["finals_lost"],
+            "met": eight["finals_lost"] == 0,
+        }
+    result = {
+        "machine": machine_info(),
+        "model": args.model,
+        "seconds_per_stream": seconds,
+        "quick": args.quick,
+        "total_wall_s": round(total, 1),
+        "rows": rows,
+        "targets": targets,
+    }
+    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    plot(rows, args.plot)
+    columns = [
+        "streams",
+        "max_batch",
+        "partial_p50",
+        "partial_p95",
+        "partial_p99",
+        "final_p50",
+        "final_p95",
+        "final_speech_end_p95",
+        "cpu_per_audio_s",
+        "mean_batch",
+        "cache_hit_rate",
+        "wer",
+        "finals",
+        "finals_lost",
+        "revisions",
+        "overloaded",
+    ]
+    target_lines = "\n".join(
+        f"- {name}: {v['value']:.3g} -> {'met' if v['met'] else 'NOT met'}"
+        for name, v in targets.items()
+    )
+    body = (
+        f"{'Quick run' if args.quick else 'Full run'}: {args.model}, real-time streams of "
+        f"../shared/eval audio (~{seconds:.0f} s per stream, 20 ms chunks), batched "
+        f"(max {args.batch_size}) and batch 1 as the baseline; lags in seconds, final lag "
+        "from the endpoint decision (and from the end of speech), CPU s per audio s over the "
+        f"whole process. Total {total:.0f} s.\n\n"
+        + markdown_table(rows, columns)
+        + "\nBatch sizes seen: "
+        + "; ".join(f"N={r['streams']}/max {r['max_batch']}: {r['batch_sizes']}" for r in rows)
+        + "\n\nTargets (2 CPU cores):\n"
+        + target_lines
+        + f"\n\n![streaming latency]({args.plot.name})\n"
+    )
+    if not args.no_write:
+        write_section("bench_streaming", body)
+    print(f"wrote {args.out} and {args.plot} in {total:.0f} s")
+    return 0
+
+
+def _s(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

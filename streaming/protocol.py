@@ -296,7 +296,12 @@ def _ms(seconds: float) -> float:
 
 
 def encode_ready(
-    session_id: str, model: str, sample_rate: int, *, multilingual: bool | None = None
+    session_id: str,
+    model: str,
+    sample_rate: int,
+    *,
+    multilingual: bool | None = None,
+    final_model: str | None = None,
 ) -> str:
     obj: dict[str, Any] = {
         "type": "ready",
@@ -307,6 +312,8 @@ def encode_ready(
     }
     if multilingual is not None:
         obj["multilingual"] = multilingual  # addition: lets a page offer a language choice
+    if final_model is not None:
+        obj["final_model"] = final_model  # addition: a second model refines the finals
     return _dumps(obj)
 
 

@@ -312,7 +312,11 @@ class KettleServer:
         if sessions:
             logger.info("shutting down: finishing %d open session(s)", len(sessions))
         for session in sessions:
-            session.begin_shutdown()
+            try:
+                session.begin_shutdown()
+            except Exception:  # one broken session must not stop the others' shutdown
+                logger.exception("session %s: could not stop it", session.session_id)
+                session.force_close()
         waiters = [asyncio.ensure_future(s.closed.wait()) for s in sessions]
         if waiters:
             _, pending = await asyncio.wait(waiters, timeout=timeout)
@@ -500,6 +504,11 @@ class _Session:
                 decoder.name,
                 self.settings.sample_rate,
                 multilingual=decoder.multilingual,
+                final_model=(
+                    self.engine.final_decoder.name
+                    if self.engine.final_decoder is not decoder
+                    else None
+                ),
             ),
         )
         logger.info("session %s opened", self.session_id)

@@ -49,8 +49,9 @@ class PipelineConfig:
     windows: WindowConfig = field(default_factory=WindowConfig)
     # Whisper sometimes stops early on a window packed with several utterances (it emits the
     # end of text after the first one or two). A window whose text is far shorter than its
-    # speech (fewer than ``resplit_chars_per_s`` characters per second of speech; read speech runs at
-    # 12-17) is decoded again as two halves cut at a pause, up to ``resplit_depth`` times.
+    # speech (fewer than ``resplit_chars_per_s`` characters per second of speech; read speech
+    # runs at 12-17) is decoded again as two halves cut at a pause, up to ``resplit_depth``
+    # times (each level at most doubles that window's decodes).
     resplit_chars_per_s: float = 11.0
     resplit_min_s: float = 6.0
     resplit_depth: int = 3
@@ -334,7 +335,9 @@ def window_segments(result: DecodeResult, window: Window, config: PipelineConfig
         return []
     if result.words:
         words = [
-            Word(w.word, window.to_source(w.start), window.to_source(w.end), w.probability)
+            Word(
+                w.word, window.to_source(w.start), window.to_source(w.end, end=True), w.probability
+            )
             for w in result.words
         ]
         return split_words(words, config.max_cue_s, config.max_cue_chars)
@@ -374,12 +377,14 @@ def split_text(text: str, window: Window, max_s: float) -> list[Segment]:
     sentences = [s for s in _SENTENCE_SPLIT.split(text) if s.strip()]
     total_s = window.num_samples / SAMPLE_RATE
     if len(sentences) <= 1 or total_s <= max_s:
-        return [Segment(window.to_source(0.0), window.to_source(total_s), text)]
+        return [Segment(window.to_source(0.0), window.to_source(total_s, end=True), text)]
     weights = np.cumsum([0] + [len(s) + 1 for s in sentences], dtype=np.float64)
     bounds = weights / weights[-1] * total_s
     return [
         Segment(
-            window.to_source(float(bounds[i])), window.to_source(float(bounds[i + 1])), s.strip()
+            window.to_source(float(bounds[i])),
+            window.to_source(float(bounds[i + 1]), end=True),
+            s.strip(),
         )
         for i, s in enumerate(sentences)
     ]

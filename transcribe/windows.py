@@ -101,10 +101,15 @@ class Window:
             return recording[start:end]
         return np.concatenate([recording[s:e] for s, e in self.spans])
 
-    def to_source(self, seconds: float) -> float:
-        """Map a time inside the window (seconds) to seconds in the recording."""
+    def to_source(self, seconds: float, *, end: bool = False) -> float:
+        """Map a time inside the window (seconds) to seconds in the recording.
+
+        A time exactly at a joint of two spans maps to the start of the later span, or with
+        ``end=True`` (the end of a word or cue) to the end of the earlier one.
+        """
         pos = min(max(seconds * SAMPLE_RATE, 0.0), float(self.num_samples))
-        k = bisect.bisect_right(self._offsets, pos) - 1
+        find = bisect.bisect_left if end else bisect.bisect_right
+        k = find(self._offsets, pos) - 1
         k = min(max(k, 0), len(self.spans) - 1)
         return (self.spans[k][0] + (pos - self._offsets[k])) / SAMPLE_RATE
 

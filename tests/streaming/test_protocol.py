@@ -202,6 +202,8 @@ def test_encode_ready() -> None:
         "sample_rate": 16000,
         "multilingual": False,
     }
+    two = json.loads(proto.encode_ready("s1", "tiny.en", 8000, final_model="base"))
+    assert two["final_model"] == "base" and "multilingual" not in two
 
 
 def test_encode_partial_seconds_to_the_millisecond() -> None:

@@ -489,10 +489,12 @@ async def test_shutdown_sends_finals_then_1001(make_server: Callable[..., Any]) 
     await send_chunks(ws, PCM[: len(PCM) * 2 // 3])  # mid-utterance, no stop
     # A config after audio is refused: its error proves the server has read all the audio.
     await ws.send('{"type": "config"}')
-    while json.loads(await ws.recv())["type"] != "error":
-        pass
+    early = [json.loads(await ws.recv())]
+    while early[-1]["type"] != "error":
+        early.append(json.loads(await ws.recv()))
     shutdown = asyncio.create_task(server.shutdown(timeout=10))
-    messages, code = await read_all(ws)
+    rest, code = await read_all(ws)
+    messages = early + rest
     await shutdown
     assert code == 1001
     finals = check_finals(messages)
@@ -636,7 +638,7 @@ async def test_stalled_reader_never_blocks_the_engine_and_gets_every_final() -> 
     host = KettleServer(ServerConfig(port=0), FakeDecoder)
     async with Engine(FakeDecoder()) as engine:
         admission = server_module._Admission("s1", StreamSettings())
-        session = server_module._Session(host, engine, ws, admission)  # type: ignore[arg-type]
+        session = server_module._Session(host, engine, ws, admission)
         running = asyncio.create_task(session.run())
         # The engine finishes the whole stream although nothing was sent yet.
         while not (session.outbox and "done" in session.outbox._queue[-1].text):
@@ -697,3 +699,13 @@ async def test_failed_handshake_after_admission_frees_its_slot(
     ws = await open_ws(server)  # the only slot is free again
     assert json.loads(await ws.recv())["type"] == "ready"
     await ws.close()
+
+
+async def test_second_model_for_finals(make_server: Callable[..., Any]) -> None:
+    partials, finals = FakeDecoder(name="fast"), FakeDecoder(name="accurate")
+    server = await make_server((partials, finals))
+    result = await stream_audio(AUDIO, ClientOptions(url=server.ws_url))
+    assert result.ready is not None
+    assert (result.ready["model"], result.ready["final_model"]) == ("fast", "accurate")
+    assert len(result.finals) == 3
+    assert finals.stats.requests >= 3

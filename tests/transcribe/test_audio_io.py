@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-
 from kettle.transcribe.audio_io import RawFormat, load_audio
 from kettle.transcribe.errors import AudioError
 
@@ -18,7 +17,7 @@ def _raw_for(path: Path) -> RawFormat | None:
     return RawFormat("s16le", 16000, 1) if path.suffix == ".raw" else None
 
 
-def test_every_eval_file_decodes(eval_clips) -> None:  # type: ignore[no-untyped-def]
+def test_every_eval_file_decodes(eval_clips) -> None:
     suffixes = set()
     for clip in eval_clips:
         audio = load_audio(clip.path, _raw_for(clip.path))
@@ -33,7 +32,7 @@ def test_every_eval_file_decodes(eval_clips) -> None:  # type: ignore[no-untyped
     assert any(c.channels == 2 for c in eval_clips)
 
 
-def test_bytes_input_matches_path(eval_clips) -> None:  # type: ignore[no-untyped-def]
+def test_bytes_input_matches_path(eval_clips) -> None:
     clip = next(c for c in eval_clips if c.path.suffix == ".flac")
     assert np.array_equal(load_audio(clip.path.read_bytes()), load_audio(clip.path))
 
@@ -104,7 +103,7 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("suffix", [".wav", ".flac"])
-def test_truncated_file_keeps_what_is_there(eval_clips, tmp_path: Path, suffix: str) -> None:  # type: ignore[no-untyped-def]
+def test_truncated_file_keeps_what_is_there(eval_clips, tmp_path: Path, suffix: str) -> None:
     clip = next(c for c in eval_clips if c.path.suffix == suffix and c.duration_s > 5)
     data = clip.path.read_bytes()
     p = tmp_path / f"half{suffix}"

@@ -7,7 +7,6 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from kettle.transcribe.result_cache import ResultCache, cache_key, default_cache_path, hash_file
 from kettle.transcribe.transcript import Segment, Transcript
 
@@ -58,7 +57,7 @@ def test_unusable_location_disables_without_failing(tmp_path: Path) -> None:
     assert len(cache) == 0
 
 
-def test_default_path_honours_env(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_default_path_honours_env(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv("KETTLE_CACHE_DIR", str(tmp_path))
     assert default_cache_path() == tmp_path / "results.sqlite"
     monkeypatch.delenv("KETTLE_CACHE_DIR")
@@ -72,7 +71,7 @@ def test_hash_file(tmp_path: Path) -> None:
     assert hash_file(p) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
 
 
-def _writer(path: str, worker: int, count: int, barrier) -> None:  # type: ignore[no-untyped-def]
+def _writer(path: str, worker: int, count: int, barrier) -> None:
     cache = ResultCache(Path(path))
     cache.get("warm-up")  # open the connection before the race starts
     barrier.wait(30)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
-
 from kettle.transcribe.audio_io import RawFormat, load_audio
 from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.types import SAMPLE_RATE
@@ -20,7 +21,7 @@ def test_pack_greedy_and_cover_partition() -> None:
     assert all(w.num_samples <= 25 for w in windows)
     covers = [w.cover for w in windows]
     assert covers[0][0] == 0 and covers[-1][1] == 100
-    assert all(a[1] == b[0] for a, b in zip(covers, covers[1:]))
+    assert all(a[1] == b[0] for a, b in pairwise(covers))
 
 
 def test_long_span_is_cut_hard() -> None:
@@ -71,7 +72,7 @@ def test_silence_and_noise_have_no_speech() -> None:
     assert sum(w.num_samples for w in windows) < 2 * SR
 
 
-def test_real_speech_windows_fit_and_cover_the_speech(eval_clips) -> None:  # type: ignore[no-untyped-def]
+def test_real_speech_windows_fit_and_cover_the_speech(eval_clips) -> None:
     clips = [c for c in eval_clips if c.category == "librispeech"]
     parts, offsets = [], []
     pos = 0
@@ -94,3 +95,19 @@ def test_real_speech_windows_fit_and_cover_the_speech(eval_clips) -> None:  # ty
     # Most of the 3 s gaps are dropped from the windows.
     speech = sum(w.num_samples for w in windows)
     assert speech < len(recording) - len(clips) * 1.5 * SR
+
+
+def test_to_source_end_times_stay_in_the_earlier_span() -> None:
+    w = Window(0, ((SR, 2 * SR), (5 * SR, 7 * SR)), (0, 8 * SR))
+    assert w.to_source(1.0, end=True) == pytest.approx(2.0)
+    assert w.to_source(0.0, end=True) == pytest.approx(1.0)
+    assert w.to_source(1.5, end=True) == pytest.approx(5.5)
+    assert w.to_source(3.0, end=True) == pytest.approx(7.0)
+
+
+def test_split_cuts_at_the_pause_nearest_the_middle() -> None:
+    w = Window(3, ((0, 10), (20, 30), (40, 50), (60, 70)), (0, 80))
+    left, right = w.split()
+    assert left.spans == ((0, 10), (20, 30)) and right.spans == ((40, 50), (60, 70))
+    assert left.cover == (0, 40) and right.cover == (40, 80)
+    assert Window(0, ((0, 10),), (0, 10)).split() is None

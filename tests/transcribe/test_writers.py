@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from kettle.transcribe import writers
 from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.transcript import Segment, Transcript
@@ -18,11 +17,18 @@ T = Transcript(
     language="en",
     model="tiny.en",
     segments=(
-        Segment(0.0, 1.25, "Hello there.", (Word(" Hello", 0.0, 0.5, 0.9), Word(" there.", 0.6, 1.25, 0.8))),
+        Segment(
+            0.0,
+            1.25,
+            "Hello there.",
+            (Word(" Hello", 0.0, 0.5, 0.9), Word(" there.", 0.6, 1.25, 0.8)),
+        ),
         Segment(1.2, 3.0, "Overlapping start is pushed back."),
         Segment(3.0, 3.0, "Zero length still gets a cue."),
         Segment(4.0, 5.0, "   "),
-        Segment(3723.0, 3725.123, "An hour later, a line long enough to be wrapped onto two lines."),
+        Segment(
+            3723.0, 3725.123, "An hour later, a line long enough to be wrapped onto two lines."
+        ),
     ),
 )
 
@@ -106,11 +112,11 @@ def test_write_outputs_atomic(tmp_path: Path) -> None:
     assert sorted(os.listdir(base.parent)) == ["clip.json", "clip.txt"]  # no temp files left
 
 
-def test_failed_write_leaves_old_file_and_no_temp(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_failed_write_leaves_old_file_and_no_temp(tmp_path: Path, monkeypatch) -> None:
     target = tmp_path / "out.txt"
     target.write_text("old\n")
 
-    def boom(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def boom(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(writers.os, "fsync", boom)
@@ -120,7 +126,7 @@ def test_failed_write_leaves_old_file_and_no_temp(tmp_path: Path, monkeypatch) -
     assert os.listdir(tmp_path) == ["out.txt"]
 
 
-def test_render_error_writes_nothing(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_render_error_writes_nothing(tmp_path: Path, monkeypatch) -> None:
     def broken(_t: Transcript) -> str:
         raise RuntimeError("renderer bug")
 

@@ -174,6 +174,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 "final_p95_s": percentile(final, 95),
                 "final_p99_s": percentile(final, 99),
                 "wer": wer([t.reference for t in chosen], [r.text for r in results]),
+                "wer_per_client": [
+                    round(wer([t.reference], [r.text]), 4)
+                    for t, r in zip(chosen, results, strict=True)
+                ],
                 "finals_lost": sum(
                     lost_finals(r, e) for r, e in zip(results, expected[:n], strict=True)
                 ),

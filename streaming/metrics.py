@@ -127,7 +127,6 @@ class ArrivalLog:
         self.sample_rate = sample_rate
         self._frames: list[int] = []
         self._times: list[float] = []
-        self._base = 0  # entries dropped from the front
 
     def record(self, frames_total: int, arrived: float) -> None:
         if self._frames and frames_total <= self._frames[-1]:

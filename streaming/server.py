@@ -84,6 +84,8 @@ class ServerConfig:
     max_session_s: float = 4 * 3600.0
     max_messages_per_second: float = 20.0
     shutdown_timeout_s: float = 10.0
+    # After stop, the finals and done must be out within this; else internal error and 1011.
+    finish_timeout_s: float = 300.0
     retry_after_s: int = 5
     outbox_limit: int = 1000
     tls_cert: str | None = None
@@ -101,7 +103,12 @@ class ServerConfig:
             problems.append("max_frame_bytes must be at least 1")
         if self.max_message_bytes < self.max_frame_bytes:
             problems.append("max_message_bytes must be at least max_frame_bytes")
-        for name in ("idle_timeout_s", "max_session_s", "max_messages_per_second"):
+        for name in (
+            "idle_timeout_s",
+            "max_session_s",
+            "max_messages_per_second",
+            "finish_timeout_s",
+        ):
             if not getattr(self, name) > 0:
                 problems.append(f"{name} must be positive")
         if self.shutdown_timeout_s < 0:
@@ -492,6 +499,7 @@ class _Session:
         self._rate_limited = False
         self._started = time.monotonic()
         self._last_message = self._started
+        self._stopped_at = self._started
 
     # -- the session's life ------------------------------------------------------------
 
@@ -586,7 +594,9 @@ class _Session:
 
     def _deadline(self) -> tuple[float, str] | None:
         if self.stopped:
-            return None
+            if self.done_sent:
+                return None
+            return (self._stopped_at + self.config.finish_timeout_s, "finish_timeout")
         idle = self._last_message + self.config.idle_timeout_s
         longest = self._started + self.config.max_session_s
         return (idle, "idle") if idle <= longest else (longest, "max_duration")
@@ -604,9 +614,14 @@ class _Session:
                     async with asyncio.timeout_at(loop.time() + max(0.0, wait)):
                         message = await self.ws.recv()
             except TimeoutError:
-                if deadline is not None and time.monotonic() >= deadline[0]:
-                    logger.info("session %s: %s, stopping", self.session_id, deadline[1])
-                    self._stop(deadline[1])
+                if deadline is None or time.monotonic() < deadline[0]:
+                    continue
+                if deadline[1] == "finish_timeout":
+                    logger.error("session %s: finals not done in time", self.session_id)
+                    await self._fail("the transcription did not finish in time")
+                    return
+                logger.info("session %s: %s, stopping", self.session_id, deadline[1])
+                self._stop(deadline[1])
                 continue
             if self.stopped:
                 continue  # anything after stop is ignored
@@ -703,6 +718,7 @@ class _Session:
         if self.stopped:
             return
         self.stopped = True
+        self._stopped_at = time.monotonic()
         stream, pcm, _ = self._open_stream()
         if pcm.leftover_bytes:
             self._error(

@@ -57,6 +57,9 @@ logger = logging.getLogger(__name__)
 OVERLOAD_NOTICE_INTERVAL = 5 * SAMPLE_RATE  # samples of stream audio between notices
 MAX_BACKOFF = 8.0
 PROMPT_CHARS = 200
+# A partial's window may serve as the speculative final's if it reaches this far past the
+# last voiced frame (the rest of the tail is silence).
+SPEC_MARGIN = 5 * FRAME_SAMPLES
 FINAL_BEAM_SIZE = 5
 PARTIAL_MAX_TOKENS = 96
 
@@ -115,6 +118,7 @@ class _Utterance:
     last_partial_text: str = ""
     spec_end: int | None = None  # window end of the wanted/requested speculative final
     spec_requested: bool = False
+    spec_target: int | None = None  # the pause end (utterance end) the speculation is for
     spec_result: DecodeResult | None = None
     decided_at: int | None = None  # stream position when the end was decided
 
@@ -306,7 +310,7 @@ class Session:
         while self._closed:
             utt = self._closed[0]
             assert utt.end is not None
-            if utt.spec_result is not None and utt.spec_end == utt.end:
+            if utt.spec_result is not None and utt.spec_target == utt.end:
                 self._closed.popleft()
                 self._emit_final(utt, utt.spec_result)
                 continue
@@ -322,19 +326,22 @@ class Session:
         pos = self._segmenter.position
         pause_end = self._segmenter.pause_end
         if pause_end is not None and pause_end > utt.start:
-            # 2. A pause: bring the partial up to the speech's end, then speculate.
-            if (
-                self.config.partials
-                and utt.last_partial_end != pause_end
-                and not utt.spec_requested
-            ):
+            # 2. A pause. If the last partial's window already holds all the speech, the
+            # speculative final decodes exactly that window (an encoder-cache hit); else the
+            # window up to the pause. Either way it holds every voiced frame of the utterance.
+            if utt.spec_requested:
+                return
+            speech_end = self._segmenter.speech_end or pause_end
+            covered = speech_end + SPEC_MARGIN <= utt.last_partial_end <= pause_end
+            if self.config.speculative_final:
+                window = utt.last_partial_end if covered else pause_end
+                utt.spec_end = window
+                utt.spec_target = pause_end
+                utt.spec_requested = True
+                self._request(utt, DecodeKind.FINAL, window, speculative=True)
+            elif self.config.partials and not covered:
                 utt.last_partial_end = pause_end
                 self._request(utt, DecodeKind.PARTIAL, pause_end)
-                return
-            if self.config.speculative_final and not utt.spec_requested:
-                utt.spec_end = pause_end
-                utt.spec_requested = True
-                self._request(utt, DecodeKind.FINAL, pause_end, speculative=True)
             return
         # 3. Partials of the open utterance.
         if not self.config.partials:
@@ -372,6 +379,7 @@ class Session:
                 if self._open is not None:
                     # Speech is back: whatever was speculated is void.
                     self._open.spec_end = None
+                    self._open.spec_target = None
                     self._open.spec_requested = False
                     self._open.spec_result = None
             elif isinstance(d, SpeechEnd):
@@ -381,7 +389,7 @@ class Session:
                 self._open = None
                 utt.end = d.end
                 utt.decided_at = self._segmenter.position
-                if utt.spec_end != d.end:
+                if utt.spec_target != d.end:
                     utt.spec_result = None
                 self._closed.append(utt)
 
@@ -405,7 +413,10 @@ class Session:
             return  # the utterance closed meanwhile; its final supersedes this
         if self._backoff > 1.0:
             self._backoff = max(1.0, self._backoff / 2)
-        text = self._usable_text(result)
+        self._show(utt, pending.end, self._usable_text(result))
+
+    def _show(self, utt: _Utterance, end: int, text: str) -> None:
+        """A new hypothesis of the open utterance: agreement, then a Partial if not empty."""
         if not text and not utt.agreement.stable_text:
             return
         hyp = utt.agreement.update(text)
@@ -415,7 +426,7 @@ class Session:
             utt.number = self._next_number
             self._next_number += 1
         utt.last_partial_text = hyp.text
-        self._events.append(Partial(utt.number, utt.start, pending.end, hyp.text, hyp.stable))
+        self._events.append(Partial(utt.number, utt.start, end, hyp.text, hyp.stable))
 
     def _on_final(self, pending: _Pending, result: DecodeResult) -> None:
         utt = pending.utterance
@@ -424,8 +435,11 @@ class Session:
                 return  # speech resumed: discarded
             if utt.end is None:
                 utt.spec_result = result  # kept until the endpoint confirms it
+                if self.config.partials:
+                    # Show the whole utterance's text now: the final will start with it.
+                    self._show(utt, pending.end, self._usable_text(result))
                 return
-            if self._closed and self._closed[0] is utt and utt.end == pending.end:
+            if self._closed and self._closed[0] is utt and utt.end == utt.spec_target:
                 self._closed.popleft()
                 self._emit_final(utt, result)
             return

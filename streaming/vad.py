@@ -194,6 +194,11 @@ class Segmenter:
         return self._open and self._paused
 
     @property
+    def speech_end(self) -> int | None:
+        """End of the open utterance's last voiced frame."""
+        return self._last_voiced_end if self._open else None
+
+    @property
     def pause_end(self) -> int | None:
         return self._end_after_speech() if self.paused else None
 

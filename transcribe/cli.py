@@ -42,8 +42,9 @@ output:
 inputs:
   Audio files (wav, flac, mp3, ogg/opus, m4a, ... anything libsndfile or PyAV decodes),
   folders (searched recursively for audio file extensions), or - for audio on stdin.
-  Headerless PCM (.raw/.pcm files and stdin) needs --raw ENCODING:RATE:CHANNELS, with
-  ENCODING one of s16le, f32le, mulaw.
+  Headerless PCM needs --raw ENCODING:RATE:CHANNELS (ENCODING one of s16le, f32le, mulaw);
+  it applies to .raw/.pcm files, files without an extension, and stdin (which is otherwise
+  read as a container: wav, flac, ...).
 
 timestamps:
   srt and vtt output (and --word-timestamps) compute word timings, so cues are split at

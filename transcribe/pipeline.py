@@ -257,8 +257,8 @@ def _decode(
         missing = [i for i in range(len(live)) if i not in by_id]
         if missing:
             raise KettleError(f"decoder returned no result for {len(missing)} window(s)")
-    except ModelError:
-        raise  # the model itself is unusable: every file would fail the same way
+    except (ModelError, ConfigError):
+        raise  # the model or the options are unusable: every file would fail the same way
     except Exception as exc:
         log.debug("decode batch failed", exc_info=True)
         reason = str(exc) if isinstance(exc, KettleError) else f"decode failed: {exc}"

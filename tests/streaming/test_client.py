@@ -170,3 +170,23 @@ def test_client_options_validation() -> None:
         ClientOptions(url="http://x")
     with pytest.raises(ValueError):
         ClientOptions(chunk_ms=1)
+
+
+def test_serve_reports_a_busy_port(served: tuple[subprocess.Popen[str], str]) -> None:
+    _, url = served
+    port = url.rsplit(":", 1)[1]
+    out = subprocess.run(
+        _kettle("serve", "--fake-model", "--port", port),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2 and out.stdout == ""
+    assert "cannot listen" in out.stderr and "Traceback" not in out.stderr
+    bad = subprocess.run(
+        _kettle("serve", "--fake-model", "--tls-cert", "x.pem"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and "TLS needs both" in bad.stderr

@@ -709,3 +709,16 @@ async def test_second_model_for_finals(make_server: Callable[..., Any]) -> None:
     assert (result.ready["model"], result.ready["final_model"]) == ("fast", "accurate")
     assert len(result.finals) == 3
     assert finals.stats.requests >= 3
+
+
+async def test_finals_that_never_come_end_the_session_with_1011(
+    make_server: Callable[..., Any],
+) -> None:
+    server = await make_server(FakeDecoder(batch_delay_s=3.0), finish_timeout_s=0.3)
+    ws = await open_ws(server)
+    await send_chunks(ws, PCM[: 16000 * 2 * 2])
+    await ws.send('{"type": "stop"}')
+    messages, code = await read_all(ws)
+    assert code == 1011
+    assert messages[-1]["code"] == "internal" and messages[-1]["fatal"] is True
+    await asyncio.wait_for(server.wait_idle(), TIMEOUT)

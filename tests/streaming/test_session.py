@@ -91,16 +91,37 @@ def test_exact_events_for_one_utterance() -> None:
         Partial(0, start, start + 16000, "alpha", ""),
         Partial(0, start, start + 24000, "alpha bravo", "alpha"),
         Partial(0, start, start + 32000, "alpha bravo charlie", "alpha bravo"),
-        # At the pause: a partial over exactly [start, speech end + tail] ...
+        # At the pause the speculative final runs over [start, speech end + tail]; its text
+        # is shown as a partial at once, and it is the final when the endpoint confirms.
         Partial(0, start, end, "alpha bravo charlie delta", "alpha bravo charlie"),
         Final(0, start, end, "alpha bravo charlie delta", (), "en"),
         Done(4 * SR, 1, None),
     ]
     kinds = [(r.kind, r.cache_key) for r in run.requests]
-    # ... then the speculative final on the same window: same cache key, an encoder hit.
-    assert kinds[-2] == (DecodeKind.PARTIAL, ("t", 0, start, end))
+    # The last partial (2.76 s) ended before the speech (3.0 s): no window to reuse.
+    assert kinds[-2] == (DecodeKind.PARTIAL, ("t", 0, start, start + 32000))
     assert kinds[-1] == (DecodeKind.FINAL, ("t", 0, start, end))
     assert all(r.stream_key == ("t", 0) for r in run.requests)
+    assert run.requests[-1].prefix == "alpha bravo"  # stable when it was asked for
+
+
+ONE_HIT = scripted_audio([("silence", 1.0), ("voice", 1.6), ("silence", 1.0)])
+
+
+def test_speculative_final_reuses_the_last_partials_window() -> None:
+    dec = FakeDecoder()
+    run = drive(ONE_HIT, decoder=dec)
+    start, partial_end, end = 38 * 320, 38 * 320 + 32000, int(2.8 * SR)
+    kinds = [(r.kind, r.cache_key) for r in run.requests]
+    # The partial at 2.76 s already held all the speech (to 2.6 s): the final decodes
+    # exactly its window, which hits the encoder cache ...
+    assert kinds[-2:] == [
+        (DecodeKind.PARTIAL, ("t", 0, start, partial_end)),
+        (DecodeKind.FINAL, ("t", 0, start, partial_end)),
+    ]
+    assert dec.cache_stats().hits == 1
+    # ... while the final reports the utterance's own end.
+    assert run.finals == [Final(0, start, end, "alpha bravo charlie", (), "en")]
 
 
 def test_partials_off_means_no_partial_requests() -> None:
@@ -111,13 +132,13 @@ def test_partials_off_means_no_partial_requests() -> None:
     assert not run.partials
 
 
-def test_speculative_final_hits_the_encoder_cache_and_is_ready_at_the_endpoint() -> None:
-    dec = FakeDecoder()
-    run = drive(ONE, decoder=dec)
-    assert dec.cache_stats().hits == 1
-    # The final was emitted in the same step as the endpoint decision: it was ready.
+def test_speculative_final_is_ready_at_the_endpoint() -> None:
+    run = drive(ONE)
+    # The final was emitted in the same step as the endpoint decision: it was ready, and
+    # nothing was decoded after the pause's speculative final.
     session_final = run.log.index(run.finals[0])
     assert run.log[session_final - 1] == run.partials[-1]
+    assert run.requests[-1].kind is DecodeKind.FINAL
 
 
 def test_speculative_final_is_discarded_when_speech_resumes() -> None:

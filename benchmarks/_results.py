@@ -6,6 +6,7 @@ re-run independently without clobbering each other's figures.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -21,13 +22,11 @@ HEADER = "# kettle benchmark results\n\nEach section is written by the script it
 
 def machine_info() -> dict[str, object]:
     cpu = platform.processor() or platform.machine()
-    try:
+    with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
-    except OSError:
-        pass
     info: dict[str, object] = {
         "cpu": cpu,
         "cores": os.cpu_count(),
@@ -42,12 +41,10 @@ def machine_info() -> dict[str, object]:
         info["cuda_devices"] = ctranslate2.get_cuda_device_count()
     except Exception:  # pragma: no cover - benchmarks report what they can
         pass
-    try:
+    with contextlib.suppress(OSError):
         info["git"] = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
         ).stdout.strip()
-    except OSError:
-        pass
     return info
 
 
@@ -74,6 +71,10 @@ def write_section(name: str, body: str) -> None:
         f"{body.strip()}\n<!-- {name}:end -->\n"
     )
     text = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else HEADER
-    pattern = re.compile(rf"<!-- {re.escape(name)}:start -->.*?<!-- {re.escape(name)}:end -->\n?", re.S)
-    text = pattern.sub(lambda _m: section, text) if pattern.search(text) else text.rstrip() + "\n\n" + section
+    marker = re.escape(name)
+    pattern = re.compile(rf"<!-- {marker}:start -->.*?<!-- {marker}:end -->\n?", re.S)
+    if pattern.search(text):
+        text = pattern.sub(lambda _m: section, text)
+    else:
+        text = text.rstrip() + "\n\n" + section
     RESULTS.write_text(text, encoding="utf-8")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING

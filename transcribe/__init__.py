@@ -1,1 +1,1 @@
-"""kettle.transcribe: model loading, the Whisper adapter, the offline file pipeline, writers, file CLI."""
+"""kettle.transcribe: model loading, the Whisper adapter, offline file pipeline, writers, CLI."""

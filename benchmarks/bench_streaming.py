@@ -53,16 +53,17 @@ def load_clips(eval_dir: Path) -> list[Any]:
 
 def stream_plan(clips: list[Any], streams: int, seconds: float) -> list[list[Any]]:
     """Stream i starts at a different clip and takes clips in order until ~seconds."""
+    fitting = [c for c in clips if c.seconds + 1.0 <= seconds] or clips
     plan = []
     for i in range(streams):
         chosen: list[Any] = []
-        k = (i * 7) % len(clips)
+        k = (i * 7) % len(fitting)
         while sum(c.seconds + 1.0 for c in chosen) < seconds:
-            clip = clips[k % len(clips)]
+            chosen.append(fitting[k % len(fitting)])
             k += 1
-            if clip.seconds > seconds and chosen:
-                continue  # keep each stream near its budget
-            chosen.append(clip)
+            left = seconds - sum(c.seconds + 1.0 for c in chosen)
+            if left < 3.0:
+                break  # keep each stream near its budget
         plan.append(chosen)
     return plan
 

@@ -35,6 +35,10 @@ from kettle.transcribe.types import DecodeKind, Decoder, DecodeRequest, DecodeRe
 
 logger = logging.getLogger(__name__)
 
+# Stream ids are unique in the process, not just per engine: they key the adapter's encoder
+# cache, which may outlive an engine (a decoder shared by engines, or reused after a restart).
+_STREAM_IDS = itertools.count(1)
+
 
 @dataclass(frozen=True)
 class EngineConfig:
@@ -197,7 +201,6 @@ class Engine:
         self._observer = observer
         self._scheduler = Scheduler(self.config.scheduler)
         self._streams: dict[str, Stream] = {}
-        self._ids = itertools.count(1)
         self._executor: ThreadPoolExecutor | None = None
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
@@ -258,7 +261,7 @@ class Engine:
     def open_stream(self, config: SessionConfig | None = None) -> Stream:
         if self._task is None or self._closing:
             raise KettleError("the engine is not running")
-        stream_id = f"s{next(self._ids)}"
+        stream_id = f"s{next(_STREAM_IDS)}"
         session = Session(config or SessionConfig(), session_id=stream_id)
         stream = Stream(self, stream_id, session, self.config.event_queue_size)
         self._streams[stream_id] = stream
@@ -289,12 +292,15 @@ class Engine:
         """Move a session's new requests to the scheduler and its events to the stream."""
         session = stream.session
         requests = session.poll_requests()
+        released = stream.stream_id not in self._streams
+        if released:
+            requests = []  # released (failed or finished): nothing more runs for it
         now = time.monotonic()
         for request in requests:
             self._scheduler.submit(request, now, owner=stream.stream_id)
         events = session.poll_events()
         stream._push(events)
-        if session.in_flight is None or session.done:
+        if released or session.in_flight is None or session.done:
             stream._idle.set()
         else:
             stream._idle.clear()
@@ -318,7 +324,7 @@ class Engine:
         while not self._closing:
             now = time.monotonic()
             try:
-                batch = self._scheduler.next_batch(now)
+                batch = self._scheduler.next_batch(now, sources=len(self._streams))
                 self._route_dropped()
                 if batch:
                     await self._run_batch(batch, loop)
@@ -337,10 +343,13 @@ class Engine:
             stream = self._streams.get(str(dropped.ticket.owner))
             if stream is None:
                 continue
-            stream.session.on_dropped(
-                dropped.ticket.request.request_id, overloaded=dropped.reason == "overload"
-            )
-            self._collect(stream)
+            try:
+                stream.session.on_dropped(
+                    dropped.ticket.request.request_id, overloaded=dropped.reason == "overload"
+                )
+                self._collect(stream)
+            except Exception as exc:
+                self._fail_stream(stream, exc)
 
     async def _run_batch(self, batch: list[Ticket], loop: asyncio.AbstractEventLoop) -> None:
         assert self._executor is not None
@@ -357,6 +366,8 @@ class Engine:
         self.batches_run += 1
         self.batch_sizes.append(len(batch))
         if outcome.results is not None:
+            kind = DecodeKind.FINAL if finals else DecodeKind.PARTIAL
+            self._scheduler.observe(kind, len(batch), outcome.decode_s)
             hits = sum(1 for r in outcome.results if r.encoder_cache_hit)
             self._notify_batch(len(batch), finals, waits, outcome.decode_s, hits)
             for ticket, result in zip(batch, outcome.results, strict=True):
@@ -401,11 +412,27 @@ class Engine:
         stream = self._streams.get(str(ticket.owner))
         if stream is None:
             return  # aborted meanwhile
-        if result.error is not None and ticket.kind is DecodeKind.PARTIAL:
-            stream.session.on_dropped(ticket.request.request_id)
-        else:
-            stream.session.on_result(result)
-        self._collect(stream)
+        try:
+            if result.error is not None and ticket.kind is DecodeKind.PARTIAL:
+                stream.session.on_dropped(ticket.request.request_id)
+            else:
+                stream.session.on_result(result)
+            self._collect(stream)
+        except Exception as exc:  # a bug in one session must not stall the others
+            self._fail_stream(stream, exc)
+
+    def _fail_stream(self, stream: Stream, exc: Exception) -> None:
+        """End one stream after an internal error: a fatal Error, then Done; others go on."""
+        logger.exception("stream %s failed", stream.stream_id, exc_info=exc)
+        session = stream.session
+        stream._push(
+            [
+                Error("internal", f"internal error: {type(exc).__name__}", fatal=True),
+                Done(session.samples_fed, session.finals_sent, "error"),
+            ]
+        )
+        stream._idle.set()
+        self._release(stream)
 
     def _notify_batch(
         self, size: int, finals: int, waits: list[float], decode_s: float, hits: int

@@ -60,6 +60,7 @@ PROMPT_CHARS = 200
 # A partial's window may serve as the speculative final's if it reaches this far past the
 # last voiced frame (the rest of the tail is silence).
 SPEC_MARGIN = 5 * FRAME_SAMPLES
+HOLD_PARTIAL_FRAMES = 6  # > SPEC_MARGIN, so a held-back partial may still serve the final
 FINAL_BEAM_SIZE = 5
 PARTIAL_MAX_TOKENS = 96
 
@@ -352,7 +353,13 @@ class Session:
         limit = utt.start + int(
             (self.config.max_utterance_s - self._segmenter.config.cut_search_s) * SAMPLE_RATE
         )
-        if pos - max(utt.last_partial_end, utt.start) >= interval and pos <= limit:
+        if (
+            pos - max(utt.last_partial_end, utt.start) >= interval
+            and pos <= limit
+            # Silence is starting: a pause (and the speculative final, which must not wait
+            # behind a partial) may be near; speech coming back lifts this at once.
+            and self._segmenter.silence_frames < HOLD_PARTIAL_FRAMES
+        ):
             utt.last_partial_end = pos
             self._request(utt, DecodeKind.PARTIAL, pos)
 

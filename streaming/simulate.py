@@ -136,7 +136,10 @@ def event_record(event: Event, *, stream: int, wall: float) -> dict[str, Any]:
             "start": samples_to_seconds(event.start),
             "end": samples_to_seconds(event.end),
             "text": event.text,
-            "words": [
+            "language": event.language,
+        }
+        if event.words:  # PROTOCOL: only with word_timestamps
+            rec["words"] = [
                 {
                     "word": w.word,
                     "start": round(w.start, 3),
@@ -144,9 +147,7 @@ def event_record(event: Event, *, stream: int, wall: float) -> dict[str, Any]:
                     "probability": round(w.probability, 3),
                 }
                 for w in event.words
-            ],
-            "language": event.language,
-        }
+            ]
     elif isinstance(event, Error):
         rec = {"type": "error", "code": event.code, "message": event.message}
         if event.fatal:

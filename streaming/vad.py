@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from kettle.transcribe.errors import ConfigError
@@ -37,8 +38,22 @@ FRAME_SAMPLES = SAMPLE_RATE * FRAME_MS // 1000
 # flatness (geometric / arithmetic mean of the power spectrum) is ~0.5 for white noise at any
 # level and ~0.01-0.1 for voiced speech; onset needs several consecutive voiced frames, so the
 # flatter fricatives inside words do not matter.
-MIN_RMS = 10 ** (-55 / 20)
 MAX_FLATNESS = 0.40
+# Absolute floor: quieter frames are never speech (-75 dBFS; real microphones and the quiet
+# FLEURS recordings sit well above it, at -60..-40 dBFS for speech).
+MIN_RMS = 10 ** (-75 / 20)
+# Level adaptation. webrtcvad is level-sensitive: speech recorded at -60 dBFS is mostly called
+# silence. So frames are scaled towards TARGET_RMS by a gain that follows the stream's recent
+# peak level (a peak follower that decays with a ~2 s time constant), capped at MAX_GAIN and
+# never below 1 (loud recordings are not attenuated). A frame also needs MIN_SNR over the
+# noise floor, tracked as a minimum follower that rises slowly (~3 dB/s), so steady noise
+# amplified by the gain is not taken for speech.
+TARGET_RMS = 10 ** (-26 / 20)
+MAX_GAIN = 10 ** (50 / 20)
+PEAK_DECAY = 0.99  # per 20 ms frame
+FLOOR_RISE = 10 ** (3 / 20 / 50)  # per 20 ms frame
+INITIAL_FLOOR = 10 ** (-60 / 20)
+MIN_SNR = 10 ** (9 / 20)
 
 FrameClassifier = Callable[[np.ndarray], bool]
 
@@ -53,20 +68,42 @@ def frame_rms(frame: np.ndarray) -> float:
 
 
 class WebrtcClassifier:
-    """webrtcvad plus the energy/flatness second opinion; one instance per stream."""
+    """webrtcvad on level-normalised frames plus the SNR/flatness second opinion.
+
+    Stateful (level and noise-floor followers), so one instance per stream, fed every frame in
+    order; frames are aligned to the stream's sample 0, so decisions do not depend on chunking.
+    """
 
     def __init__(self, aggressiveness: int = 2) -> None:
         import webrtcvad
 
+        # Two detectors, because webrtcvad adapts internally to what it is fed: one sees the
+        # frames as they are (so normal-level audio is judged exactly as plain webrtcvad would
+        # judge it), the other sees them level-normalised (so quiet recordings are heard too).
         self._vad = webrtcvad.Vad(aggressiveness)
+        self._vad_scaled = webrtcvad.Vad(aggressiveness)
+        self._peak = 0.0
+        self._floor: float | None = None
 
     def __call__(self, frame: np.ndarray) -> bool:
-        pcm = (np.clip(frame, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
-        if not self._vad.is_speech(pcm, SAMPLE_RATE):
+        rms = frame_rms(frame)
+        self._peak = max(rms, self._peak * PEAK_DECAY)
+        self._floor = (
+            min(rms, INITIAL_FLOOR) if self._floor is None else min(rms, self._floor * FLOOR_RISE)
+        )
+        gain = min(MAX_GAIN, max(1.0, TARGET_RMS / max(self._peak, 1e-9)))
+        plain = _is_speech(self._vad, frame)
+        scaled = _is_speech(self._vad_scaled, frame * gain)  # both fed every frame
+        if not (plain or scaled):
             return False
-        if frame_rms(frame) < MIN_RMS:
+        if rms < MIN_RMS or rms < self._floor * MIN_SNR:
             return False
         return spectral_flatness(frame) <= MAX_FLATNESS
+
+
+def _is_speech(vad: Any, frame: np.ndarray) -> bool:
+    pcm = (np.clip(frame, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+    return bool(vad.is_speech(pcm, SAMPLE_RATE))
 
 
 @dataclass(frozen=True)
@@ -192,6 +229,11 @@ class Segmenter:
     @property
     def paused(self) -> bool:
         return self._open and self._paused
+
+    @property
+    def silence_frames(self) -> int:
+        """Consecutive unvoiced frames in the open utterance (0 outside one)."""
+        return self._silence if self._open else 0
 
     @property
     def speech_end(self) -> int | None:

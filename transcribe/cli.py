@@ -46,10 +46,12 @@ inputs:
   it applies to .raw/.pcm files, files without an extension, and stdin (which is otherwise
   read as a container: wav, flac, ...).
 
-timestamps:
-  srt and vtt output (and --word-timestamps) compute word timings, so cues are split at
-  sentence ends and kept under about 7 s. Results are cached (KETTLE_CACHE_DIR, default
-  ~/.cache/kettle/results.sqlite) by audio content, model and options; --no-cache skips it.
+timestamps and cache:
+  Words are always aligned (kettle uses them to find speech the model skipped and decode it
+  again), so srt/vtt cues are split at sentence ends and kept under about 7 s;
+  --word-timestamps also puts the words into json output. Results are cached
+  (KETTLE_CACHE_DIR, default ~/.cache/kettle/results.sqlite) by audio content, model and
+  options, so a second run over the same audio is instant; --no-cache skips the cache.
 
 exit status: 0 all inputs transcribed, 1 some input failed, 2 usage or model error.
 """
@@ -81,7 +83,7 @@ def register_transcribe(sub: Any) -> None:
     parser.add_argument("--language", default=None, help="language code (multilingual models)")
     parser.add_argument("--beam-size", type=_positive, default=5, metavar="N", help="(5)")
     parser.add_argument(
-        "--word-timestamps", action="store_true", help="compute word timings (json gets words)"
+        "--word-timestamps", action="store_true", help="include word timings in json output"
     )
     parser.add_argument(
         "--batch-size", type=_positive, default=8, metavar="N", help="windows per batch (8)"
@@ -236,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         beam_size=args.beam_size,
         language=args.language,
-        word_timestamps=args.word_timestamps or any(f in ("srt", "vtt") for f in formats),
+        word_timestamps=args.word_timestamps,
     )
     identity = model_identity(model)  # fails fast on an unknown model or a missing extra
 

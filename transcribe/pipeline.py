@@ -4,7 +4,8 @@ Windows of all files go through one FIFO queue, so a batch mixes the tail of one
 head of the next and the model always sees full batches. Files are loaded lazily, only as far
 ahead as the queue needs, and results come back in input order as soon as each file is done.
 No text is carried from one window to the next (that would serialise a file's windows); the
-windows are cut at pauses, so little context is lost.
+windows are cut at pauses, so little context is lost. Speech the model skipped inside a packed
+window (found by word alignment) is decoded again as a window of its own.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from kettle.transcribe.windows import Window, WindowConfig, split_windows
 log = logging.getLogger(__name__)
 
 _SENTENCE_END = re.compile(r"[.?!…。？！]['\")\]]*$")
+_MAX_WORD_S = 1.0
+# Languages written without spaces between words (Whisper's word splitting knows them too).
+_NO_SPACE_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "my", "yue"})
 _SENTENCE_SPLIT = re.compile(r"(?<=[.?!…])\s+")
 
 
@@ -47,14 +51,18 @@ class PipelineConfig:
     max_cue_s: float = 7.0
     max_cue_chars: int = 84
     windows: WindowConfig = field(default_factory=WindowConfig)
-    # Whisper sometimes stops early on a window packed with several utterances (it emits the
-    # end of text after the first one or two). A window whose text is far shorter than its
-    # speech (fewer than ``resplit_chars_per_s`` characters per second of speech; read speech
-    # runs at 12-17) is decoded again as two halves cut at a pause, up to ``resplit_depth``
-    # times (each level at most doubles that window's decodes).
-    resplit_chars_per_s: float = 11.0
-    resplit_min_s: float = 6.0
-    resplit_depth: int = 3
+    # Whisper sometimes skips speech in a window packed with several utterances: it ends the
+    # text early, or jumps over an utterance. A window whose text is short for its speech
+    # (under ``recover_chars_per_s``; read speech runs at 12-17) is decoded again with word
+    # alignment (its encoder output is cached), and speech no word covers for
+    # ``recover_gap_s`` or more is decoded as a window of its own, up to ``recover_depth``
+    # rounds. With word timestamps on, or ``recover_align_all`` (words aligned in the first
+    # pass: ~15 % more decode time, finds skips the character rate misses), every window is
+    # checked without a second pass. Depth 0 turns it all off.
+    recover_gap_s: float = 1.5
+    recover_depth: int = 3
+    recover_chars_per_s: float = 11.0
+    recover_align_all: bool = True
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= 256:
@@ -63,8 +71,12 @@ class PipelineConfig:
             raise ConfigError(f"beam size must be within 1..20, got {self.beam_size}")
         if self.max_cue_s <= 0 or self.max_cue_chars <= 0:
             raise ConfigError("cue limits must be positive")
-        if self.resplit_chars_per_s < 0 or self.resplit_min_s < 0 or self.resplit_depth < 0:
-            raise ConfigError("resplit settings must not be negative")
+        if self.recover_gap_s < 0 or self.recover_depth < 0 or self.recover_chars_per_s < 0:
+            raise ConfigError("recover settings must not be negative")
+
+    @property
+    def recovers(self) -> bool:
+        return self.recover_depth > 0 and self.recover_gap_s > 0
 
     def cache_options(self) -> dict[str, object]:
         w = self.windows
@@ -74,7 +86,10 @@ class PipelineConfig:
             "word_timestamps": self.word_timestamps,
             "max_cue_s": self.max_cue_s,
             "max_cue_chars": self.max_cue_chars,
-            "resplit": [self.resplit_chars_per_s, self.resplit_min_s, self.resplit_depth],
+            "recover": [self.recover_gap_s, self.recover_depth, self.recover_chars_per_s,
+                        self.recover_align_all]
+            if self.recovers
+            else None,
             "windows": [w.max_window_s, w.vad, w.vad_threshold, w.min_silence_ms,
                         w.speech_pad_ms, w.min_speech_ms],
         }  # fmt: skip
@@ -107,8 +122,8 @@ class _FileState:
     job: FileJob
     audio: np.ndarray | None = None
     windows: list[Window] = field(default_factory=list)
-    # Finished windows by key: (window index,) or, for halves of a re-split window, the
-    # parent's key plus 0 or 1, so sorting the keys puts them in time order.
+    # Finished windows by key: (window index,), and for speech a window skipped, decoded
+    # again, the parent's key plus 0. Segments are sorted by time when the file is done.
     results: dict[tuple[int, ...], tuple[Window, DecodeResult]] = field(default_factory=dict)
     outstanding: int = 0
     outcome: FileOutcome | None = None
@@ -150,7 +165,7 @@ def transcribe_files(
             queue.extend(_Work(state, w, (w.index,)) for w in state.windows)
         if queue:
             batch = [queue.popleft() for _ in range(min(config.batch_size, len(queue)))]
-            # Halves of re-split windows go to the front: their file is waiting for them.
+            # Second passes go to the front of the queue: their file is waiting for them.
             queue.extendleft(reversed(_decode(batch, decoder, config, progress)))
             for state in dict.fromkeys(w.state for w in batch):
                 _maybe_finish(state, decoder, config, cache, progress)
@@ -229,6 +244,7 @@ class _Work:
     state: _FileState
     window: Window
     key: tuple[int, ...]
+    align: bool = False  # ask for word timings (to find skipped speech)
 
 
 def _decode(
@@ -237,19 +253,21 @@ def _decode(
     config: PipelineConfig,
     progress: Progress | None,
 ) -> list[_Work]:
-    """Decode one batch into the files' states; returns the re-split halves to decode."""
-    live = [(w.state, w.window) for w in batch if not w.state.done and w.state.audio is not None]
-    keys = [w.key for w in batch if not w.state.done and w.state.audio is not None]
+    """Decode one batch into the files' states; returns the skipped speech to decode again."""
+    work = [w for w in batch if not w.state.done and w.state.audio is not None]
+    live = [(w.state, w.window) for w in work]
     requests = [
         DecodeRequest(
             audio=w.audio(s.audio) if s.audio is not None else np.zeros(0, np.float32),
             kind=DecodeKind.FINAL,
             request_id=i,
             language=config.language,
-            word_timestamps=config.word_timestamps,
+            word_timestamps=config.word_timestamps
+            or item.align
+            or (config.recovers and config.recover_align_all),
             beam_size=config.beam_size,
         )
-        for i, (s, w) in enumerate(live)
+        for i, ((s, w), item) in enumerate(zip(live, work, strict=True))
     ]
     try:
         results = decoder.decode_batch(requests) if requests else []
@@ -267,29 +285,78 @@ def _decode(
                 _fail(s, reason, progress)
         return []
     again: list[_Work] = []
-    for i, ((s, w), key) in enumerate(zip(live, keys, strict=True)):
+    for i, ((s, w), item) in enumerate(zip(live, work, strict=True)):
         result = by_id[i]
-        halves = w.split() if _looks_truncated(result, w, len(key) - 1, config) else None
-        if halves is not None:
-            log.debug("window %s: %d chars for %.1f s of speech, re-split",
+        key = item.key
+        if not item.align and not result.words and _short_text(result, w, len(key) - 1, config):
+            # Decode it again with word timings, to find what was skipped.
+            log.debug("window %s: %d chars for %.1f s of speech, aligning",
                       key, len(result.text), w.num_samples / SAMPLE_RATE)  # fmt: skip
-            s.outstanding += 1
-            again += [_Work(s, half, (*key, j)) for j, half in enumerate(halves)]
+            again.append(_Work(s, w, key, align=True))
             continue
         s.results[key] = (w, result)
         s.outstanding -= 1
         if progress is not None:
             progress.advance((w.cover[1] - w.cover[0]) / SAMPLE_RATE)
+        skipped = _skipped_speech(result, w, len(key) - 1, config)
+        if skipped is not None:
+            log.debug("window %s: re-decoding %.1f s of speech no word covered",
+                      key, skipped.num_samples / SAMPLE_RATE)  # fmt: skip
+            s.outstanding += 1
+            again.append(_Work(s, skipped, (*key, 0)))
     return again
 
 
-def _looks_truncated(
-    result: DecodeResult, window: Window, depth: int, config: PipelineConfig
-) -> bool:
-    speech_s = window.num_samples / SAMPLE_RATE
-    if result.error or depth >= config.resplit_depth or speech_s < config.resplit_min_s:
+def uncovered(
+    words: Sequence[Word], duration_s: float, min_gap_s: float
+) -> list[tuple[float, float]]:
+    """Stretches of a window (seconds) of at least ``min_gap_s`` that no word covers."""
+    gaps = []
+    prev_end = 0.0
+    for word in sorted(words, key=lambda w: w.start):
+        if word.start - prev_end >= min_gap_s:
+            gaps.append((prev_end, word.start))
+        # Alignment stretches a word over speech the text skipped: no word covers more
+        # than _MAX_WORD_S.
+        prev_end = max(prev_end, min(word.end, word.start + _MAX_WORD_S))
+    if duration_s - prev_end >= min_gap_s:
+        gaps.append((prev_end, duration_s))
+    return gaps
+
+
+def _short_text(result: DecodeResult, window: Window, depth: int, config: PipelineConfig) -> bool:
+    if not config.recovers or depth >= config.recover_depth or result.error:
         return False
-    return len(result.text.strip()) < config.resplit_chars_per_s * speech_s
+    text = result.text.strip()
+    speech_s = window.num_samples / SAMPLE_RATE
+    # Empty text is the model saying "no speech"; asking again would hear the same.
+    return (
+        bool(text)
+        and speech_s >= 2 * config.recover_gap_s
+        and (len(text) < config.recover_chars_per_s * speech_s)
+    )
+
+
+def _skipped_speech(
+    result: DecodeResult, window: Window, depth: int, config: PipelineConfig
+) -> Window | None:
+    """A window of the speech the decoder skipped, or None when it covered everything.
+
+    Only windows with text are checked: an empty result is the model saying "no speech",
+    and asking again would cost an encoder pass to hear the same.
+    """
+    if not config.recovers or depth >= config.recover_depth or result.error:
+        return None
+    if not result.text.strip() or not result.words:
+        return None
+    duration = window.num_samples / SAMPLE_RATE
+    spans: list[tuple[int, int]] = []
+    for start, end in uncovered(result.words, duration, config.recover_gap_s):
+        spans.extend(window.slice(start, end))
+    if sum(e - s for s, e in spans) < config.recover_gap_s * SAMPLE_RATE:
+        return None
+    # Progress was counted with the parent window: the retry covers nothing new.
+    return Window(window.index, tuple(spans), (spans[0][0], spans[0][0]))
 
 
 def _maybe_finish(
@@ -311,6 +378,8 @@ def _maybe_finish(
     for key in sorted(state.results):
         window, result = state.results[key]
         segments.extend(window_segments(result, window, config))
+    if not config.word_timestamps:  # aligned for recovery only: keep the cue times, not words
+        segments = [Segment(g.start, g.end, g.text) for g in segments]
     languages = [r.language for _, r in state.results.values() if r.text.strip()]
     language = max(set(languages), key=languages.count) if languages else (config.language or "")
     transcript = Transcript(
@@ -340,11 +409,21 @@ def window_segments(result: DecodeResult, window: Window, config: PipelineConfig
             )
             for w in result.words
         ]
-        return split_words(words, config.max_cue_s, config.max_cue_chars)
+        spaced = result.language not in _NO_SPACE_LANGUAGES
+        return split_words(words, config.max_cue_s, config.max_cue_chars, spaced=spaced)
     return split_text(text, window, config.max_cue_s)
 
 
-def split_words(words: Sequence[Word], max_s: float, max_chars: int) -> list[Segment]:
+def join_words(words: Sequence[Word], spaced: bool = True) -> str:
+    """Whisper's words carry their leading space; words from elsewhere may not."""
+    if spaced and not any(w.word[:1].isspace() for w in words[1:]):
+        return " ".join(w.word.strip() for w in words)
+    return "".join(w.word for w in words).strip()
+
+
+def split_words(
+    words: Sequence[Word], max_s: float, max_chars: int, *, spaced: bool = True
+) -> list[Segment]:
     """Group timed words into cues: break after a sentence end, before a long pause, and
     before a word that would make the cue longer than ``max_s`` or ``max_chars``."""
     segments: list[Segment] = []
@@ -352,7 +431,7 @@ def split_words(words: Sequence[Word], max_s: float, max_chars: int) -> list[Seg
 
     def flush() -> None:
         if group:
-            text = "".join(w.word for w in group).strip()
+            text = join_words(group, spaced)
             if text:
                 segments.append(Segment(group[0].start, group[-1].end, text, tuple(group)))
             group.clear()

@@ -80,20 +80,17 @@ class Window:
     def num_samples(self) -> int:
         return self._offsets[-1]
 
-    def split(self) -> tuple[Window, Window] | None:
-        """Two windows of about half the speech each, cut at a span boundary (a pause).
-
-        None when the window is one unbroken span (cutting it would cut words).
-        """
-        if len(self.spans) < 2:
-            return None
-        half = self.num_samples / 2
-        k = min(range(1, len(self.spans)), key=lambda i: abs(self._offsets[i] - half))
-        left, right = self.spans[:k], self.spans[k:]
-        return (
-            Window(self.index, left, (self.cover[0], right[0][0])),
-            Window(self.index, right, (right[0][0], self.cover[1])),
-        )
+    def slice(self, start_s: float, end_s: float) -> list[tuple[int, int]]:
+        """The source spans under window times ``start_s..end_s`` (seconds)."""
+        lo = min(max(int(start_s * SAMPLE_RATE), 0), self.num_samples)
+        hi = min(max(int(end_s * SAMPLE_RATE), lo), self.num_samples)
+        out = []
+        for (start, end), offset in zip(self.spans, self._offsets, strict=False):
+            a = max(lo - offset, 0)
+            b = min(hi - offset, end - start)
+            if b > a:
+                out.append((start + a, start + b))
+        return out
 
     def audio(self, recording: np.ndarray) -> np.ndarray:
         if len(self.spans) == 1:

@@ -31,7 +31,7 @@ def test_lone_partial_waits_its_budget_then_goes() -> None:
 
 
 def test_full_batch_goes_at_once() -> None:
-    s = Scheduler(SchedulerConfig(max_batch_size=3, partial_budget_s=1.0))
+    s = Scheduler(SchedulerConfig(max_batch_size=3, partial_budget_s=1.0, partial_max_wait_s=5))
     for i in range(4):
         s.submit(req(f"p{i}"), now=0.0, owner=i)
     assert ids(s.next_batch(0.0)) == ["p0", "p1", "p2"]
@@ -40,7 +40,7 @@ def test_full_batch_goes_at_once() -> None:
 
 
 def test_finals_first_and_in_their_own_batch() -> None:
-    s = Scheduler(SchedulerConfig(max_batch_size=4, partial_budget_s=0.0))
+    s = Scheduler(SchedulerConfig(max_batch_size=4, partial_budget_s=0.0, partial_max_wait_s=5))
     s.submit(req("p1"), now=0.0, owner="a")
     s.submit(req("f1", DecodeKind.FINAL), now=0.5, owner="b")
     s.submit(req("p2"), now=0.6, owner="c")
@@ -65,7 +65,7 @@ def test_newer_partial_replaces_the_queued_one() -> None:
     s.submit(req("new"), now=0.02, owner="a")
     dropped = s.take_dropped()
     assert [(d.ticket.request.request_id, d.reason) for d in dropped] == [("old", "replaced")]
-    assert ids(s.next_batch(1.0)) == ["other", "new"]
+    assert ids(s.next_batch(0.5)) == ["other", "new"]
     # Finals are never replaced.
     s.submit(req("f1", DecodeKind.FINAL), now=2.0, owner="a")
     s.submit(req("f2", DecodeKind.FINAL), now=2.0, owner="a")
@@ -114,7 +114,7 @@ def test_cancel_removes_an_owners_requests() -> None:
     s.submit(req("a2", DecodeKind.FINAL), now=0.0, owner="a")
     s.submit(req("b1"), now=0.0, owner="b")
     assert sorted(t.request.request_id for t in s.cancel("a")) == ["a1", "a2"]
-    assert ids(s.next_batch(1.0)) == ["b1"]
+    assert ids(s.next_batch(0.5)) == ["b1"]
 
 
 @pytest.mark.parametrize(
@@ -130,3 +130,50 @@ def test_cancel_removes_an_owners_requests() -> None:
 def test_bad_config_is_refused(kwargs: dict[str, object]) -> None:
     with pytest.raises(ConfigError):
         SchedulerConfig(**kwargs)
+
+
+def test_batch_goes_at_once_when_no_one_else_could_join() -> None:
+    s = Scheduler(SchedulerConfig(partial_budget_s=0.5))
+    s.submit(req("p1"), now=0.0, owner="a")
+    assert s.next_batch(0.0, sources=2) is None  # stream b may still submit
+    s.submit(req("p2"), now=0.01, owner="b")
+    assert ids(s.next_batch(0.01, sources=2)) == ["p1", "p2"]
+    s.submit(req("p3"), now=1.0, owner="a")
+    assert ids(s.next_batch(1.0, sources=1)) == ["p3"]
+
+
+def test_batch_audio_is_capped_but_one_request_always_goes() -> None:
+    s = Scheduler(SchedulerConfig(max_batch_size=8, max_batch_audio_s=2.0, partial_budget_s=0))
+    for i in range(3):
+        s.submit(
+            DecodeRequest(
+                audio=np.zeros(16000, np.float32), kind=DecodeKind.PARTIAL, request_id=f"p{i}"
+            ),
+            now=0.0,
+            owner=i,
+        )
+    s.submit(
+        DecodeRequest(
+            audio=np.zeros(5 * 16000, np.float32), kind=DecodeKind.FINAL, request_id="long"
+        ),
+        now=0.0,
+        owner="x",
+    )
+    assert ids(s.next_batch(0.0)) == ["long"]
+    assert ids(s.next_batch(0.0)) == ["p0", "p1"]
+    assert ids(s.next_batch(0.0)) == ["p2"]
+
+
+def test_batches_shrink_to_the_measured_decode_time_cap() -> None:
+    s = Scheduler(SchedulerConfig(max_batch_size=8, max_batch_s=1.0, partial_budget_s=0.0))
+    assert s.batch_limit(DecodeKind.PARTIAL) == 8  # nothing measured yet
+    s.observe(DecodeKind.PARTIAL, 2, 0.8)  # 0.4 s per request: 2 fit in 1 s
+    assert s.batch_limit(DecodeKind.PARTIAL) == 2
+    assert s.batch_limit(DecodeKind.FINAL) == 8
+    for i in range(5):
+        s.submit(req(f"p{i}"), now=0.0, owner=i)
+    assert ids(s.next_batch(0.0)) == ["p0", "p1"]
+    s.observe(DecodeKind.PARTIAL, 8, 0.16)  # a fast device: the cap opens up again
+    for _ in range(10):
+        s.observe(DecodeKind.PARTIAL, 8, 0.16)
+    assert s.batch_limit(DecodeKind.PARTIAL) == 8

@@ -105,16 +105,16 @@ def test_exact_events_for_one_utterance() -> None:
     assert run.requests[-1].prefix == "alpha bravo"  # stable when it was asked for
 
 
-ONE_HIT = scripted_audio([("silence", 1.0), ("voice", 1.6), ("silence", 1.0)])
+ONE_HIT = scripted_audio([("silence", 1.0), ("voice", 1.66), ("silence", 1.0)])
 
 
 def test_speculative_final_reuses_the_last_partials_window() -> None:
     dec = FakeDecoder()
     run = drive(ONE_HIT, decoder=dec)
-    start, partial_end, end = 38 * 320, 38 * 320 + 32000, int(2.8 * SR)
+    start, partial_end, end = 38 * 320, 38 * 320 + 32000, int(2.86 * SR)
     kinds = [(r.kind, r.cache_key) for r in run.requests]
-    # The partial at 2.76 s already held all the speech (to 2.6 s): the final decodes
-    # exactly its window, which hits the encoder cache ...
+    # The partial at 2.76 s was asked for 100 ms into the silence, so it held all the speech
+    # (to 2.66 s): the speculative final decodes exactly its window, an encoder-cache hit ...
     assert kinds[-2:] == [
         (DecodeKind.PARTIAL, ("t", 0, start, partial_end)),
         (DecodeKind.FINAL, ("t", 0, start, partial_end)),
@@ -122,6 +122,16 @@ def test_speculative_final_reuses_the_last_partials_window() -> None:
     assert dec.cache_stats().hits == 1
     # ... while the final reports the utterance's own end.
     assert run.finals == [Final(0, start, end, "alpha bravo charlie", (), "en")]
+
+
+def test_partials_hold_back_when_silence_begins() -> None:
+    # Voice to 2.5 s: the partial due at 2.76 s (260 ms into the silence) is not asked for;
+    # the speculative final at the pause (2.7 s) covers the utterance instead.
+    audio = scripted_audio([("silence", 1.0), ("voice", 1.5), ("silence", 1.0)])
+    run = drive(audio)
+    ends = [r.cache_key[3] for r in run.requests if r.kind is DecodeKind.PARTIAL]
+    assert max(ends) <= int(2.5 * SR) + 6 * 320
+    assert [r.kind for r in run.requests][-1] is DecodeKind.FINAL
 
 
 def test_partials_off_means_no_partial_requests() -> None:

@@ -71,6 +71,7 @@ def test_event_records_follow_the_protocol() -> None:
         "wall": 2.346,
     }
     assert event_record(Partial(0, 0, 8000, "a b", "a"), stream=0, wall=0.0)["stable"] == "a"
+    assert "words" not in event_record(Final(0, 0, 1, "x", (), "en"), stream=0, wall=0.0)
     assert event_record(Error("overloaded", "m"), stream=0, wall=0.0) == {
         "type": "error",
         "code": "overloaded",

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-
 from kettle.streaming.cli import main
 from kettle.transcribe import cli as tcli
 from kettle.transcribe import windows
@@ -40,7 +39,7 @@ def fake_model(monkeypatch) -> dict[str, int]:
         loads["decodes"] += 1
         return real_decode(requests)
 
-    fake.decode_batch = counting  # type: ignore[method-assign]
+    fake.decode_batch = counting
 
     def load(self):
         loads["n"] += 1

@@ -4,6 +4,7 @@ real tiny.en on real speech (LibriSpeech WER, silence/noise, a 3-minute recordin
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from itertools import pairwise
 from pathlib import Path
 
@@ -16,13 +17,15 @@ from kettle.transcribe.fake import FakeDecoder
 from kettle.transcribe.pipeline import (
     FileJob,
     PipelineConfig,
+    join_words,
     split_words,
     transcribe_audio,
     transcribe_files,
+    uncovered,
 )
 from kettle.transcribe.progress import Progress
 from kettle.transcribe.result_cache import ResultCache
-from kettle.transcribe.types import SAMPLE_RATE, DecodeRequest, Word
+from kettle.transcribe.types import SAMPLE_RATE, DecodeRequest, DecodeResult, Word
 from kettle.transcribe.windows import WindowConfig
 
 SR = SAMPLE_RATE
@@ -95,26 +98,68 @@ def test_window_times_map_through_dropped_silence(monkeypatch) -> None:
     assert words[-1].end == pytest.approx(12.0)
 
 
-def test_truncated_looking_window_is_decoded_again_in_halves(monkeypatch) -> None:
+class Skipper:
+    """A "model" that, on windows over 6 s, only transcribes the first 2 s (then stops)."""
+
+    name = "skipper"
+    multilingual = False
+
+    def __init__(self) -> None:
+        self.seen: list[DecodeRequest] = []
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
+        self.seen.extend(requests)
+        out = []
+        for r in requests:
+            dur = len(r.audio) / SR
+            end = 2.0 if dur > 6 else dur
+            words = (Word(" Some", 0.0, end / 2, 0.9), Word(" words.", end / 2, end, 0.9))
+            out.append(
+                DecodeResult(
+                    r.request_id, r.kind, "Some words.", words if r.word_timestamps else ()
+                )
+            )
+        return out
+
+
+def test_speech_the_model_skipped_is_decoded_again(monkeypatch) -> None:
     spans = [(i * 3 * SR, i * 3 * SR + 2 * SR) for i in range(10)]  # 10 x 2 s of speech
     monkeypatch.setattr(windows_mod, "speech_spans", lambda a, c: spans)
-
-    def text_for(r: DecodeRequest) -> str:
-        # A "model" that stops after one utterance on windows with more than 4 s of speech.
-        return "short." if len(r.audio) > 4 * SR else "a full sentence of speech here."
-
-    fake = FakeDecoder(text_for=text_for)
-    t = transcribe_audio(np.zeros(30 * SR, np.float32), fake, PipelineConfig(resplit_min_s=3.0))
-    sizes = sorted({len(r.audio) // SR for r in fake.requests_seen})
-    assert sizes[0] <= 4 and 20 in sizes
-    assert t.text.count("full sentence") >= 4
+    model = Skipper()
+    t = transcribe_audio(np.zeros(30 * SR, np.float32), model, PipelineConfig(recover_depth=3))
+    # Words aligned on the first pass; the speech no word covers becomes a new window, and so
+    # on, three rounds deep.
+    assert [len(r.audio) / SR for r in model.seen] == [20, 18, 16, 14]
+    assert all(r.word_timestamps for r in model.seen)
     starts = [s.start for s in t.segments]
-    assert starts == sorted(starts)
-    # Disabled: one decode, the short text kept.
-    fake2 = FakeDecoder(text_for=text_for)
-    cfg = PipelineConfig(resplit_chars_per_s=0.0)
-    assert transcribe_audio(np.zeros(30 * SR, np.float32), fake2, cfg).text == "short."
-    assert fake2.stats.requests == 1
+    # 2 s of speech = span 0: the first retry starts with span 1, at 3 s of the file.
+    assert starts == pytest.approx([0.0, 3.0, 6.0, 9.0])
+    assert all(s.words == () for s in t.segments)  # words were not asked for
+    # Off: one decode, the short text kept.
+    model2 = Skipper()
+    t2 = transcribe_audio(np.zeros(30 * SR, np.float32), model2, PipelineConfig(recover_depth=0))
+    assert len(model2.seen) == 1 and not model2.seen[0].word_timestamps
+    assert t2.text == "Some words."
+    # Gated: only text short for its speech gets a second, aligned pass.
+    model3 = Skipper()
+    cfg = PipelineConfig(recover_align_all=False)
+    t3 = transcribe_audio(np.zeros(30 * SR, np.float32), model3, cfg)
+    assert [len(r.audio) / SR for r in model3.seen] == [20, 20, 18, 18, 16, 16, 14]
+    assert [r.word_timestamps for r in model3.seen] == [False, True] * 3 + [False]
+    assert [s.start for s in t3.segments] == pytest.approx([0.0, 3.0, 6.0, 9.0])
+    # Asked for, the words stay in the transcript.
+    t4 = transcribe_audio(
+        np.zeros(30 * SR, np.float32), Skipper(), PipelineConfig(word_timestamps=True)
+    )
+    assert len(t4.segments) == 4 and all(s.words for s in t4.segments)
+
+
+def test_uncovered() -> None:
+    words = [Word(" a", 0.2, 0.5, 1.0), Word(" b", 0.6, 5.0, 1.0), Word(" c", 5.1, 5.5, 1.0)]
+    # "b" is stretched over 4.4 s: only its first second counts as covered.
+    assert uncovered(words, 10.0, 1.5) == [(1.6, 5.1), (5.5, 10.0)]
+    assert uncovered([], 3.0, 1.5) == [(0.0, 3.0)]
+    assert uncovered(words[:1], 1.0, 1.5) == []
 
 
 def test_one_bad_file_does_not_stop_the_others() -> None:
@@ -180,7 +225,7 @@ def test_progress_reaches_total() -> None:
 def test_config_validation() -> None:
     from kettle.transcribe.errors import ConfigError
 
-    for bad in ({"batch_size": 0}, {"beam_size": 0}, {"max_cue_s": 0}, {"resplit_depth": -1}):
+    for bad in ({"batch_size": 0}, {"beam_size": 0}, {"max_cue_s": 0}, {"recover_depth": -1}):
         with pytest.raises(ConfigError):
             PipelineConfig(**bad)
 
@@ -259,3 +304,11 @@ def test_three_minute_recording_is_stitched_at_the_right_times(
     per_clip = [wer_fn([ref], [hyp]) for (_, _, ref), hyp in zip(placed, hyps, strict=True)]
     assert max(per_clip) < 0.35, per_clip
     assert wer_fn([p[2] for p in placed], hyps) < 0.08
+
+
+def test_join_words() -> None:
+    whisper = [Word(" Hello", 0, 1, 1), Word(" world.", 1, 2, 1)]
+    assert join_words(whisper) == "Hello world."
+    bare = [Word("alpha", 0, 1, 1), Word("bravo", 1, 2, 1)]
+    assert join_words(bare) == "alpha bravo"
+    assert join_words([Word("你好", 0, 1, 1), Word("世界", 1, 2, 1)], spaced=False) == "你好世界"

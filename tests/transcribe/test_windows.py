@@ -105,9 +105,9 @@ def test_to_source_end_times_stay_in_the_earlier_span() -> None:
     assert w.to_source(3.0, end=True) == pytest.approx(7.0)
 
 
-def test_split_cuts_at_the_pause_nearest_the_middle() -> None:
-    w = Window(3, ((0, 10), (20, 30), (40, 50), (60, 70)), (0, 80))
-    left, right = w.split()
-    assert left.spans == ((0, 10), (20, 30)) and right.spans == ((40, 50), (60, 70))
-    assert left.cover == (0, 40) and right.cover == (40, 80)
-    assert Window(0, ((0, 10),), (0, 10)).split() is None
+def test_slice_maps_window_time_to_source_spans() -> None:
+    w = Window(0, ((SR, 2 * SR), (5 * SR, 7 * SR)), (0, 8 * SR))
+    assert w.slice(0.5, 2.0) == [(SR + SR // 2, 2 * SR), (5 * SR, 6 * SR)]
+    assert w.slice(1.0, 3.0) == [(5 * SR, 7 * SR)]
+    assert w.slice(2.5, 9.0) == [(6 * SR + SR // 2, 7 * SR)]
+    assert w.slice(3.0, 3.0) == []

@@ -238,6 +238,11 @@ class WhisperAdapter:
     def cache_stats(self) -> CacheStats:
         return CacheStats(hits=self._cache.hits, misses=self._cache.misses)
 
+    def clear_encoder_cache(self) -> None:
+        """Forget cached encoder outputs (counts stay): for measurements that must not reuse
+        the work of an earlier run over the same audio."""
+        self._cache.clear()
+
     def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
         """Decode every request; results come back in request order.
 

@@ -58,9 +58,10 @@ class PipelineConfig:
     # ``recover_gap_s`` or more is decoded as a window of its own, up to ``recover_depth``
     # rounds. With word timestamps on, or ``recover_align_all`` (words aligned in the first
     # pass: ~15 % more decode time, finds skips the character rate misses), every window is
-    # checked without a second pass. Depth 0 turns it all off.
+    # checked without a second pass. Depth 0 turns it all off. One round: further rounds cost
+    # 1.6x the time and gained no accuracy on the eval set (7.6 % WER either way).
     recover_gap_s: float = 1.5
-    recover_depth: int = 3
+    recover_depth: int = 1
     recover_chars_per_s: float = 11.0
     recover_align_all: bool = True
 

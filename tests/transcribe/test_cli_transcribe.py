@@ -249,3 +249,20 @@ def test_formats_transcribe_and_parse_back(eval_clips, tmp_path: Path, capsys, w
             refs.append(clip.reference)
             hyps.append(t.text)
     assert wer_fn(refs, hyps) < 0.25
+
+
+def test_fast_packs_longer_windows_and_skips_recovery(tmp_path: Path, monkeypatch) -> None:
+    audio = speechlike(tmp_path / "long.wav", seconds=45.0)
+    monkeypatch.setattr(windows, "speech_spans", lambda audio, config: [(0, len(audio))])
+    seen: dict[str, list[float]] = {}
+    for mode in ("default", "fast"):
+        fake = FakeDecoder(name="tiny.en")
+        monkeypatch.setattr(tcli._LazyDecoder, "_load", lambda self, fake=fake: fake)
+        flags = ["--fast"] if mode == "fast" else []
+        rc = main(["transcribe", str(audio), "-o", str(tmp_path / mode), "--no-cache", *flags])
+        assert rc == 0
+        seen[mode] = [len(r.audio) / SR for r in fake.requests_seen]
+        if mode == "fast":
+            assert not any(r.word_timestamps for r in fake.requests_seen)  # no alignment pass
+    assert seen["default"][:3] == [20.0, 20.0, 5.0]
+    assert seen["fast"] == [30.0, 15.0]

@@ -142,14 +142,16 @@ def test_speech_the_model_skipped_is_decoded_again(monkeypatch) -> None:
     assert t2.text == "Some words."
     # Gated: only text short for its speech gets a second, aligned pass.
     model3 = Skipper()
-    cfg = PipelineConfig(recover_align_all=False)
+    cfg = PipelineConfig(recover_align_all=False, recover_depth=3)
     t3 = transcribe_audio(np.zeros(30 * SR, np.float32), model3, cfg)
     assert [len(r.audio) / SR for r in model3.seen] == [20, 20, 18, 18, 16, 16, 14]
     assert [r.word_timestamps for r in model3.seen] == [False, True] * 3 + [False]
     assert [s.start for s in t3.segments] == pytest.approx([0.0, 3.0, 6.0, 9.0])
     # Asked for, the words stay in the transcript.
     t4 = transcribe_audio(
-        np.zeros(30 * SR, np.float32), Skipper(), PipelineConfig(word_timestamps=True)
+        np.zeros(30 * SR, np.float32),
+        Skipper(),
+        PipelineConfig(word_timestamps=True, recover_depth=3),
     )
     assert len(t4.segments) == 4 and all(s.words for s in t4.segments)
 

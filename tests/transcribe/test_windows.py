@@ -60,8 +60,10 @@ def test_config_validation() -> None:
 
 def test_without_vad_fixed_windows() -> None:
     audio = np.zeros(75 * SR, np.float32)
-    windows = split_windows(audio, WindowConfig(vad=False))
+    windows = split_windows(audio, WindowConfig(vad=False, max_window_s=30))
     assert [w.num_samples for w in windows] == [30 * SR, 30 * SR, 15 * SR]
+    default = split_windows(audio, WindowConfig(vad=False))
+    assert [w.num_samples for w in default] == [20 * SR, 20 * SR, 20 * SR, 15 * SR]
 
 
 def test_silence_and_noise_have_no_speech() -> None:

@@ -317,20 +317,18 @@ def encode_ready(
     return _dumps(obj)
 
 
-def encode_partial(event: Partial) -> str:
-    return _dumps(
-        {
-            "type": "partial",
-            "utterance": event.utterance,
-            "start": samples_to_seconds(event.start),
-            "end": samples_to_seconds(event.end),
-            "text": event.text,
-            "stable": event.stable,
-        }
-    )
+def partial_fields(event: Partial) -> dict[str, Any]:
+    return {
+        "type": "partial",
+        "utterance": event.utterance,
+        "start": samples_to_seconds(event.start),
+        "end": samples_to_seconds(event.end),
+        "text": event.text,
+        "stable": event.stable,
+    }
 
 
-def encode_final(event: Final, *, word_timestamps: bool) -> str:
+def final_fields(event: Final, *, word_timestamps: bool) -> dict[str, Any]:
     obj: dict[str, Any] = {
         "type": "final",
         "utterance": event.utterance,
@@ -349,21 +347,17 @@ def encode_final(event: Final, *, word_timestamps: bool) -> str:
             for w in event.words
         ]
     obj["language"] = event.language
-    return _dumps(obj)
+    return obj
 
 
-def encode_error(code: str, message: str, *, fatal: bool = False) -> str:
+def error_fields(code: str, message: str, *, fatal: bool = False) -> dict[str, Any]:
     obj: dict[str, Any] = {"type": "error", "code": code, "message": message}
     if fatal:
         obj["fatal"] = True
-    return _dumps(obj)
+    return obj
 
 
-def encode_error_event(event: Error) -> str:
-    return encode_error(event.code, event.message, fatal=event.fatal)
-
-
-def encode_done(audio_seconds: float, utterances: int, reason: str | None = None) -> str:
+def done_fields(audio_seconds: float, utterances: int, reason: str | None = None) -> dict[str, Any]:
     obj: dict[str, Any] = {
         "type": "done",
         "audio_seconds": _ms(audio_seconds),
@@ -371,7 +365,27 @@ def encode_done(audio_seconds: float, utterances: int, reason: str | None = None
     }
     if reason is not None:
         obj["reason"] = reason
-    return _dumps(obj)
+    return obj
+
+
+def encode_partial(event: Partial) -> str:
+    return _dumps(partial_fields(event))
+
+
+def encode_final(event: Final, *, word_timestamps: bool) -> str:
+    return _dumps(final_fields(event, word_timestamps=word_timestamps))
+
+
+def encode_error(code: str, message: str, *, fatal: bool = False) -> str:
+    return _dumps(error_fields(code, message, fatal=fatal))
+
+
+def encode_error_event(event: Error) -> str:
+    return encode_error(event.code, event.message, fatal=event.fatal)
+
+
+def encode_done(audio_seconds: float, utterances: int, reason: str | None = None) -> str:
+    return _dumps(done_fields(audio_seconds, utterances, reason))
 
 
 def audio_seconds(input_frames: int, sample_rate: int) -> float:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from kettle.streaming import protocol
 from kettle.streaming.agreement import normalized, split_words
 from kettle.streaming.engine import Engine, Stream
 from kettle.streaming.events import Done, Error, Event, Final, Partial, samples_to_seconds
@@ -121,45 +122,14 @@ def event_record(event: Event, *, stream: int, wall: float) -> dict[str, Any]:
     """One event as PROTOCOL.md's JSON fields (times in seconds), plus stream and wall."""
     rec: dict[str, Any]
     if isinstance(event, Partial):
-        rec = {
-            "type": "partial",
-            "utterance": event.utterance,
-            "start": samples_to_seconds(event.start),
-            "end": samples_to_seconds(event.end),
-            "text": event.text,
-            "stable": event.stable,
-        }
+        rec = protocol.partial_fields(event)
     elif isinstance(event, Final):
-        rec = {
-            "type": "final",
-            "utterance": event.utterance,
-            "start": samples_to_seconds(event.start),
-            "end": samples_to_seconds(event.end),
-            "text": event.text,
-            "language": event.language,
-        }
-        if event.words:  # PROTOCOL: only with word_timestamps
-            rec["words"] = [
-                {
-                    "word": w.word,
-                    "start": round(w.start, 3),
-                    "end": round(w.end, 3),
-                    "probability": round(w.probability, 3),
-                }
-                for w in event.words
-            ]
+        rec = protocol.final_fields(event, word_timestamps=bool(event.words))
     elif isinstance(event, Error):
-        rec = {"type": "error", "code": event.code, "message": event.message}
-        if event.fatal:
-            rec["fatal"] = True
+        rec = protocol.error_fields(event.code, event.message, fatal=event.fatal)
     else:
-        rec = {
-            "type": "done",
-            "audio_seconds": samples_to_seconds(event.audio_samples),
-            "utterances": event.utterances,
-        }
-        if event.reason is not None:
-            rec["reason"] = event.reason
+        seconds = samples_to_seconds(event.audio_samples)
+        rec = protocol.done_fields(seconds, event.utterances, event.reason)
     rec["stream"] = stream
     rec["wall"] = round(wall, 3)
     return rec

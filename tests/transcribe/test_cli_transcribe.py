@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,6 @@ from kettle.transcribe.fake import FakeDecoder
 from kettle.transcribe.transcript import Transcript
 
 SR = 16000
-_TIME = r"(\d{2}):(\d{2}):(\d{2})[,.](\d{3})"
 
 
 @pytest.fixture(autouse=True)
@@ -49,26 +47,6 @@ def fake_model(monkeypatch) -> dict[str, int]:
     # Tones are not speech to Silero: treat all audio as speech with the fake model.
     monkeypatch.setattr(windows, "speech_spans", lambda audio, config: [(0, len(audio))])
     return loads
-
-
-def parse_cues(text: str) -> list[tuple[float, float, str]]:
-    cues = []
-    for block in re.split(r"\n\s*\n", text.strip()):
-        lines = block.strip().splitlines()
-        idx = next((i for i, line in enumerate(lines) if "-->" in line), None)
-        if idx is None:
-            continue
-        m = re.fullmatch(_TIME + " --> " + _TIME, lines[idx].strip())
-        assert m, lines[idx]
-        g = [int(x) for x in m.groups()]
-        cues.append(
-            (
-                g[0] * 3600 + g[1] * 60 + g[2] + g[3] / 1000,
-                g[4] * 3600 + g[5] * 60 + g[6] + g[7] / 1000,
-                " ".join(lines[idx + 1 :]),
-            )
-        )
-    return cues
 
 
 def speechlike(path: Path, seconds: float = 3.0) -> Path:
@@ -206,7 +184,9 @@ def test_cache_second_run_does_not_decode(tmp_path: Path, fake_model, _own_cache
 
 
 @pytest.mark.slow
-def test_formats_transcribe_and_parse_back(eval_clips, tmp_path: Path, capsys, wer_fn) -> None:
+def test_formats_transcribe_and_parse_back(
+    eval_clips, tmp_path: Path, capsys, wer_fn, parse_cues
+) -> None:
     # One of each kind: raw, opus, mp3, 8 kHz, 22.05 kHz, 44.1 kHz stereo, a truncated FLAC.
     picks = {}
     for clip in eval_clips:

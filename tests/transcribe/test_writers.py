@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,27 +32,10 @@ T = Transcript(
     ),
 )
 
-_TIME = r"(\d{2}):(\d{2}):(\d{2})[,.](\d{3})"
+Cue = tuple[float, float, str]
 
 
-def parse_cues(text: str) -> list[tuple[float, float, str]]:
-    """A tiny SRT/VTT parser: (start, end, text) per cue."""
-    cues = []
-    for block in re.split(r"\n\s*\n", text.strip()):
-        lines = block.strip().splitlines()
-        idx = next((i for i, line in enumerate(lines) if "-->" in line), None)
-        if idx is None:
-            continue
-        m = re.fullmatch(_TIME + r" --> " + _TIME, lines[idx].strip())
-        assert m, lines[idx]
-        g = [int(x) for x in m.groups()]
-        start = g[0] * 3600 + g[1] * 60 + g[2] + g[3] / 1000
-        end = g[4] * 3600 + g[5] * 60 + g[6] + g[7] / 1000
-        cues.append((start, end, " ".join(lines[idx + 1 :])))
-    return cues
-
-
-def check_cues(cues: list[tuple[float, float, str]], duration: float) -> None:
+def check_cues(cues: list[Cue], duration: float) -> None:
     prev_end = 0.0
     for start, end, text in cues:
         assert text.strip()
@@ -68,7 +51,7 @@ def test_parse_formats() -> None:
         writers.parse_formats(" , ")
 
 
-def test_srt_parses_back_in_order() -> None:
+def test_srt_parses_back_in_order(parse_cues: Callable[[str], list[Cue]]) -> None:
     text = writers.format_srt(T)
     assert text.startswith("1\n00:00:00,000 --> 00:00:01,250\nHello there.\n")
     assert "01:02:03,000 --> 01:02:05,123" in text
@@ -85,7 +68,7 @@ def test_srt_parses_back_in_order() -> None:
     assert max(len(line) for line in text.splitlines()) <= writers.LINE_WIDTH
 
 
-def test_vtt_parses_back() -> None:
+def test_vtt_parses_back(parse_cues: Callable[[str], list[Cue]]) -> None:
     text = writers.format_vtt(T)
     assert text.startswith("WEBVTT\n\n00:00:00.000 --> 00:00:01.250\n")
     cues = parse_cues(text)

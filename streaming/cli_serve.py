@@ -8,37 +8,8 @@ import os
 import sys
 from typing import Any
 
+from kettle.transcribe.cli_args import non_negative_int, positive_float, positive_int
 from kettle.transcribe.errors import ConfigError
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} must not be negative")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text} must be positive")
-    return value
 
 
 def register_serve(sub: Any) -> None:
@@ -53,7 +24,7 @@ def register_serve(sub: Any) -> None:
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
     parser.add_argument(
-        "--port", type=_non_negative_int, default=8765, help="port; 0 picks a free one"
+        "--port", type=non_negative_int, default=8765, help="port; 0 picks a free one"
     )
     parser.add_argument("--model", default="tiny.en", help="model for partials (and finals)")
     parser.add_argument("--final-model", default=None, help="a second model for finals only")
@@ -65,32 +36,32 @@ def register_serve(sub: Any) -> None:
         metavar="KEY",
         help="require this key (repeatable; also KETTLE_API_KEYS, comma-separated)",
     )
-    parser.add_argument("--max-sessions", type=_positive_int, default=64)
+    parser.add_argument("--max-sessions", type=positive_int, default=64)
     parser.add_argument(
-        "--max-frame-bytes", type=_positive_int, default=1 << 20, help="largest audio message"
+        "--max-frame-bytes", type=positive_int, default=1 << 20, help="largest audio message"
     )
     parser.add_argument(
-        "--idle-timeout", type=_positive_float, default=60.0, metavar="S", help="seconds"
+        "--idle-timeout", type=positive_float, default=60.0, metavar="S", help="seconds"
     )
     parser.add_argument(
-        "--max-session-seconds", type=_positive_float, default=4 * 3600.0, metavar="S"
+        "--max-session-seconds", type=positive_float, default=4 * 3600.0, metavar="S"
     )
     parser.add_argument(
         "--max-messages-per-second",
-        type=_positive_float,
+        type=positive_float,
         default=20.0,
         metavar="N",
         help="text messages per session per second (audio is not rate-limited)",
     )
     parser.add_argument(
         "--shutdown-timeout",
-        type=_positive_float,
+        type=positive_float,
         default=10.0,
         metavar="S",
         help="how long shutdown waits for open sessions' finals",
     )
-    parser.add_argument("--threads", type=_non_negative_int, default=0, help="model CPU threads")
-    parser.add_argument("--batch-size", type=_positive_int, default=8, help="largest decode batch")
+    parser.add_argument("--threads", type=non_negative_int, default=0, help="model CPU threads")
+    parser.add_argument("--batch-size", type=positive_int, default=8, help="largest decode batch")
     parser.add_argument("--tls-cert", default=None, metavar="FILE")
     parser.add_argument("--tls-key", default=None, metavar="FILE")
     parser.set_defaults(func=_serve)
@@ -164,7 +135,7 @@ def register_stream(sub: Any) -> None:
     parser.add_argument(
         "--realtime", action="store_true", help="send audio at its real pace, like a microphone"
     )
-    parser.add_argument("--chunk-ms", type=_positive_int, default=100, help="audio per message")
+    parser.add_argument("--chunk-ms", type=positive_int, default=100, help="audio per message")
     parser.add_argument("--language", default=None, help="ISO 639-1 code (multilingual models)")
     parser.add_argument("--no-partials", action="store_true", help="ask for finals only")
     parser.add_argument("--word-timestamps", action="store_true")

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kettle.transcribe.cli_args import non_negative_int, positive_float, positive_int
 from kettle.transcribe.errors import ConfigError, KettleError
 
 DEFAULT_MANIFEST = Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "manifest.tsv"
@@ -42,7 +43,7 @@ def register_simulate(sub: Any) -> None:
     )
     parser.add_argument(
         "--streams",
-        type=int,
+        type=positive_int,
         default=1,
         metavar="N",
         help="concurrent streams; stream i plays the files starting at the i-th (default 1)",
@@ -52,9 +53,15 @@ def register_simulate(sub: Any) -> None:
     parser.add_argument("--model", default="tiny.en", metavar="M", help="model (default tiny.en)")
     parser.add_argument("--final-model", default=None, metavar="M", help="model for finals")
     parser.add_argument(
-        "--batch-size", type=int, default=8, metavar="N", help="max decode batch (default 8)"
+        "--batch-size",
+        type=positive_int,
+        default=8,
+        metavar="N",
+        help="max decode batch (default 8)",
     )
-    parser.add_argument("--threads", type=int, default=0, help="CPU threads for the model")
+    parser.add_argument(
+        "--threads", type=non_negative_int, default=0, help="CPU threads for the model"
+    )
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument(
         "--reference",
@@ -81,14 +88,14 @@ def register_simulate(sub: Any) -> None:
     parser.add_argument("--word-timestamps", action="store_true", help="words in finals")
     parser.add_argument(
         "--partial-interval",
-        type=float,
+        type=positive_float,
         default=0.5,
         metavar="S",
         help="seconds of new audio between partials (default 0.5)",
     )
     parser.add_argument(
         "--endpoint-ms",
-        type=int,
+        type=positive_int,
         default=500,
         metavar="MS",
         help="silence that ends an utterance (default 500)",

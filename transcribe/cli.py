@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 import numpy as np
 from kettle.transcribe.audio_io import RAW_SUFFIXES, RawFormat, is_audio_path, load_audio
+from kettle.transcribe.cli_args import non_negative_int, positive_int
 from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.pipeline import FileJob, FileOutcome, PipelineConfig, transcribe_files
 from kettle.transcribe.progress import Progress
@@ -82,15 +83,15 @@ def register_transcribe(sub: Any) -> None:
         "--final-model", default=None, metavar="M", help="model for the decodes (overrides --model)"
     )
     parser.add_argument("--language", default=None, help="language code (multilingual models)")
-    parser.add_argument("--beam-size", type=_positive, default=5, metavar="N", help="(5)")
+    parser.add_argument("--beam-size", type=positive_int, default=5, metavar="N", help="(5)")
     parser.add_argument(
         "--word-timestamps", action="store_true", help="include word timings in json output"
     )
     parser.add_argument(
-        "--batch-size", type=_positive, default=8, metavar="N", help="windows per batch (8)"
+        "--batch-size", type=positive_int, default=8, metavar="N", help="windows per batch (8)"
     )
     parser.add_argument(
-        "--threads", type=_non_negative, default=0, metavar="N", help="CPU threads (0 = auto)"
+        "--threads", type=non_negative_int, default=0, metavar="N", help="CPU threads (0 = auto)"
     )
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="(auto)")
     parser.add_argument(
@@ -108,27 +109,6 @@ def register_transcribe(sub: Any) -> None:
 
 # --fast: the speed of faster-whisper's batched pipeline at its accuracy (bench_files).
 FAST_OPTIONS: dict[str, Any] = {"windows": WindowConfig(max_window_s=30.0), "recover_depth": 0}
-
-
-def _positive(text: str) -> int:
-    value = _int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    value = _int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
-    return value
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
 
 
 @dataclass(frozen=True)

@@ -158,7 +158,10 @@ def test_cli_refuses_bad_arguments(capsys: pytest.CaptureFixture[str], tmp_path:
     assert main(["simulate", str(tmp_path / "missing.wav"), "--fast"]) == 2
     assert "missing.wav" in capsys.readouterr().err
     assert main(["simulate", "a.wav", "b.wav", "--reference", "x"]) == 2
-    assert main(["simulate", "a.wav", "--streams", "0"]) == 2
+    with pytest.raises(SystemExit) as usage:  # argparse refuses it: exit status 2
+        main(["simulate", "a.wav", "--streams", "0"])
+    assert usage.value.code == 2
+    assert "--streams: must be at least 1" in capsys.readouterr().err
 
 
 def test_manifest_lookup(tmp_path: Path) -> None:

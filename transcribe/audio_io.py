@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 from kettle.kernels import pcm
@@ -179,21 +180,46 @@ def _decode_container(source: str | Path | bytes) -> np.ndarray:
 def _decode_soundfile(source: str | Path | bytes) -> np.ndarray:
     import soundfile as sf
 
+    name = Path(source).name if isinstance(source, (str, Path)) else "<input>"
+    damage = ""
     with sf.SoundFile(_open(source)) as f:
         rate = f.samplerate
+        declared = _declared_frames(f)
         blocks = []
         try:
             # Block reads so a file damaged part-way keeps what came before the damage.
-            for block in f.blocks(blocksize=1 << 18, dtype="float32", always_2d=True):
+            for block in f.blocks(blocksize=1 << 14, dtype="float32", always_2d=True):
                 blocks.append(block)
         except Exception as exc:
             if not blocks:
                 raise
-            log.warning("audio is damaged part-way; keeping the first part (%s)", exc)
+            damage = f" ({exc})"
     if not blocks:
         raise AudioError("no audio samples in file")
     frames = np.concatenate(blocks)
+    if damage or len(frames) < declared:
+        # A cut-off or damaged file (an interrupted copy or recording): say so, keep the rest.
+        log.warning(
+            "%s: file is damaged or cut off after %.1f s of %.1f s; transcribing that part%s",
+            name,
+            len(frames) / rate,
+            max(declared, len(frames)) / rate,
+            damage,
+        )
     return _finish(_mix_down(frames) if frames.shape[1] > 1 else frames[:, 0], rate)
+
+
+def _declared_frames(f: Any) -> int:
+    """The length the file's header promises, in frames (0 when unknown).
+
+    libsndfile trims a WAV whose data chunk runs past the end of the file to what is there,
+    and reports the header's figure only in its log ("data : 187360 (should be 93658)").
+    """
+    frames = int(f.frames) if f.seekable() else 0
+    match = re.search(r"^data\s*:\s*(\d+) \(should be (\d+)\)", f.extra_info, re.M)
+    if match and int(match.group(2)) > 0:
+        frames = round(frames * int(match.group(1)) / int(match.group(2)))
+    return frames
 
 
 def _decode_pyav(source: str | Path | bytes) -> np.ndarray:

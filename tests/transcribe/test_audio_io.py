@@ -103,12 +103,19 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("suffix", [".wav", ".flac"])
-def test_truncated_file_keeps_what_is_there(eval_clips, tmp_path: Path, suffix: str) -> None:
+def test_truncated_file_keeps_what_is_there(
+    eval_clips, tmp_path: Path, suffix: str, caplog: pytest.LogCaptureFixture
+) -> None:
     clip = next(c for c in eval_clips if c.path.suffix == suffix and c.duration_s > 5)
     data = clip.path.read_bytes()
     p = tmp_path / f"half{suffix}"
     p.write_bytes(data[: len(data) // 2])
-    audio = load_audio(p)
+    with caplog.at_level("WARNING"):
+        audio = load_audio(p)
+    # The user is told, with the file's name and how much was kept.
+    assert any(
+        f"half{suffix}: file is damaged or cut off after" in r.getMessage() for r in caplog.records
+    ), caplog.text
     full = load_audio(clip.path)
     assert 0.3 * len(full) < len(audio) < 0.7 * len(full)
     # What is kept is the real beginning, not noise.

@@ -103,8 +103,8 @@ class SessionConfig:
             endpoint_silence_ms=self.endpoint_silence_ms,
             preroll_ms=self.preroll_ms,
             max_utterance_s=self.max_utterance_s,
-            cut_search_s=min(3.0, self.max_utterance_s / 2),
-            tail_ms=min(200, self.endpoint_silence_ms),
+            cut_search_s=min(SegmenterConfig.cut_search_s, self.max_utterance_s / 2),
+            tail_ms=min(SegmenterConfig.tail_ms, self.endpoint_silence_ms),
         )
 
 

@@ -332,7 +332,7 @@ class KettleServer:
         for session in list(self._sessions):
             session.force_close()
         if self._ws_server is not None:
-            self._ws_server.close(code=CLOSE_GOING_AWAY)
+            self._ws_server.close()  # remaining connections close with 1001 (all versions)
             await self._ws_server.wait_closed()
         if self._engine is not None:
             await self._engine.close()

@@ -56,6 +56,9 @@ _N_FRAMES = 3000
 # tokens or more are cut (keeping the most recent tokens, at least half of them) to one of
 # these lengths. Shorter prompts are kept whole.
 PROMPT_BUCKETS = (8, 16, 32, 64, 128, 223)
+# Whisper generates at most MAX_LENGTH // 2 tokens, forced ones included, so a request's
+# context text is bounded (about 140 tokens of English) to leave room for new words.
+MAX_CONTEXT_CHARS = 600
 
 
 @dataclass(frozen=True)
@@ -153,7 +156,8 @@ class _Job:
     encoded: np.ndarray | None = None
     language: str = "en"
     prompt: list[int] = field(default_factory=list)
-    n_prefix: int = 0
+    n_prefix: int = 0  # forced tokens: context and prefix
+    context: list[int] = field(default_factory=list)  # forced tokens left out of the result
     attempts: list[Hypothesis] = field(default_factory=list)
     chosen: Hypothesis | None = None
     words: tuple[Word, ...] = ()
@@ -309,6 +313,11 @@ class WhisperAdapter:
             _check_int("max_new_tokens", r.max_new_tokens, 1, MAX_LENGTH // 2)
         if r.language is not None and self._multilingual and r.language not in self._languages:
             raise ConfigError(f"request {r.request_id!r}: unknown language code {r.language!r}")
+        if r.context is not None and len(r.context) > MAX_CONTEXT_CHARS:
+            raise ConfigError(
+                f"request {r.request_id!r}: context of {len(r.context)} characters is longer "
+                f"than {MAX_CONTEXT_CHARS}"
+            )
         return samples
 
     # -- the batch ---------------------------------------------------------------------------
@@ -433,9 +442,14 @@ class WhisperAdapter:
             fits = [b for b in PROMPT_BUCKETS if b <= len(previous)]
             if fits:
                 previous = previous[len(previous) - fits[-1] :]
-        prefix = r.prefix.strip() if r.prefix and r.prefix.strip() else None
-        job.prompt = self._wm.get_prompt(tok, previous, without_timestamps=True, prefix=prefix)
-        job.n_prefix = len(job.prompt) - job.prompt.index(tok.sot) - len(tok.sot_sequence) - 1
+        job.prompt = self._wm.get_prompt(tok, previous, without_timestamps=True)
+        job.context = tok.encode(" " + r.context.strip()) if r.context and r.context.strip() else []
+        prefix = tok.encode(" " + r.prefix.strip()) if r.prefix and r.prefix.strip() else []
+        # Tokenized apart, so the context's tokens are known exactly; at a word boundary
+        # (a leading space) the BPE pieces are the same as for the joined text.
+        forced = job.context + prefix
+        job.prompt.extend(forced[: MAX_LENGTH // 2 - 1])
+        job.n_prefix = min(len(forced), MAX_LENGTH // 2 - 1)
 
     def _stack(self, jobs: list[_Job]) -> Any:
         rows = [j.encoded for j in jobs]
@@ -485,11 +499,14 @@ class WhisperAdapter:
     ) -> Hypothesis:
         tok = self._tokenizer(job.language)
         seq = list(res.sequences_ids[0])
-        avg = decoding.avg_logprob(float(res.scores[0]), len(seq))
+        # CTranslate2 returns the forced tokens too but scores only what follows them; the
+        # context is not counted, so a long context does not dilute the average.
+        n_context = min(len(job.context), len(seq))
+        avg = decoding.avg_logprob(float(res.scores[0]), len(seq) - n_context)
         # One max_length serves a whole group: trim to this request's own token budget.
         if budget is not None:
             seq = seq[:budget]
-        tokens = tuple(t for t in seq if t < tok.eot)
+        tokens = tuple(t for t in seq[n_context:] if t < tok.eot)
         text = tok.decode(list(tokens)).strip()
         return Hypothesis(
             tokens=tokens,
@@ -559,8 +576,13 @@ class WhisperAdapter:
             for job in group:
                 assert job.chosen is not None
                 duration = job.audio.shape[0] / SAMPLE_RATE
+                # The context is aligned too (the new words' times depend on it) as a
+                # sub-segment of its own, so its words come back apart and are dropped.
                 segments.append(
-                    [{"tokens": list(job.chosen.tokens), "start": 0.0, "end": duration, "seek": 0}]
+                    [
+                        {"tokens": job.context, "start": 0.0, "end": duration, "seek": 0},
+                        {"tokens": list(job.chosen.tokens), "start": 0.0, "end": duration},
+                    ]
                 )
             frames = [min(_N_FRAMES, max(1, math.ceil(j.audio.shape[0] / _HOP))) for j in group]
             self._wm.add_word_timestamps(
@@ -574,7 +596,7 @@ class WhisperAdapter:
             )
             for job, seg in zip(group, segments, strict=True):
                 job.words = _clean_words(
-                    seg[0].get("words") or [], job.audio.shape[0] / SAMPLE_RATE
+                    seg[-1].get("words") or [], job.audio.shape[0] / SAMPLE_RATE
                 )
 
     # -- results -----------------------------------------------------------------------------

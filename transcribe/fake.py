@@ -4,9 +4,10 @@ Text is derived from the window itself: one word per ``seconds_per_word`` of *vo
 (20 ms frames whose RMS is at least ``voiced_rms``), the i-th word of a window always being
 ``WORDS[i % len(WORDS)]``. A growing window therefore yields growing, prefix-consistent text,
 silence yields "", and the same audio always yields the same words, which is what tests of
-the session, scheduler and engine (and the server's tests) need. It can sleep to simulate
-model time (in the calling thread, i.e. the engine's inference thread), fail on demand, and
-counts what it was asked.
+the session, scheduler and engine (and the server's tests) need. A request's context and
+prefix are forced over the window's first words, and the context's words are left out of the
+result, as the real adapter does. It can sleep to simulate model time (in the calling thread,
+i.e. the engine's inference thread), fail on demand, and counts what it was asked.
 """
 
 from __future__ import annotations
@@ -169,16 +170,18 @@ class FakeDecoder:
                 )
         else:
             triples = self.words_for(request.audio)
-            if request.prefix:
-                # Honour the forced prefix the way a real decoder would: the text starts with
-                # it, and continues with the window's own words after as many words.
-                forced = request.prefix.split()
+            context = request.context.split() if request.context else []
+            forced = context + (request.prefix.split() if request.prefix else [])
+            if forced:
+                # Honour the forced context and prefix the way a real decoder would: the text
+                # starts with them, and continues with the window's own words after as many.
                 triples = [(w, s, e) for (_, s, e), w in zip(triples, forced, strict=False)] + (
                     triples[len(forced) :]
                 )
                 if len(forced) > len(triples):
                     end = triples[-1][2] if triples else 0.0
                     triples += [(w, end, end) for w in forced[len(triples) :]]
+                triples = triples[len(context) :]  # the context is not part of the result
             text = " ".join(w for w, _, _ in triples)
             words = (
                 tuple(Word(w, round(s, 3), round(e, 3), 0.9) for w, s, e in triples)

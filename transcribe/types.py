@@ -30,7 +30,11 @@ class DecodeRequest:
 
     ``cache_key`` names the exact window for the encoder cache; when None the adapter keys by
     a hash of the samples. ``prompt`` is previous text to condition on; ``prefix`` is text the
-    decoder must start with (e.g. the stable part of a partial).
+    decoder must start with (e.g. the stable part of a partial), and it is part of the result.
+
+    ``context`` is the text already known for the window's leading audio (a stream's earlier
+    finals): the decoder is forced to start with it, before ``prefix``, and the result holds
+    only what follows it. Word times stay relative to the window's start, context included.
     """
 
     audio: np.ndarray
@@ -38,6 +42,7 @@ class DecodeRequest:
     request_id: Hashable = 0
     prompt: str | None = None
     prefix: str | None = None
+    context: str | None = None
     language: str | None = None
     word_timestamps: bool = False
     beam_size: int | None = None
@@ -58,7 +63,11 @@ class Word:
 
 @dataclass(frozen=True)
 class DecodeResult:
-    """The outcome of one request. ``error`` is set (and ``text`` empty) when it failed."""
+    """The outcome of one request. ``error`` is set (and ``text`` empty) when it failed.
+
+    ``text``, ``words`` and ``tokens`` never include the request's ``context``; the scores
+    (``avg_logprob``, ``compression_ratio``) are over the tokens after it.
+    """
 
     request_id: Hashable
     kind: DecodeKind

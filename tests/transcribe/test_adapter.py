@@ -234,6 +234,39 @@ def test_prompt_prefix_and_token_cap(
 
 
 @pytest.mark.slow
+def test_context_is_forced_and_left_out_of_the_result(
+    tiny_decoder: WhisperAdapter, speech: list[tuple[np.ndarray, str]]
+) -> None:
+    """Two utterances in one window, the first one's text as context: only the second comes
+    back, as a final (with word times relative to the window) and as a greedy partial."""
+    (first, _), (second, ref) = speech[0], speech[2]  # "He could wait no longer."
+    gap = np.zeros(SAMPLE_RATE, np.float32)
+    window = np.concatenate([first, gap, second])
+    offset = (len(first) + len(gap)) / SAMPLE_RATE
+    (alone,) = tiny_decoder.decode_batch([DecodeRequest(audio=first, kind=F)])
+    final, partial, prefixed, nonsense = tiny_decoder.decode_batch(
+        [
+            DecodeRequest(audio=window, kind=F, context=alone.text, word_timestamps=True),
+            DecodeRequest(audio=window, kind=P, context=alone.text),
+            DecodeRequest(audio=window, kind=F, context=alone.text, prefix="He could"),
+            DecodeRequest(audio=window, kind=P, context="Cats like warm milk.", max_new_tokens=4),
+        ]
+    )
+    want = _words(ref)
+    for r in (final, partial, prefixed):
+        assert _words(r.text) == want, r.text
+        assert r.avg_logprob > -0.5  # scored over the new tokens, not diluted by the context
+    assert final.text.startswith("He could")
+    assert [w.word.strip() for w in final.words] == final.text.split()
+    assert offset - 0.3 <= final.words[0].start and final.words[-1].end <= len(window) / 16000
+    assert len(nonsense.tokens) <= 4  # the cap counts new tokens only
+
+
+def _words(text: str) -> list[str]:
+    return ["".join(c for c in w.lower() if c.isalnum()) for w in text.split()]
+
+
+@pytest.mark.slow
 def test_fallback_retries_failed_finals_together(
     speech: list[tuple[np.ndarray, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -291,6 +324,7 @@ def test_bad_requests_are_config_errors(tiny_decoder: WhisperAdapter) -> None:
         DecodeRequest(audio=np.full(1600, np.nan, np.float32), kind=F),
         DecodeRequest(audio=np.zeros(1600, np.int16), kind=F),
         DecodeRequest(audio=np.zeros(1600, np.float32), kind=P, max_new_tokens=0),
+        DecodeRequest(audio=np.zeros(1600, np.float32), kind=F, context="word " * 200),
     ]
     for req in bad:
         with pytest.raises(ConfigError):

@@ -53,6 +53,15 @@ class Authenticator:
         by_query = key_matches(token, self.keys)
         return by_header or by_query
 
+    def allows_any(self, presented: Sequence[str | None]) -> bool:
+        """True when any presented key is valid; every one is checked, whichever matched."""
+        if not self.keys:
+            return True
+        matched = False
+        for key in presented:
+            matched |= key_matches(key, self.keys)
+        return matched
+
 
 class SessionSlots:
     """Counts sessions against the limit, from handshake to connection close."""

@@ -6,6 +6,7 @@ A real server on 127.0.0.1:0; raw WebSocket clients so every message and close c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import urllib.error
 import urllib.request
@@ -101,9 +102,9 @@ def http_get(server: KettleServer, path: str, headers: dict[str, str] | None = N
     request = urllib.request.Request(server.url + path, headers=headers or {})
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, dict(response.headers), response.read()
+            return response.status, response.headers, response.read()
     except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers), exc.read()
+        return exc.code, exc.headers, exc.read()
 
 
 async def get(server: KettleServer, path: str, **kw: Any) -> Any:
@@ -299,7 +300,9 @@ async def test_leftover_partial_frame_at_stop_is_bad_audio(server: KettleServer)
 async def test_message_over_16_mib_closes_1009(server: KettleServer) -> None:
     ws = await open_ws(server)
     await ws.recv()
-    await ws.send(bytes((16 << 20) + 1))
+    # The server may refuse the frame from its header, before the payload has all arrived.
+    with contextlib.suppress(ConnectionClosed):
+        await ws.send(bytes((16 << 20) + 1))
     _, code = await read_all(ws)
     assert code == 1009
     # the server lives on
@@ -310,13 +313,13 @@ async def test_message_over_16_mib_closes_1009(server: KettleServer) -> None:
 async def test_internal_error_is_fatal_1011_and_server_survives(
     server: KettleServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kettle.streaming.server as server_module
+    import kettle.streaming.ingress as ingress_module
 
     class Broken:
         def __init__(self, *args: Any) -> None:
             raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr(server_module, "PcmStreamDecoder", Broken)
+    monkeypatch.setattr(ingress_module, "PcmStreamDecoder", Broken)
     ws = await open_ws(server)
     await ws.send(PCM[:3200])
     messages, code = await read_all(ws)
@@ -611,7 +614,7 @@ class _StalledSocket:
         self.sent: list[dict[str, Any]] = []
         self.close_code: int | None = None
 
-    async def recv(self) -> str | bytes:
+    async def receive(self) -> str | bytes | None:
         if self.incoming:
             item = self.incoming.pop(0)
             if isinstance(item, bytes):
@@ -629,22 +632,24 @@ class _StalledSocket:
 
 
 async def test_stalled_reader_never_blocks_the_engine_and_gets_every_final() -> None:
-    from kettle.streaming import server as server_module
+    from kettle.streaming.connection import ConnectionLimits
     from kettle.streaming.engine import Engine
     from kettle.streaming.protocol import StreamSettings
+    from kettle.streaming.protocols.base import CodecContext, ModelInfo
+    from kettle.streaming.protocols.kettle_v1 import KettleV1Codec
+    from kettle.streaming.runner import ConnectionRunner
 
     chunks: list[str | bytes] = [PCM[i : i + 3200] for i in range(0, len(PCM), 3200)]
     ws = _StalledSocket([*chunks, '{"type": "stop"}'])
-    host = KettleServer(ServerConfig(port=0), FakeDecoder)
     async with Engine(FakeDecoder()) as engine:
-        admission = server_module._Admission("s1", StreamSettings())
-        session = server_module._Session(host, engine, ws, admission)
-        running = asyncio.create_task(session.run())
+        codec = KettleV1Codec(CodecContext("s1", ModelInfo("fake", False)), StreamSettings())
+        runner = ConnectionRunner(ws, codec, engine, session_id="s1", limits=ConnectionLimits())
+        running = asyncio.create_task(runner.run())
         # The engine finishes the whole stream although nothing was sent yet.
-        while not (session.outbox and "done" in session.outbox._queue[-1].text):
+        while not (runner.outbox and "done" in runner.outbox._queue[-1].text):
             await asyncio.sleep(0.02)
         assert ws.sent == [] and engine.streams_open == 0
-        assert session.outbox.dropped_partials > 0
+        assert runner.outbox.dropped_partials > 0
         ws.gate.set()
         await asyncio.wait_for(running, TIMEOUT)
     assert ws.close_code == 1000
@@ -722,3 +727,72 @@ async def test_finals_that_never_come_end_the_session_with_1011(
     assert code == 1011
     assert messages[-1]["code"] == "internal" and messages[-1]["fatal"] is True
     await asyncio.wait_for(server.wait_idle(), TIMEOUT)
+
+
+# -- /v1/info and keys in subprotocols ---------------------------------------------------------
+
+
+async def test_info_describes_model_limits_and_protocols(make_server: Callable[..., Any]) -> None:
+    server = await make_server(api_keys=("k-one",), max_sessions=3)
+    status, headers, body = await get(server, "/v1/info")
+    assert status == 200 and headers["Content-Type"].startswith("application/json")
+    info = json.loads(body)
+    assert info["model"] == "fake" and info["multilingual"] is False
+    assert info["languages"] == ["en"] and info["ready"] is True
+    assert info["auth"] == {"required": True}
+    assert info["limits"]["max_sessions"] == 3
+    assert info["limits"]["max_frame_bytes"] == 1 << 20
+    assert info["protocols"]["kettle"]["path"] == "/v1/stream"
+    assert info["protocols"]["kettle"]["versions"] == [1]
+    assert b"k-one" not in body
+    # a presented key is checked: a wrong one is refused, a right one answered
+    status, _, _ = await get(server, "/v1/info", headers={"Authorization": "Bearer nope"})
+    assert status == 401
+    status, _, _ = await get(server, "/v1/info", headers={"Authorization": "Bearer k-one"})
+    assert status == 200
+    assert server.metrics.value("kettle_sessions_total") == 0  # no session was opened
+
+
+async def test_info_while_the_model_loads() -> None:
+    gate = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def slow_load() -> FakeDecoder:
+        asyncio.run_coroutine_threadsafe(gate.wait(), loop).result(10)
+        return FakeDecoder(name="late")
+
+    server = KettleServer(ServerConfig(port=0), slow_load)
+    await server.listen()
+    loading = asyncio.create_task(server.load())
+    try:
+        info = json.loads((await get(server, "/v1/info"))[2])
+        assert info["model"] is None and info["ready"] is False
+        gate.set()
+        await loading
+        info = json.loads((await get(server, "/v1/info"))[2])
+        assert info["model"] == "late" and info["ready"] is True
+    finally:
+        gate.set()
+        await server.shutdown(timeout=2)
+
+
+async def test_key_in_a_subprotocol(make_server: Callable[..., Any]) -> None:
+    server = await make_server(api_keys=("k-one",))
+    ws = await open_ws(server, subprotocols=["kettle.v1", "kettle-key.k-one"])
+    assert ws.subprotocol == "kettle.v1"  # the key is never echoed
+    assert json.loads(await ws.recv())["type"] == "ready"
+    await ws.close()
+    with pytest.raises(InvalidStatus) as info:
+        await open_ws(server, subprotocols=["kettle.v1", "kettle-key.wrong"])
+    assert info.value.response.status_code == 401
+    assert info.value.response.headers["WWW-Authenticate"] == "Bearer"
+    # a plain GET on the stream path answers as the handshake would: 401, then 426
+    assert (await get(server, "/v1/stream"))[0] == 401
+    status, headers, _ = await get(server, "/v1/stream", headers={"Authorization": "Bearer k-one"})
+    assert status == 426 and headers["Upgrade"] == "websocket"
+
+
+async def test_no_subprotocol_offered_none_echoed(server: KettleServer) -> None:
+    ws = await open_ws(server)
+    assert ws.subprotocol is None
+    await ws.close()

@@ -1,0 +1,160 @@
+"""What every wire-protocol codec speaks: the actions it returns and the interface it offers.
+
+A codec is sans-I/O: it never touches a socket, a clock or the engine. The connection runner
+(`kettle.streaming.runner`) hands it what arrived (a text or binary message, an engine event)
+and carries out the actions it returns, in order:
+
+- `Send`: queue one outgoing text message (through the connection's outbox, which drops stale
+  partials for a slow reader and closes a reader that reads nothing);
+- `FeedAudio`: wire audio bytes in the codec's current `AudioSetup.encoding`; the first one
+  (or a `Stop`) opens the engine stream with the codec's `stream_setup()`;
+- `Finalize`: end the open utterance now;
+- `Stop`: no more audio; finals, then the engine's `Done` follow;
+- `Close`: close the connection at once with a code (after what is already queued is lost).
+
+The runner owns the lifecycle (idle and session-length deadlines, shutdown, slow readers,
+internal failures); the codec owns the wire format and the protocol's own rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from kettle.streaming.events import Event
+from kettle.streaming.outbox import OutMessage
+from kettle.streaming.session import SessionConfig
+
+# Close codes (RFC 6455) the runner and codecs use.
+CLOSE_NORMAL = 1000
+CLOSE_GOING_AWAY = 1001
+CLOSE_POLICY = 1008
+CLOSE_TOO_BIG = 1009
+CLOSE_INTERNAL = 1011
+
+
+@dataclass(frozen=True)
+class Send:
+    """Queue `message`; `error_code` counts it in kettle_errors_total{code}."""
+
+    message: OutMessage
+    error_code: str | None = None
+
+
+@dataclass(frozen=True)
+class FeedAudio:
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Finalize:
+    pass
+
+
+@dataclass(frozen=True)
+class Stop:
+    """No more audio. `reason` is carried to `Done.reason` (None for a client's own stop)."""
+
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Close:
+    code: int
+    reason: str = ""
+
+
+Action = Send | FeedAudio | Finalize | Stop | Close
+
+
+@dataclass(frozen=True)
+class AudioSetup:
+    """The wire audio format (an encoding `kettle.kernels.pcm.PcmStreamDecoder` decodes)."""
+
+    encoding: str = "pcm_s16le"
+    sample_rate: int = 16000
+    channels: int = 1
+
+
+@dataclass(frozen=True)
+class StreamSetup:
+    """What the engine stream is opened with, fixed when audio first flows."""
+
+    audio: AudioSetup = field(default_factory=AudioSetup)
+    session: SessionConfig = field(default_factory=SessionConfig)
+
+
+@dataclass(frozen=True)
+class AudioReceived:
+    """Audio received so far: whole sample frames at the input rate (0 before any)."""
+
+    input_frames: int = 0
+    sample_rate: int = 16000
+
+    @property
+    def seconds(self) -> float:
+        return round(self.input_frames / self.sample_rate, 3)
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """The model(s) serving sessions, as codecs describe them to clients."""
+
+    name: str
+    multilingual: bool
+    final_model: str | None = None  # a second model for finals, when there is one
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-connection limits a codec enforces itself (the runner enforces the rest)."""
+
+    max_frame_bytes: int = 1 << 20
+    max_messages_per_second: float = 20.0
+
+
+@dataclass(frozen=True)
+class CodecContext:
+    session_id: str
+    model: ModelInfo
+    limits: Limits = field(default_factory=Limits)
+
+
+class RateGate(Protocol):
+    """The connection's text-message rate; a codec asks it for each message that counts.
+
+    `check()` answers "allow", "notify" (drop it, and tell the client: the first of a run of
+    dropped messages) or "drop" (drop it silently). Messages that must never be dropped (v1's
+    `stop`, audio carried in text messages) are simply not checked.
+    """
+
+    def check(self) -> str: ...
+
+
+class Codec(Protocol):
+    """One wire protocol for one connection. Every method returns actions, and never raises
+    for bad client input (that becomes an error message in the protocol's own shape)."""
+
+    def start(self) -> list[Action]:
+        """Right after the WebSocket is accepted (kettle v1's `ready`)."""
+        ...
+
+    def on_text(self, text: str, rate: RateGate) -> list[Action]: ...
+
+    def on_binary(self, data: bytes) -> list[Action]: ...
+
+    def stream_setup(self) -> StreamSetup:
+        """The settings the engine stream opens with (asked once, at the first audio)."""
+        ...
+
+    def on_leftover(self, leftover_bytes: int, frame_bytes: int) -> list[Action]:
+        """At stop: the audio ended with bytes that are not a whole sample frame (dropped)."""
+        ...
+
+    def on_event(self, event: Event, received: AudioReceived) -> list[Action]:
+        """An engine event (Partial, Final, Error, Done); `Done` must yield a closing Send."""
+        ...
+
+    def fatal_error(self, message: str) -> str:
+        """The text of a fatal internal error, sent just before the close with 1011."""
+        ...

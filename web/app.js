@@ -14,6 +14,9 @@ import {
   describeMicError,
   describeServerError,
   diagnoseRefusal,
+  fetchInfo,
+  keyIsSendable,
+  streamProtocols,
   streamUrl,
 } from "./connection.js";
 import { Transcript, formatClock } from "./transcript.js";
@@ -219,6 +222,10 @@ async function start() {
     return;
   }
   saveKey();
+  if (!keyIsSendable(storedKey() || "k")) {
+    showKeyField("This key has characters a browser cannot send (spaces, quotes, commas…). Check it.");
+    return;
+  }
   rec = newRecording();
   setButtons();
   setState("connecting", "Opening the microphone…");
@@ -366,7 +373,7 @@ function showLevel(r, peak, reset = false) {
 function openSession(r) {
   const offset = Math.max(r.committed, r.kept.length ? r.kept[0].start : r.base + r.captured);
   const s = {
-    ws: new WebSocket(streamUrl(location.href, storedKey())),
+    ws: new WebSocket(streamUrl(location.href), streamProtocols(storedKey())),
     offset, // timeline sample where this session's audio clock starts
     sent: offset,
     open: false,
@@ -538,47 +545,29 @@ function finishRecording() {
 
 // ---------------------------------------------------------------- hello: learn the model early
 
-// A short session at page load tells the page the model (and whether to offer languages)
-// and whether a key is needed, before anyone presses Start. It sends no audio.
-function hello() {
-  let ws;
-  try {
-    ws = new WebSocket(streamUrl(location.href, storedKey()));
-  } catch {
-    return;
-  }
-  let opened = false;
+// GET v1/info at page load tells the page the model (and whether to offer languages) and
+// whether a key is needed or refused, before anyone presses Start. It opens no session.
+async function hello() {
   setState("connecting", "Connecting…");
-  ws.onopen = () => {
-    opened = true;
-  };
-  ws.onmessage = (event) => {
-    try {
-      const msg = JSON.parse(event.data);
-      if (msg.type === "ready") {
-        applyServerInfo(msg);
-        if (!rec) setState("idle", "Ready");
-        ws.close(1000);
-      }
-    } catch {
-      ws.close(1000);
-    }
-  };
-  ws.onclose = async () => {
-    if (opened || rec) return;
-    const why = await diagnoseRefusal(location.href, storedKey());
-    if (rec) return;
-    if (why.kind === "auth") {
-      setState("error", "Key needed");
-      showKeyField(storedKey() ? "The server refused the saved API key. Enter a valid one." : "This server needs an API key. Enter it to start.");
-    } else if (why.kind === "full") {
+  const key = storedKey();
+  const got = await fetchInfo(location.href, key);
+  if (rec) return;
+  if (got.kind === "ok") {
+    applyServerInfo(got.info);
+    sessionStorage.setItem("kettle.server", JSON.stringify({ model: got.info.model, multilingual: got.info.multilingual }));
+    if (got.info.ready) {
+      setState("idle", "Ready");
+    } else {
       setState("error", "Server busy");
       notify("The server is full (all sessions in use) or still loading. Press Start to try again.", "warn");
-    } else {
-      setState("error", "Offline");
-      notify("The server cannot be reached. Check that kettle is running, then reload.", "warn");
     }
-  };
+  } else if (got.kind === "auth") {
+    setState("error", "Key needed");
+    showKeyField(key ? "The server refused the saved API key. Enter a valid one." : "This server needs an API key. Enter it to start.");
+  } else {
+    setState("error", "Offline");
+    notify("The server cannot be reached. Check that kettle is running, then reload.", "warn");
+  }
 }
 
 // ---------------------------------------------------------------- downloads

@@ -1,25 +1,76 @@
-// Connection helpers for the page: URLs, reconnect backoff, and the failure diagnosis.
-// Pure apart from `diagnoseRefusal`, which takes `fetch` as a parameter so tests can fake it.
+// Connection helpers for the page: URLs, subprotocols, reconnect backoff, server info and the
+// failure diagnosis. Pure apart from `fetchInfo` and `diagnoseRefusal`, which take `fetch` as
+// a parameter so tests can fake it.
+//
+// The API key never goes into a URL (URLs end up in logs and histories): a browser cannot set
+// headers on a WebSocket, so the key travels as the subprotocol `kettle-key.<KEY>` next to
+// `kettle.v1`, which the server echoes. Plain HTTP requests carry it as `Authorization: Bearer`.
 //
 // Why a diagnosis is needed: when a WebSocket handshake is refused, the browser reports only
 // "closed, code 1006" and never shows the page the HTTP status. To tell a refused key (401)
 // from a full server (503), the page then asks the server over plain HTTP:
 //   1. GET readyz  -> 503 means the server is full or its model is not loaded yet.
-//   2. GET v1/stream?token=KEY without an Upgrade header. The server checks the key before
-//      anything else (PROTOCOL.md), so a wrong or missing key answers 401 (or 403) here too;
-//      503 again means full; any other status (400/426: "not a WebSocket request") means the
-//      key was accepted and the failure lay elsewhere (a proxy, the network).
+//   2. GET v1/info with the key -> 401 (or 403) means the key is wrong; an info that says a key
+//      is required when the page has none means the key is missing; anything else means the
+//      key was fine and the failure lay elsewhere (a proxy, the network).
 // Probes run only after a failure, so a healthy page makes no extra requests.
 
 export const STREAM_PATH = "v1/stream";
+export const INFO_PATH = "v1/info";
+export const SUBPROTOCOL = "kettle.v1";
+export const KEY_SUBPROTOCOL_PREFIX = "kettle-key.";
 
-/** ws(s)://.../v1/stream?token=KEY, relative to the page so a reverse-proxy prefix works. */
-export function streamUrl(pageHref, token) {
+/** ws(s)://.../v1/stream, relative to the page so a reverse-proxy prefix works. */
+export function streamUrl(pageHref) {
   const url = new URL(STREAM_PATH, pageHref);
   url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
   url.search = "";
-  if (token) url.searchParams.set("token", token);
+  url.hash = "";
   return url.toString();
+}
+
+/** Can this key travel as a subprotocol? (RFC 7230 token characters only.) */
+export function keyIsSendable(token) {
+  return /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(token);
+}
+
+/** The WebSocket subprotocols to offer: kettle.v1, and the key when there is one. */
+export function streamProtocols(token) {
+  if (!token) return [SUBPROTOCOL];
+  if (!keyIsSendable(token)) throw new SyntaxError("the API key has characters a browser cannot send");
+  return [SUBPROTOCOL, KEY_SUBPROTOCOL_PREFIX + token];
+}
+
+function authHeaders(token) {
+  return token && keyIsSendable(token) ? { Authorization: `Bearer ${token}` } : {};
+}
+
+/**
+ * GET v1/info (model, languages, limits; no session is opened). Returns {kind, info}: kind
+ * "ok" (info is the server's answer), "auth" (the key is wrong, or missing where one is
+ * required), "unreachable" (no HTTP answer) or "other" (an unexpected answer).
+ */
+export async function fetchInfo(pageHref, token, fetchFn = globalThis.fetch) {
+  let answer;
+  try {
+    answer = await fetchFn(new URL(INFO_PATH, pageHref).toString(), {
+      cache: "no-store",
+      redirect: "manual",
+      headers: authHeaders(token),
+    });
+  } catch {
+    return { kind: "unreachable", info: null };
+  }
+  if (answer.status === 401 || answer.status === 403) return { kind: "auth", info: null };
+  if (answer.status !== 200) return { kind: "other", info: null };
+  let info;
+  try {
+    info = await answer.json();
+  } catch {
+    return { kind: "other", info: null };
+  }
+  if (info?.auth?.required && !token) return { kind: "auth", info };
+  return { kind: "ok", info };
 }
 
 /** Delay before reconnect attempt `attempt` (0-based): 0.5 s doubling to 10 s, +-20 % jitter. */
@@ -41,24 +92,15 @@ export function retryAfterMs(header) {
  * "unreachable" (no HTTP answer at all), "other" (server fine, cause unknown).
  */
 export async function diagnoseRefusal(pageHref, token, fetchFn = globalThis.fetch) {
-  const get = (path) => fetchFn(new URL(path, pageHref).toString(), { cache: "no-store", redirect: "manual" });
   let ready;
   try {
-    ready = await get("readyz");
+    ready = await fetchFn(new URL("readyz", pageHref).toString(), { cache: "no-store", redirect: "manual" });
   } catch {
     return { kind: "unreachable", retryAfterMs: null };
   }
   if (ready.status === 503) return { kind: "full", retryAfterMs: retryAfterMs(ready.headers.get("Retry-After")) };
-  const probe = new URL(STREAM_PATH, pageHref);
-  if (token) probe.searchParams.set("token", token);
-  let answer;
-  try {
-    answer = await get(probe.toString());
-  } catch {
-    return { kind: "unreachable", retryAfterMs: null };
-  }
-  if (answer.status === 401 || answer.status === 403) return { kind: "auth", retryAfterMs: null };
-  if (answer.status === 503) return { kind: "full", retryAfterMs: retryAfterMs(answer.headers.get("Retry-After")) };
+  const { kind } = await fetchInfo(pageHref, token, fetchFn);
+  if (kind === "auth" || kind === "unreachable") return { kind, retryAfterMs: null };
   return { kind: "other", retryAfterMs: null };
 }
 

@@ -1,35 +1,47 @@
-"""The asyncio engine: owns the streams' sessions, the scheduler and the inference thread.
+"""The asyncio engine: owns the streams, the scheduler and the inference worker.
 
-One dedicated thread (a single-worker executor) is the only thread that touches the model(s).
-The engine's task runs on the event loop: it asks the scheduler for a batch, runs it in that
-thread, routes the results back to the sessions and their event queues, and otherwise sleeps
-until new work arrives or the scheduler's next deadline (an asyncio timer; no polling).
+The engine's task runs on the event loop: it asks the scheduler for a batch, has the
+inference worker (``worker.py``, the one thread that touches the model) run it, routes the
+results back to the sessions and their streams, and otherwise sleeps until new work arrives
+or the scheduler's next deadline. Every timer goes through an injected ``Clock``.
 
-Failures: a batch that raises fails its requests, not the engine. Failed partials are dropped
-quietly (the session asks again later); each failed final is retried once on its own, and if
-that fails too its stream gets a non-fatal ``Error("internal")`` and goes on.
+Priorities (``scheduler.Priority``): finals > partials > speculative finals > offline work
+(``decode_offline``, for files and uploads). A session's queued request that became useless
+(a partial while its final is due, a speculation that speech resuming made void) is withdrawn
+and reported dropped to the session, so its final never waits behind it; a speculative final
+whose utterance ended on the speculated window is promoted to a final.
 
-Stream methods are called from the event loop's thread (the server's connection handlers).
+Each temperature-fallback round of a live final is a request of its own
+(``DecodeRequest.fallback_round``): a final that needs a retry goes back in the queue and the
+rest of its batch is delivered at once.
+
+Failures: each request fails on its own. A failed partial is dropped quietly (the session asks
+again later); a failed final or offline request is retried alone ``RetryPolicy.retries``
+times, then its stream gets a non-fatal ``Error("internal")`` naming the utterance and goes on
+(an offline request gets a result with ``error`` set). Model failures back off exponentially,
+and ``model_failing`` is true while they keep coming (readiness reads it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import functools
 import itertools
 import logging
-import time
-from collections import deque
-from collections.abc import AsyncIterator, Hashable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections import Counter
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Protocol
 
-import numpy as np
+from kettle.streaming.clock import Clock, MonotonicClock
 from kettle.streaming.events import Done, Error, Event, Final, Partial
-from kettle.streaming.scheduler import Scheduler, SchedulerConfig, Ticket
+from kettle.streaming.scheduler import Priority, Scheduler, SchedulerConfig, Ticket
 from kettle.streaming.session import Session, SessionConfig
+from kettle.streaming.stream import Stream
+from kettle.streaming.worker import InferenceWorker, RetryPolicy
 from kettle.transcribe.errors import ConfigError, KettleError
 from kettle.transcribe.types import DecodeKind, Decoder, DecodeRequest, DecodeResult
 
@@ -48,6 +60,9 @@ class EngineConfig:
     event_queue_size: int = 256
     # Bounded shutdown: close() waits this long for open streams' finals.
     close_timeout_s: float = 30.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    # Live finals ask the model for one temperature-fallback round at a time.
+    fallback_rounds: bool = True
 
     def __post_init__(self) -> None:
         if not 8 <= self.event_queue_size <= 1_000_000:
@@ -73,117 +88,70 @@ class EngineObserver(Protocol):
     def on_batch_failed(self, size: int, error: str) -> None: ...
 
 
+@dataclass
+class BatchStats:
+    """The engine's own counters (an observer): bounded, however long the engine runs."""
+
+    batches: int = 0
+    requests: int = 0
+    failed_batches: int = 0
+    decode_s: float = 0.0
+    sizes: Counter[int] = field(default_factory=Counter)  # batch size -> batches
+
+    def on_batch(
+        self,
+        size: int,
+        finals: int,
+        queue_waits_s: Sequence[float],
+        decode_s: float,
+        cache_hits: int,
+    ) -> None:
+        self.batches += 1
+        self.requests += size
+        self.decode_s += decode_s
+        self.sizes[size] += 1
+
+    def on_batch_failed(self, size: int, error: str) -> None:
+        self.failed_batches += 1
+
+    def copy(self) -> BatchStats:
+        return dataclasses.replace(self, sizes=Counter(self.sizes))
+
+    def since(self, earlier: BatchStats) -> BatchStats:
+        """What happened after ``earlier`` (a copy taken before)."""
+        return BatchStats(
+            self.batches - earlier.batches,
+            self.requests - earlier.requests,
+            self.failed_batches - earlier.failed_batches,
+            self.decode_s - earlier.decode_s,
+            self.sizes - earlier.sizes,
+        )
+
+
+@dataclass(eq=False)
+class _OfflineCall:
+    """One decode_offline call: its results by position, filled as batches finish."""
+
+    results: list[DecodeResult | None]
+    future: asyncio.Future[list[DecodeResult]]
+    remaining: int
+
+    def settle(self, index: int, result: DecodeResult) -> None:
+        if self.results[index] is not None or self.future.done():
+            return
+        self.results[index] = result
+        self.remaining -= 1
+        if self.remaining == 0:
+            self.future.set_result([r for r in self.results if r is not None])
+
+
 @dataclass(frozen=True)
-class _Outcome:
-    results: list[DecodeResult] | None
-    error: str | None
-    decode_s: float
+class _Tag:
+    """What travels with a request through retries and fallback rounds."""
 
-
-class Stream:
-    """One live stream: audio and control in, events out. Created by Engine.open_stream."""
-
-    def __init__(self, engine: Engine, stream_id: str, session: Session, queue_size: int) -> None:
-        self.stream_id = stream_id
-        self._engine = engine
-        self._session = session
-        self._events: deque[Event] = deque()
-        self._queue_size = queue_size
-        self._wakeup = asyncio.Event()
-        self._finished = False  # Done returned to the reader (or aborted)
-        self._aborted = False
-        self._partials_dropped = 0
-        self._idle = asyncio.Event()  # set while no decode of this stream is pending
-        self._idle.set()
-
-    # --- inputs --------------------------------------------------------------------------
-    @property
-    def samples_fed(self) -> int:
-        return self._session.samples_fed
-
-    @property
-    def session(self) -> Session:
-        return self._session
-
-    def feed_audio(self, samples: np.ndarray) -> None:
-        """Float32 mono 16 kHz, any size. Never blocks; ignored after stop or abort."""
-        if self._aborted:
-            return
-        self._session.feed_audio(samples)
-        self._engine._collect(self)
-
-    def finalize(self) -> None:
-        if self._aborted:
-            return
-        self._session.finalize()
-        self._engine._collect(self)
-
-    def stop(self, reason: str | None = None) -> None:
-        """Finalize what it holds; the remaining finals then Done follow. Idempotent."""
-        if self._aborted:
-            return
-        self._session.stop(reason)
-        self._engine._collect(self)
-
-    def abort(self) -> None:
-        """The client vanished: drop queued work, release everything, no more events."""
-        if self._aborted:
-            return
-        self._aborted = True
-        self._events.clear()
-        self._idle.set()
-        self._engine._release(self)
-        self._wakeup.set()
-
-    async def wait_idle(self) -> None:
-        """Wait until none of this stream's decodes is queued or running (for ``simulate
-        --fast``, which feeds audio as fast as the engine takes it)."""
-        await self._idle.wait()
-
-    def endpoint_sample(self, utterance: int) -> int | None:
-        """Stream position at which the session decided that utterance's end (for latency)."""
-        return self._session.endpoints.get(utterance)
-
-    # --- outputs -------------------------------------------------------------------------
-    async def next_event(self) -> Event:
-        while True:
-            if self._aborted or self._finished:
-                raise StopAsyncIteration
-            if self._events:
-                event = self._events.popleft()
-                if isinstance(event, Done):
-                    self._finished = True
-                return event
-            self._wakeup.clear()
-            await self._wakeup.wait()
-
-    def __aiter__(self) -> AsyncIterator[Event]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[Event]:
-        while True:
-            try:
-                yield await self.next_event()
-            except StopAsyncIteration:
-                return
-
-    # --- engine side ---------------------------------------------------------------------
-    def _push(self, events: list[Event]) -> None:
-        if self._aborted:
-            return
-        for event in events:
-            self._events.append(event)
-        while len(self._events) > self._queue_size:
-            # The reader lags: drop the oldest partial (a newer one replaces it anyway).
-            for i, ev in enumerate(self._events):
-                if isinstance(ev, Partial):
-                    del self._events[i]
-                    self._partials_dropped += 1
-                    break
-            else:
-                break
-        if events:
-            self._wakeup.set()
+    index: int = 0  # position in an offline call
+    attempt: int = 0  # retries so far
+    rounds: tuple[DecodeResult, ...] = ()  # earlier fallback rounds' results
 
 
 class Engine:
@@ -194,30 +162,30 @@ class Engine:
         *,
         final_decoder: Decoder | None = None,
         observer: EngineObserver | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self._decoder = decoder
         self._final_decoder = final_decoder
         self.config = config or EngineConfig()
         self._observer = observer
+        self._clock: Clock = clock or MonotonicClock()
         self._scheduler = Scheduler(self.config.scheduler)
+        self._worker = InferenceWorker(self._clock, self.config.retry)
         self._streams: dict[str, Stream] = {}
-        self._executor: ThreadPoolExecutor | None = None
+        self._offline: set[_OfflineCall] = set()
+        self._tags: dict[int, _Tag] = {}  # ticket seq -> tag, for tickets queued or running
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._closing = False
-        self._busy = False
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._drained: asyncio.Event | None = None
-        self.batches_run = 0
-        self.batch_sizes: list[int] = []
+        self.stats = BatchStats()
 
     # --- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
         if self._task is not None:
             return
-        self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kettle-inference")
+        self._worker.start()
         self._closing = False
         self._task = asyncio.create_task(self._run(), name="kettle-engine")
 
@@ -227,23 +195,24 @@ class Engine:
             return
         for stream in list(self._streams.values()):
             stream.stop("shutdown")
-        deadline = time.monotonic() + self.config.close_timeout_s
-        while self._streams and time.monotonic() < deadline and not self._task.done():
-            # Woken by _release when a stream finishes; the timeout bounds the wait.
+        deadline = self._clock.now() + self.config.close_timeout_s
+        while self._streams and self._clock.now() < deadline and not self._task.done():
+            # Woken by stream_aborted/_release when a stream finishes; the deadline bounds it.
             self._drained = asyncio.Event()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._drained.wait(), deadline - time.monotonic())
+            await self._clock.wait(self._drained, deadline)
         for stream in list(self._streams.values()):
             stream.abort()
+        for call in list(self._offline):
+            if not call.future.done():
+                call.future.set_exception(KettleError("the engine shut down"))
+        self._offline.clear()
         self._closing = True
         assert self._wake is not None
         self._wake.set()
         task, self._task = self._task, None
         with contextlib.suppress(asyncio.CancelledError):
             await task
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
+        self._worker.shutdown()
 
     async def __aenter__(self) -> Engine:
         await self.start()
@@ -267,9 +236,46 @@ class Engine:
         self._streams[stream_id] = stream
         return stream
 
+    async def decode_offline(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
+        """Decode requests at the lowest priority (files, uploads); results in request order.
+
+        Live streams always go first: this work runs only when no live request is queued, so
+        a long upload delays a live final by at most the one batch already running. A request
+        that fails (after its retry) comes back with ``error`` set; the others are unaffected.
+        Cancelling the caller withdraws what is still queued. Raises KettleError when the
+        engine is not running or shuts down first.
+        """
+        if self._task is None or self._closing:
+            raise KettleError("the engine is not running")
+        if not requests:
+            return []
+        loop = asyncio.get_running_loop()
+        call = _OfflineCall([None] * len(requests), loop.create_future(), len(requests))
+        self._offline.add(call)
+        now = self._clock.now()
+        for i, request in enumerate(requests):
+            self._submit(request, now, call, Priority.OFFLINE, _Tag(index=i))
+        self._kick()
+        try:
+            return await call.future
+        finally:
+            self._offline.discard(call)
+            for ticket in self._scheduler.cancel(call):
+                self._tags.pop(ticket.seq, None)
+
     @property
     def overloaded(self) -> bool:
-        return self._scheduler.overloaded(time.monotonic())
+        return self._scheduler.overloaded(self._clock.now())
+
+    @property
+    def model_failing(self) -> bool:
+        """True while model errors keep coming (readiness turns false); a success clears it."""
+        return self._worker.model_failing
+
+    @property
+    def healthy(self) -> bool:
+        """Running, and the model is not failing."""
+        return self._task is not None and not self._closing and not self._worker.model_failing
 
     @property
     def queue_depth(self) -> int:
@@ -287,59 +293,101 @@ class Engine:
     def final_decoder(self) -> Decoder:
         return self._final_decoder or self._decoder
 
-    # --- stream plumbing (event-loop thread) ---------------------------------------------
-    def _collect(self, stream: Stream) -> None:
+    # --- StreamHost ----------------------------------------------------------------------
+    def stream_changed(self, stream: Stream) -> None:
         """Move a session's new requests to the scheduler and its events to the stream."""
         session = stream.session
-        requests = session.poll_requests()
         released = stream.stream_id not in self._streams
+        self._withdraw_superseded(stream)
+        requests = session.poll_requests()
         if released:
             requests = []  # released (failed or finished): nothing more runs for it
-        now = time.monotonic()
+        now = self._clock.now()
         for request in requests:
-            self._scheduler.submit(request, now, owner=stream.stream_id)
-        events = session.poll_events()
-        stream._push(events)
-        if released or session.in_flight is None or session.done:
-            stream._idle.set()
-        else:
-            stream._idle.clear()
+            self._submit(request, now, stream.stream_id)
+        if not released and session.final_due and session.in_flight is not None:
+            # The utterance ended on the speculated window: the speculation is the final.
+            self._scheduler.promote(stream.stream_id, session.in_flight, Priority.FINAL)
+        stream.deliver(session.poll_events())
+        stream.set_pending(not (released or session.in_flight is None or session.done))
         if session.done:
             self._release(stream, keep_events=True)
-        if requests and self._wake is not None:
-            self._wake.set()
+        if requests:
+            self._kick()
+
+    def stream_aborted(self, stream: Stream) -> None:
+        self._release(stream)
+
+    def _withdraw_superseded(self, stream: Stream) -> None:
+        # Loops because the session's next request may itself be superseded (rare).
+        for _ in range(4):
+            rid = stream.session.superseded
+            if rid is None:
+                return
+            ticket = self._scheduler.withdraw(stream.stream_id, rid)
+            if ticket is None:
+                return  # already running: its result comes back and is handled then
+            self._tags.pop(ticket.seq, None)
+            stream.session.on_dropped(rid)
 
     def _release(self, stream: Stream, keep_events: bool = False) -> None:
         if self._streams.pop(stream.stream_id, None) is None:
             return
         if not keep_events:
-            self._scheduler.cancel(stream.stream_id)
+            for ticket in self._scheduler.cancel(stream.stream_id):
+                self._tags.pop(ticket.seq, None)
         if not self._streams and self._drained is not None:
             self._drained.set()
 
+    def _submit(
+        self,
+        request: DecodeRequest,
+        now: float,
+        owner: Hashable,
+        priority: Priority | None = None,
+        tag: _Tag | None = None,
+    ) -> None:
+        live = not isinstance(owner, _OfflineCall)
+        if (
+            live
+            and self.config.fallback_rounds
+            and request.kind is DecodeKind.FINAL
+            and request.fallback_round is None
+        ):
+            request = dataclasses.replace(request, fallback_round=0)
+        ticket = self._scheduler.submit(request, now, owner=owner, priority=priority)
+        self._tags[ticket.seq] = tag or _Tag()
+
+    def _kick(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
     # --- the engine loop -----------------------------------------------------------------
     async def _run(self) -> None:
-        assert self._wake is not None and self._loop is not None
-        loop = self._loop
+        assert self._wake is not None
         while not self._closing:
-            now = time.monotonic()
-            try:
-                batch = self._scheduler.next_batch(now, sources=len(self._streams))
-                self._route_dropped()
-                if batch:
-                    await self._run_batch(batch, loop)
+            now = self._clock.now()
+            hold = self._worker.ready_at  # backing off after model failures
+            if hold is not None and hold > now:
+                deadline: float | None = hold
+            else:
+                try:
+                    batch = self._scheduler.next_batch(now, sources=len(self._streams))
+                    self._route_dropped()
+                    if batch:
+                        await self._run_batch(batch)
+                        continue
+                except Exception:  # a bug in routing must not stop every stream
+                    logger.exception("engine loop error")
+                    await asyncio.sleep(0)
                     continue
-            except Exception:  # a bug in routing must not stop every stream
-                logger.exception("engine loop error")
-                continue
-            deadline = self._scheduler.next_deadline(now)
+                deadline = self._scheduler.next_deadline(now)
             self._wake.clear()
-            timeout = None if deadline is None else max(0.0, deadline - now)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+            await self._clock.wait(self._wake, deadline)
 
     def _route_dropped(self) -> None:
         for dropped in self._scheduler.take_dropped():
+            self._tags.pop(dropped.ticket.seq, None)
             stream = self._streams.get(str(dropped.ticket.owner))
             if stream is None:
                 continue
@@ -347,124 +395,152 @@ class Engine:
                 stream.session.on_dropped(
                     dropped.ticket.request.request_id, overloaded=dropped.reason == "overload"
                 )
-                self._collect(stream)
+                self.stream_changed(stream)
             except Exception as exc:
                 self._fail_stream(stream, exc)
 
-    async def _run_batch(self, batch: list[Ticket], loop: asyncio.AbstractEventLoop) -> None:
-        assert self._executor is not None
-        started = time.monotonic()
+    async def _run_batch(self, batch: list[Ticket]) -> None:
+        started = self._clock.now()
         waits = [started - t.submitted for t in batch]
-        finals = sum(1 for t in batch if t.kind is DecodeKind.FINAL)
-        decoder = self.final_decoder if finals else self._decoder
-        requests = [t.request for t in batch]
-        self._busy = True
-        try:
-            outcome = await loop.run_in_executor(self._executor, _decode, decoder, requests)
-        finally:
-            self._busy = False
-        self.batches_run += 1
-        self.batch_sizes.append(len(batch))
+        final = batch[0].kind is DecodeKind.FINAL
+        decoder = self.final_decoder if final else self._decoder
+        outcome = await self._worker.run(decoder, [t.request for t in batch])
         if outcome.results is not None:
-            kind = DecodeKind.FINAL if finals else DecodeKind.PARTIAL
+            kind = DecodeKind.FINAL if final else DecodeKind.PARTIAL
             self._scheduler.observe(kind, len(batch), outcome.decode_s)
             hits = sum(1 for r in outcome.results if r.encoder_cache_hit)
-            self._notify_batch(len(batch), finals, waits, outcome.decode_s, hits)
+            finals = len(batch) if final else 0
+            self._notify(lambda o: o.on_batch(len(batch), finals, waits, outcome.decode_s, hits))
             for ticket, result in zip(batch, outcome.results, strict=True):
-                self._deliver(ticket, result)
+                self._guarded(ticket, functools.partial(self._on_result, ticket, result))
             return
         error = outcome.error or "decode failed"
         logger.warning("decode batch of %d failed: %s", len(batch), error)
-        if self._observer is not None:
-            self._observer.on_batch_failed(len(batch), error)
+        self._notify(lambda o: o.on_batch_failed(len(batch), error))
         for ticket in batch:
-            if ticket.kind is DecodeKind.PARTIAL:
-                stream = self._streams.get(str(ticket.owner))
-                if stream is not None:
-                    stream.session.on_dropped(ticket.request.request_id)
-                    self._collect(stream)
-        for ticket in batch:
-            if ticket.kind is DecodeKind.FINAL:
-                await self._retry_final(ticket, loop)
+            self._guarded(ticket, functools.partial(self._on_failure, ticket, error))
 
-    async def _retry_final(self, ticket: Ticket, loop: asyncio.AbstractEventLoop) -> None:
-        assert self._executor is not None
-        if str(ticket.owner) not in self._streams:
+    # --- per-request outcomes ------------------------------------------------------------
+    def _on_result(self, ticket: Ticket, result: DecodeResult) -> None:
+        tag = self._tags.pop(ticket.seq, _Tag())
+        if result.error is not None:
+            self._tags[ticket.seq] = tag
+            self._on_failure(ticket, result.error)
             return
-        outcome = await loop.run_in_executor(
-            self._executor, _decode, self.final_decoder, [ticket.request]
+        if result.next_round is not None:
+            # This temperature failed the checks: the next round is a request of its own.
+            retry = dataclasses.replace(ticket.request, fallback_round=result.next_round)
+            again = dataclasses.replace(tag, rounds=(*tag.rounds, result))
+            self._submit(retry, self._clock.now(), ticket.owner, ticket.priority, again)
+            return
+        if tag.rounds:
+            result = _pick_after_fallback((*tag.rounds, result))
+        self._complete(ticket, tag, result)
+
+    def _on_failure(self, ticket: Ticket, error: str) -> None:
+        tag = self._tags.pop(ticket.seq, _Tag())
+        if not self._owner_alive(ticket.owner):
+            return
+        if ticket.kind is DecodeKind.PARTIAL and not isinstance(ticket.owner, _OfflineCall):
+            stream = self._streams[str(ticket.owner)]
+            stream.session.on_dropped(ticket.request.request_id)
+            self.stream_changed(stream)
+            return
+        if tag.attempt < self.config.retry.retries:
+            # Alone, so a request that breaks the model cannot fail the others again.
+            again = dataclasses.replace(tag, attempt=tag.attempt + 1)
+            self._submit_solo(ticket, again)
+            return
+        logger.error("request %r failed for good: %s", ticket.request.request_id, error)
+        if isinstance(ticket.owner, _OfflineCall):
+            ticket.owner.settle(tag.index, _error_result(ticket.request, error))
+            return
+        stream = self._streams[str(ticket.owner)]
+        stream.session.on_failed(ticket.request.request_id, error)
+        self.stream_changed(stream)
+
+    def _submit_solo(self, ticket: Ticket, tag: _Tag) -> None:
+        retry = self._scheduler.submit(
+            ticket.request,
+            self._clock.now(),
+            owner=ticket.owner,
+            priority=ticket.priority,
+            solo=True,
         )
-        if outcome.results is not None:
-            hits = sum(1 for r in outcome.results if r.encoder_cache_hit)
-            self._notify_batch(1, 1, [time.monotonic() - ticket.submitted], outcome.decode_s, hits)
-            self._deliver(ticket, outcome.results[0])
-            return
-        error = outcome.error or "decode failed"
-        logger.error("final %s failed twice: %s", ticket.request.request_id, error)
-        if self._observer is not None:
-            self._observer.on_batch_failed(1, error)
-        stream = self._streams.get(str(ticket.owner))
-        if stream is not None:
-            stream.session.on_failed(ticket.request.request_id, error)
-            self._collect(stream)
+        self._tags[retry.seq] = tag
 
-    def _deliver(self, ticket: Ticket, result: DecodeResult) -> None:
-        stream = self._streams.get(str(ticket.owner))
+    def _complete(self, ticket: Ticket, tag: _Tag, result: DecodeResult) -> None:
+        owner = ticket.owner
+        if isinstance(owner, _OfflineCall):
+            owner.settle(tag.index, result)
+            return
+        stream = self._streams.get(str(owner))
         if stream is None:
             return  # aborted meanwhile
+        stream.session.on_result(result)
+        self.stream_changed(stream)
+
+    def _owner_alive(self, owner: Hashable) -> bool:
+        if isinstance(owner, _OfflineCall):
+            return owner in self._offline
+        return str(owner) in self._streams
+
+    def _guarded(self, ticket: Ticket, action: Callable[[], None]) -> None:
+        """Run one request's handling; a bug there ends only that request's stream (or
+        offline call), and the rest of the batch is still handled."""
         try:
-            if result.error is not None and ticket.kind is DecodeKind.PARTIAL:
-                stream.session.on_dropped(ticket.request.request_id)
-            else:
-                stream.session.on_result(result)
-            self._collect(stream)
-        except Exception as exc:  # a bug in one session must not stall the others
-            self._fail_stream(stream, exc)
+            action()
+        except Exception as exc:
+            owner = ticket.owner
+            if isinstance(owner, _OfflineCall):
+                logger.exception("offline request failed")
+                if not owner.future.done():
+                    owner.future.set_exception(KettleError(f"internal error: {exc}"))
+                return
+            stream = self._streams.get(str(owner))
+            if stream is not None:
+                self._fail_stream(stream, exc)
 
     def _fail_stream(self, stream: Stream, exc: Exception) -> None:
         """End one stream after an internal error: a fatal Error, then Done; others go on."""
-        logger.exception("stream %s failed", stream.stream_id, exc_info=exc)
-        session = stream.session
-        stream._push(
-            [
-                Error("internal", f"internal error: {type(exc).__name__}", fatal=True),
-                Done(session.samples_fed, session.finals_sent, "error"),
-            ]
-        )
-        stream._idle.set()
-        self._release(stream)
-
-    def _notify_batch(
-        self, size: int, finals: int, waits: list[float], decode_s: float, hits: int
-    ) -> None:
-        if self._observer is None:
-            return
         try:
-            self._observer.on_batch(size, finals, waits, decode_s, hits)
-        except Exception:  # a metrics hook must not take the engine down
-            logger.exception("engine observer failed")
+            logger.error("stream %s failed", stream.stream_id, exc_info=exc)
+            stream.fail(f"internal error: {type(exc).__name__}")
+        finally:
+            self._release(stream)
+
+    def _notify(self, call: Callable[[EngineObserver], None]) -> None:
+        for observer in (self.stats, self._observer):
+            if observer is None:
+                continue
+            try:
+                call(observer)
+            except Exception:  # a metrics hook must not take the engine down
+                logger.exception("engine observer failed")
 
 
-def _decode(decoder: Decoder, requests: list[DecodeRequest]) -> _Outcome:
-    """Runs in the inference thread."""
-    t0 = time.perf_counter()
-    try:
-        results = decoder.decode_batch(requests)
-        if len(results) != len(requests):
-            raise KettleError(f"decoder returned {len(results)} results for {len(requests)}")
-        by_id: dict[Hashable, DecodeResult] = {r.request_id: r for r in results}
-        ordered = [by_id.get(r.request_id, res) for r, res in zip(requests, results, strict=True)]
-    except Exception as exc:
-        return _Outcome(None, f"{type(exc).__name__}: {exc}", time.perf_counter() - t0)
-    return _Outcome(ordered, None, time.perf_counter() - t0)
+def _pick_after_fallback(rounds: Sequence[DecodeResult]) -> DecodeResult:
+    """Whisper's rule when every temperature failed: the most likely attempt that is not too
+    repetitive; if the last round passed, it is the one."""
+    last = rounds[-1]
+    if last.fallback is None:
+        return last
+    candidates = [r for r in rounds if r.fallback != "repetitive"] or list(rounds)
+    return max(candidates, key=lambda r: r.avg_logprob)
+
+
+def _error_result(request: DecodeRequest, error: str) -> DecodeResult:
+    return DecodeResult(request.request_id, request.kind, "", error=error)
 
 
 __all__ = [
+    "BatchStats",
     "Done",
     "Engine",
     "EngineConfig",
     "EngineObserver",
     "Error",
+    "Event",
     "Final",
     "Partial",
     "Stream",

@@ -1,9 +1,18 @@
 """Decode-request queue shared by all streams: which requests form the next batch, and when.
 
-Pure policy, every call given ``now`` (seconds on any monotonic clock):
+Pure policy, every call given ``now`` (seconds on any monotonic clock). Four priority classes,
+highest first (``Priority``):
 
-- finals first: when finals are due they form the batch, oldest first; partials never delay
-  them and a final is never dropped;
+- finals: when finals are due they form the batch, oldest first; partials never delay them
+  and a final is never dropped;
+- partials;
+- speculative finals (a final decoded during a pause, discarded if speech resumes) use only
+  idle capacity: they go when no final or partial is queued at all;
+- offline work (files and uploads) goes only when nothing live is queued, so a long upload
+  never delays a live final by more than the one batch already running.
+
+And within the live classes:
+
 - a batch goes out when it is full or its oldest request has waited its budget
   (``final_budget_s`` / ``partial_budget_s``), so a lone request still goes promptly while
   simultaneous ones share one model call;
@@ -13,12 +22,17 @@ Pure policy, every call given ``now`` (seconds on any monotonic clock):
   be served and is dropped (reason ``"overload"``); the owner is told and stretches its partial
   interval, so under load each stream asks less often instead of everyone waiting longer.
 
-Batches hold one kind only (all finals or all partials): finals use beam search and possibly a
-different model, partials are greedy.
+Batches hold one kind and one class only: finals use beam search and possibly a different
+model, partials are greedy.
+
+An owner's queued request may be ``withdraw``n (its session found something more urgent) or
+``promote``d (a speculative final whose utterance just ended is now the real final).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import itertools
 import math
 from collections.abc import Hashable
@@ -66,12 +80,34 @@ class SchedulerConfig:
         return self.max_final_batch_size or self.max_batch_size
 
 
+class Priority(enum.IntEnum):
+    """Scheduling classes, most urgent first."""
+
+    FINAL = 0
+    PARTIAL = 1
+    SPECULATIVE = 2
+    OFFLINE = 3
+
+    @classmethod
+    def of(cls, request: DecodeRequest) -> Priority:
+        """The class of a live stream's request."""
+        if request.kind is DecodeKind.PARTIAL:
+            return cls.PARTIAL
+        return cls.SPECULATIVE if request.speculative else cls.FINAL
+
+
+# Classes that run only when every more urgent class is empty (not merely not yet due).
+_IDLE_ONLY = (Priority.SPECULATIVE, Priority.OFFLINE)
+
+
 @dataclass(frozen=True)
 class Ticket:
     request: DecodeRequest
     owner: Hashable
     submitted: float
     seq: int
+    priority: Priority = Priority.FINAL
+    solo: bool = False  # runs in a batch of its own (a retry after a failed batch)
 
     @property
     def kind(self) -> DecodeKind:
@@ -87,8 +123,7 @@ class Dropped:
 class Scheduler:
     def __init__(self, config: SchedulerConfig | None = None) -> None:
         self.config = config or SchedulerConfig()
-        self._finals: list[Ticket] = []
-        self._partials: list[Ticket] = []
+        self._queues: dict[Priority, list[Ticket]] = {p: [] for p in Priority}
         self._dropped: list[Dropped] = []
         self._seq = itertools.count()
         self._last_overload: float | None = None
@@ -97,15 +132,23 @@ class Scheduler:
 
     # --- queries -------------------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self._finals) + len(self._partials)
+        return sum(len(q) for q in self._queues.values())
+
+    def queued(self, priority: Priority) -> int:
+        return len(self._queues[priority])
 
     @property
     def queued_finals(self) -> int:
-        return len(self._finals)
+        return len(self._queues[Priority.FINAL])
 
     @property
     def queued_partials(self) -> int:
-        return len(self._partials)
+        return len(self._queues[Priority.PARTIAL])
+
+    @property
+    def live_queued(self) -> int:
+        """Queued requests of live streams (every class but offline)."""
+        return len(self) - len(self._queues[Priority.OFFLINE])
 
     def overloaded(self, now: float) -> bool:
         """True while partials have been skipped within the last few seconds."""
@@ -132,84 +175,140 @@ class Scheduler:
         return out
 
     # --- input ---------------------------------------------------------------------------
-    def submit(self, request: DecodeRequest, now: float, owner: Hashable | None = None) -> None:
-        """Queue a request. ``owner`` (a stream) scopes replacement; default: no replacement."""
-        ticket = Ticket(request, owner, now, next(self._seq))
-        if request.kind is DecodeKind.FINAL:
-            self._finals.append(ticket)
-            return
-        if owner is not None:
-            for i, old in enumerate(self._partials):
+    def submit(
+        self,
+        request: DecodeRequest,
+        now: float,
+        owner: Hashable | None = None,
+        priority: Priority | None = None,
+        *,
+        solo: bool = False,
+    ) -> Ticket:
+        """Queue a request. ``owner`` (a stream) scopes replacement; default: no replacement.
+        ``priority`` defaults to the class of a live stream's request (``Priority.of``);
+        ``solo`` makes it a batch of its own."""
+        prio = Priority.of(request) if priority is None else priority
+        ticket = Ticket(request, owner, now, next(self._seq), prio, solo)
+        queue = self._queues[prio]
+        if prio is Priority.PARTIAL and owner is not None:
+            for i, old in enumerate(queue):
                 if old.owner == owner:
                     self._dropped.append(Dropped(old, "replaced"))
-                    del self._partials[i]
+                    del queue[i]
                     break
-        self._partials.append(ticket)
+        queue.append(ticket)
+        return ticket
 
     def cancel(self, owner: Hashable) -> list[Ticket]:
         """Remove every queued request of an owner (it went away); returns them."""
-        gone = [t for t in self._finals + self._partials if t.owner == owner]
-        self._finals = [t for t in self._finals if t.owner != owner]
-        self._partials = [t for t in self._partials if t.owner != owner]
+        gone: list[Ticket] = []
+        for prio, queue in self._queues.items():
+            gone += [t for t in queue if t.owner == owner]
+            self._queues[prio] = [t for t in queue if t.owner != owner]
         return gone
+
+    def withdraw(self, owner: Hashable, request_id: Hashable) -> Ticket | None:
+        """Take back one queued request (not yet in a batch); None if it is not queued."""
+        for queue in self._queues.values():
+            for i, t in enumerate(queue):
+                if t.owner == owner and t.request.request_id == request_id:
+                    del queue[i]
+                    return t
+        return None
+
+    def promote(self, owner: Hashable, request_id: Hashable, priority: Priority) -> bool:
+        """Move a queued request of a less urgent class to ``priority`` (keeping its submit
+        time); False if there is no such request."""
+        found = [
+            t
+            for p, queue in self._queues.items()
+            if p > priority
+            for t in queue
+            if t.owner == owner and t.request.request_id == request_id
+        ]
+        if not found:
+            return False
+        ticket = found[0]
+        self._queues[ticket.priority].remove(ticket)
+        moved = dataclasses.replace(ticket, priority=priority)
+        queue = self._queues[priority]
+        queue.append(moved)
+        queue.sort(key=lambda t: t.seq)
+        return True
 
     # --- policy --------------------------------------------------------------------------
     def next_batch(self, now: float, *, sources: int | None = None) -> list[Ticket] | None:
         """The batch to run now, or None if nothing is due yet (see next_deadline).
 
-        ``sources``: how many owners could submit at all (the open streams, each with at
-        most one request pending). When all of them are queued already, waiting longer
-        cannot grow the batch, so it goes at once.
+        ``sources``: how many owners could submit live requests at all (the open streams,
+        each with at most one request pending). When all of them are queued already, waiting
+        longer cannot grow the batch, so it goes at once.
         """
         self._expire(now)
-        cfg = self.config
-        if sources is not None and len(self) >= sources:
+        if sources is not None and self.live_queued >= sources:
             now = math.inf  # every budget has elapsed
-        final_size = self.batch_limit(DecodeKind.FINAL)
-        partial_size = self.batch_limit(DecodeKind.PARTIAL)
-        if self._finals and (
-            len(self._finals) >= final_size or now - self._finals[0].submitted >= cfg.final_budget_s
-        ):
-            return self._take(self._finals, final_size)
-        if self._partials and (
-            len(self._partials) >= partial_size
-            or now - self._partials[0].submitted >= cfg.partial_budget_s
-        ):
-            return self._take(self._partials, partial_size)
+        finals = self._queues[Priority.FINAL]
+        partials = self._queues[Priority.PARTIAL]
+        if finals and self._due(finals, now, self.config.final_budget_s, DecodeKind.FINAL):
+            return self._take(finals, self.batch_limit(DecodeKind.FINAL))
+        if partials and self._due(partials, now, self.config.partial_budget_s, DecodeKind.PARTIAL):
+            return self._take(partials, self.batch_limit(DecodeKind.PARTIAL))
+        if finals or partials:
+            return None  # live work is waiting for its budget: the model is not idle
+        for prio in _IDLE_ONLY:
+            queue = self._queues[prio]
+            if queue:
+                kind = queue[0].kind
+                same = [t for t in queue if t.kind is kind]
+                return self._take(queue, self.batch_limit(kind), same)
         return None
 
-    def _take(self, queue: list[Ticket], size: int) -> list[Ticket]:
-        """Pop the oldest requests of a queue, up to size and the audio cap."""
+    def _due(self, queue: list[Ticket], now: float, budget: float, kind: DecodeKind) -> bool:
+        return len(queue) >= self.batch_limit(kind) or now - queue[0].submitted >= budget
+
+    def _take(
+        self, queue: list[Ticket], size: int, candidates: list[Ticket] | None = None
+    ) -> list[Ticket]:
+        """Pop the oldest candidates of a queue, up to size and the audio cap."""
         cap = self.config.max_batch_audio_s
         limit = math.inf if cap is None else cap * SAMPLE_RATE
-        n, longest = 0, 0
-        for ticket in queue[:size]:
+        batch: list[Ticket] = []
+        longest = 0
+        for ticket in (queue if candidates is None else candidates)[:size]:
             # The batch is padded to its longest window: that is what the encoder pays for.
             longest = max(longest, len(ticket.request.audio))
-            if n and (n + 1) * longest > limit:
+            if batch and (ticket.solo or (len(batch) + 1) * longest > limit):
                 break
-            n += 1
-        batch = queue[:n]
-        del queue[:n]
+            batch.append(ticket)
+            if ticket.solo:
+                break
+        taken = {t.seq for t in batch}
+        queue[:] = [t for t in queue if t.seq not in taken]
         return batch
 
     def next_deadline(self, now: float) -> float | None:
         """When next_batch will have something to do without new submissions (or None)."""
         times = []
-        if self._finals:
-            times.append(self._finals[0].submitted + self.config.final_budget_s)
-        if self._partials:
-            times.append(self._partials[0].submitted + self.config.partial_budget_s)
+        finals = self._queues[Priority.FINAL]
+        partials = self._queues[Priority.PARTIAL]
+        if finals:
+            times.append(finals[0].submitted + self.config.final_budget_s)
+        if partials:
+            times.append(partials[0].submitted + self.config.partial_budget_s)
+            # Stale partials expire (and their owners are told) even if nothing else runs.
+            times.append(partials[0].submitted + self.config.partial_max_wait_s)
+        if not times and any(self._queues[p] for p in _IDLE_ONLY):
+            times.append(now)
         return min(times) if times else None
 
     def _expire(self, now: float) -> None:
         limit = self.config.partial_max_wait_s
         keep = []
-        for t in self._partials:
+        for t in self._queues[Priority.PARTIAL]:
             if now - t.submitted >= limit:
                 self._dropped.append(Dropped(t, "overload"))
                 self._last_overload = now
                 self.skipped_total += 1
             else:
                 keep.append(t)
-        self._partials = keep
+        self._queues[Priority.PARTIAL] = keep

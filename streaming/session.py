@@ -187,6 +187,32 @@ class Session:
     def finals_sent(self) -> int:
         return self._finals
 
+    @property
+    def final_due(self) -> bool:
+        """A closed utterance waits for its final (the engine promotes or withdraws what this
+        session has queued so the final need not wait behind it)."""
+        return bool(self._closed)
+
+    @property
+    def superseded(self) -> str | None:
+        """The id of the request in flight if it is no longer the most useful one: a partial
+        while a final is due, or a speculative final that speech resuming made void. The
+        engine withdraws it if still queued and reports it dropped (``on_dropped``)."""
+        rid = self._in_flight
+        if rid is None:
+            return None
+        pending = self._pending[rid]
+        if pending.kind is DecodeKind.PARTIAL:
+            return rid if self._closed else None
+        utt = pending.utterance
+        if pending.speculative and (
+            not utt.spec_requested
+            or utt.spec_end != pending.end
+            or (utt.end is not None and utt.spec_target != utt.end)
+        ):
+            return rid
+        return None
+
     def poll_requests(self) -> list[DecodeRequest]:
         out, self._requests = self._requests, []
         return out
@@ -295,6 +321,7 @@ class Session:
             # Same window, same key: a final over a partial's window reuses its encoder output.
             cache_key=(self.session_id, utt.ordinal, start, end),
             stream_key=(self.session_id, utt.ordinal),
+            speculative=speculative,
         )
         self._pending[rid] = _Pending(utt, kind, start, end, speculative)
         self._in_flight = rid
@@ -466,7 +493,10 @@ class Session:
         if not (self._closed and self._closed[0] is utt):
             return
         self._closed.popleft()
-        self._events.append(Error("internal", f"could not transcribe an utterance: {message}"))
+        assert utt.end is not None
+        span = f"{utt.start / SAMPLE_RATE:.3f}-{utt.end / SAMPLE_RATE:.3f} s"
+        name = f"utterance {utt.number} ({span})" if utt.number is not None else f"audio {span}"
+        self._events.append(Error("internal", f"could not transcribe {name}: {message}"))
         if utt.number is not None and utt.last_partial_text:
             # The client already saw this number: close it with the best text we have, so
             # finals keep their numbering without gaps.

@@ -23,7 +23,7 @@ import bisect
 import functools
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -217,7 +217,7 @@ def summarize(
     *,
     wall_s: float,
     cpu_s: float,
-    batch_sizes: Sequence[int] = (),
+    batch_sizes: Mapping[int, int] | None = None,
     cache_hits: int | None = None,
     cache_misses: int | None = None,
 ) -> dict[str, Any]:
@@ -251,19 +251,17 @@ def summarize(
             code: sum(1 for e in errors if e.code == code)
             for code in sorted({e.code for e in errors})
         },
-        "batch_sizes": _histogram(batch_sizes),
-        "mean_batch_size": round(float(np.mean(batch_sizes)), 3) if batch_sizes else None,
+        "batch_sizes": {str(k): v for k, v in sorted((batch_sizes or {}).items()) if v},
+        "mean_batch_size": _mean_size(batch_sizes or {}),
         "encoder_cache_hit_rate": round(cache_hits / lookups, 4)
         if cache_hits is not None and lookups
         else None,
     }
 
 
-def _histogram(values: Sequence[int]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for v in sorted(values):
-        out[str(v)] = out.get(str(v), 0) + 1
-    return out
+def _mean_size(sizes: Mapping[int, int]) -> float | None:
+    batches = sum(sizes.values())
+    return round(sum(k * v for k, v in sizes.items()) / batches, 3) if batches else None
 
 
 def rotations(clips: Sequence[Clip], streams: int) -> list[list[Clip]]:
@@ -341,7 +339,7 @@ async def run_simulation(
     positions as in real time, only without waiting for the clock.
     """
     stats0 = _cache_stats(engine)
-    batches0 = len(engine.batch_sizes)
+    batches0 = engine.stats.copy()
     cpu0 = time.process_time()
     t0 = time.monotonic()
     logs = [StreamLog(i, list(clips)) for i, clips in enumerate(streams)]
@@ -361,7 +359,7 @@ async def run_simulation(
         logs,
         wall_s=wall,
         cpu_s=cpu,
-        batch_sizes=engine.batch_sizes[batches0:],
+        batch_sizes=engine.stats.since(batches0).sizes,
         cache_hits=hits,
         cache_misses=misses,
     )

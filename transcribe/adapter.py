@@ -161,6 +161,7 @@ class _Job:
     attempts: list[Hypothesis] = field(default_factory=list)
     chosen: Hypothesis | None = None
     words: tuple[Word, ...] = ()
+    next_round: int | None = None  # the fallback round the caller should ask for next
 
     @property
     def final(self) -> bool:
@@ -527,11 +528,21 @@ class WhisperAdapter:
             job.chosen = hyp
 
     def _decode_finals(self, jobs: list[_Job]) -> None:
+        # Requests that ask for one fallback round run it alone; the others run them all.
+        by_round: dict[int | None, list[_Job]] = {}
+        for job in jobs:
+            by_round.setdefault(job.request.fallback_round, []).append(job)
+        for round_no, group in by_round.items():
+            self._fallback_rounds(group, round_no)
+
+    def _fallback_rounds(self, jobs: list[_Job], only: int | None) -> None:
         temps = self._config.temperatures
         pending = jobs
         for round_no, temperature in enumerate(temps):
             if not pending:
                 break
+            if only is not None and round_no != min(only, len(temps) - 1):
+                continue
             hyps: dict[int, Hypothesis] = {}
             by_beam: dict[int, list[_Job]] = {}
             for job in pending:
@@ -552,6 +563,9 @@ class WhisperAdapter:
                 job.attempts.append(hyp)
                 if not decoding.needs_fallback(hyp, self._th):
                     job.chosen = hyp
+                elif only is not None:
+                    job.chosen = hyp  # the caller asks for the next round itself
+                    job.next_round = None if last else round_no + 1
                 elif last:
                     job.chosen = decoding.pick_after_fallback(job.attempts, self._th)
                 else:
@@ -629,7 +643,15 @@ class WhisperAdapter:
             temperature=hyp.temperature,
             encoder_cache_hit=job.cache_hit,
             tokens=() if silent else hyp.tokens,
+            fallback=None if silent or not job.final else _fallback_reason(hyp, self._th),
+            next_round=job.next_round,
         )
+
+
+def _fallback_reason(hyp: Hypothesis, th: Thresholds) -> str | None:
+    if not decoding.needs_fallback(hyp, th):
+        return None
+    return "repetitive" if decoding.too_repetitive(hyp, th) else "unlikely"
 
 
 def _max_length(job: _Job, cap: int | None) -> int:

@@ -81,6 +81,7 @@ class FakeDecoder:
         per_request_delay_s: float = 0.0,
         fail: Callable[[Sequence[DecodeRequest]], bool] | None = None,
         text_for: Callable[[DecodeRequest], str] | None = None,
+        fallback_rounds: Callable[[DecodeRequest], int] | None = None,
     ) -> None:
         if seconds_per_word <= 0:
             raise ValueError("seconds_per_word must be positive")
@@ -91,6 +92,9 @@ class FakeDecoder:
         self.per_request_delay_s = per_request_delay_s
         self.fail = fail
         self.text_for = text_for
+        # How many temperature-fallback rounds a final needs before it passes; a request
+        # with ``fallback_round`` set gets one round per call (``next_round`` says if more).
+        self.fallback_rounds = fallback_rounds
         self.stats = FakeDecoderStats()
         self.requests_seen: list[DecodeRequest] = []
         self._cache: set[Hashable] = set()
@@ -188,16 +192,27 @@ class FakeDecoder:
                 if request.word_timestamps
                 else ()
             )
+        fails = self._fails_round(request)
         return DecodeResult(
             request_id=request.request_id,
             kind=request.kind,
             text=text,
             words=words,
             language=request.language or "en",
-            avg_logprob=-0.2 if text else -1.5,
+            avg_logprob=-1.2 if fails else -0.2 if text else -1.5,
             no_speech_prob=0.05 if text else 0.9,
             encoder_cache_hit=hit,
+            fallback="unlikely" if fails else None,
+            next_round=(request.fallback_round or 0) + 1 if fails else None,
         )
+
+    def _fails_round(self, request: DecodeRequest) -> bool:
+        """Whether this call's fallback round fails the checks (only a one-round request)."""
+        if self.fallback_rounds is None or request.kind is not DecodeKind.FINAL:
+            return False
+        if request.fallback_round is None:
+            return False  # every round runs here, the last one passes
+        return request.fallback_round < self.fallback_rounds(request)
 
 
 def synth_voice(seconds: float, *, f0: float = 140.0, amplitude: float = 0.3) -> np.ndarray:

@@ -51,6 +51,13 @@ class DecodeRequest:
     # Requests with the same stream_key whose audio extends the previous request's audio let
     # the adapter reuse already-computed spectrogram frames (incremental log-mel).
     stream_key: Hashable | None = None
+    # A final that may be discarded (decoded during a pause, void if speech resumes): the
+    # engine runs it only on idle capacity.
+    speculative: bool = False
+    # None: the model runs every temperature-fallback round itself. k: run only round k of
+    # its temperature schedule and say in the result whether round k + 1 should follow, so a
+    # caller can queue each round as a request of its own (one fallback never holds a batch).
+    fallback_round: int | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,11 @@ class DecodeResult:
     encoder_cache_hit: bool = False
     error: str | None = None
     tokens: tuple[int, ...] = field(default=())
+    # Why this hypothesis failed the fallback checks ("repetitive" or "unlikely"); None when
+    # it passed, was silence, or is not a final.
+    fallback: str | None = None
+    # Set only for a request with fallback_round: the round to ask for next (None: done).
+    next_round: int | None = None
 
 
 class Decoder(Protocol):

@@ -152,6 +152,7 @@ async def test_a_final_failing_twice_gives_an_internal_error_and_the_engine_serv
         events = await run_one(engine, TWO, speculative_final=False)
         errors = [e for e in events if isinstance(e, Error)]
         assert [(e.code, e.fatal) for e in errors] == [("internal", False)]
+        assert errors[0].message.startswith("could not transcribe audio 0.")  # names it
         finals = [e for e in events if isinstance(e, Final)]
         assert [f.utterance for f in finals] == [0, 1]
         # Another stream afterwards is served normally.
@@ -224,7 +225,9 @@ async def test_overload_thins_partials_with_a_notice_and_loses_no_final() -> Non
     # A slow model and many streams: partials wait longer than their limit.
     dec = FakeDecoder(batch_delay_s=0.25)
     config = EngineConfig(SchedulerConfig(max_batch_size=2, partial_max_wait_s=0.3))
-    audio = scripted_audio([("voice", 3.0), ("silence", 1.0), ("voice", 3.0), ("silence", 1.0)])
+    # Long utterances: partials pile up while speech goes on (at the endpoint a queued
+    # partial is withdrawn for the final instead, which is not overload).
+    audio = scripted_audio([("voice", 10.0), ("silence", 1.0), ("voice", 10.0), ("silence", 1.0)])
     async with Engine(dec, config) as engine:
         streams = [engine.open_stream() for _ in range(8)]
 
@@ -235,7 +238,6 @@ async def test_overload_thins_partials_with_a_notice_and_loses_no_final() -> Non
             return events
 
         results = await asyncio.gather(*(paced(s) for s in streams))
-        assert engine.overloaded
     notices = [e for events in results for e in events if isinstance(e, Error)]
     assert notices and {e.code for e in notices} == {"overloaded"}
     for events in results:
@@ -252,7 +254,7 @@ async def test_reader_that_lags_loses_only_old_partials() -> None:
         events = await asyncio.wait_for(collect(stream), 30)
     assert [type(e) for e in events][-2:] == [Final, Done]
     # Only partials were dropped to keep the queue bounded; what is left is in order.
-    assert stream._partials_dropped > 0
+    assert stream.partials_dropped > 0
     ends = [e.end for e in events if isinstance(e, Partial)]
     assert ends == sorted(ends)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from kettle.streaming.scheduler import Scheduler, SchedulerConfig
+from kettle.streaming.scheduler import Priority, Scheduler, SchedulerConfig
 from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.types import DecodeKind, DecodeRequest
 
@@ -177,3 +177,73 @@ def test_batches_shrink_to_the_measured_decode_time_cap() -> None:
     for _ in range(10):
         s.observe(DecodeKind.PARTIAL, 8, 0.16)
     assert s.batch_limit(DecodeKind.PARTIAL) == 8
+
+
+# --- priority classes ---------------------------------------------------------------------
+
+
+def spec(rid: str) -> DecodeRequest:
+    return DecodeRequest(audio=AUDIO, kind=DecodeKind.FINAL, request_id=rid, speculative=True)
+
+
+def test_classes_go_final_then_partial_then_speculative_then_offline() -> None:
+    s = Scheduler(SchedulerConfig(max_batch_size=4, partial_budget_s=0.0, partial_max_wait_s=5))
+    s.submit(req("o1", DecodeKind.FINAL), now=0.0, owner="file", priority=Priority.OFFLINE)
+    s.submit(spec("s1"), now=0.1, owner="a")
+    s.submit(req("p1"), now=0.2, owner="b")
+    s.submit(req("f1", DecodeKind.FINAL), now=0.3, owner="c")
+    assert [ids(s.next_batch(1.0)) for _ in range(4)] == [["f1"], ["p1"], ["s1"], ["o1"]]
+    assert s.next_batch(1.0) is None
+
+
+def test_idle_classes_wait_while_live_work_is_queued_even_before_it_is_due() -> None:
+    s = Scheduler(SchedulerConfig(partial_budget_s=0.5, partial_max_wait_s=5))
+    s.submit(spec("s1"), now=0.0, owner="a")
+    s.submit(req("o1", DecodeKind.FINAL), now=0.0, owner="file", priority=Priority.OFFLINE)
+    s.submit(req("p1"), now=0.0, owner="b")
+    # The partial is not due yet, but a speculation now would delay it by a whole decode.
+    assert s.next_batch(0.1) is None
+    assert s.next_deadline(0.1) == pytest.approx(0.5)
+    assert ids(s.next_batch(0.5)) == ["p1"]
+    assert ids(s.next_batch(0.5)) == ["s1"]
+    assert s.next_deadline(0.5) == 0.5  # offline work waits for nothing but the model
+    assert ids(s.next_batch(0.5)) == ["o1"]
+
+
+def test_offline_batches_hold_one_kind() -> None:
+    s = Scheduler(SchedulerConfig(max_batch_size=8))
+    for rid, kind in (("a", DecodeKind.FINAL), ("b", DecodeKind.PARTIAL), ("c", DecodeKind.FINAL)):
+        s.submit(req(rid, kind), now=0.0, owner="file", priority=Priority.OFFLINE)
+    assert ids(s.next_batch(0.0)) == ["a", "c"]
+    assert ids(s.next_batch(0.0)) == ["b"]
+
+
+def test_withdraw_takes_back_a_queued_request_only() -> None:
+    s = Scheduler()
+    s.submit(req("p1"), now=0.0, owner="a")
+    assert s.withdraw("b", "p1") is None  # another owner's id
+    ticket = s.withdraw("a", "p1")
+    assert ticket is not None and ticket.request.request_id == "p1"
+    assert len(s) == 0 and s.withdraw("a", "p1") is None
+    assert s.take_dropped() == []  # withdrawn is not dropped: the caller tells the owner
+
+
+def test_promote_moves_a_speculation_ahead_keeping_its_age() -> None:
+    s = Scheduler(SchedulerConfig(partial_budget_s=0.0, partial_max_wait_s=5))
+    s.submit(spec("s1"), now=0.0, owner="a")
+    s.submit(req("p1"), now=0.1, owner="b")
+    assert not s.promote("a", "p1", Priority.FINAL)  # not a's
+    assert not s.promote("b", "p1", Priority.SPECULATIVE)  # never demotes
+    assert s.promote("a", "s1", Priority.FINAL)
+    batch = s.next_batch(0.2)
+    assert ids(batch) == ["s1"] and batch is not None and batch[0].submitted == 0.0
+
+
+def test_a_solo_ticket_is_a_batch_of_its_own() -> None:
+    s = Scheduler(SchedulerConfig(max_batch_size=8))
+    s.submit(req("f1", DecodeKind.FINAL), now=0.0, owner="a")
+    s.submit(req("f2", DecodeKind.FINAL), now=0.0, owner="b", solo=True)
+    s.submit(req("f3", DecodeKind.FINAL), now=0.0, owner="c")
+    assert ids(s.next_batch(0.0)) == ["f1"]
+    assert ids(s.next_batch(0.0)) == ["f2"]
+    assert ids(s.next_batch(0.0)) == ["f3"]

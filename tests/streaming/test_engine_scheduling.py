@@ -1,0 +1,240 @@
+"""Engine v2 behaviour with a manual clock and a model that can be held mid-batch: priority
+classes, offline work, withdrawn partials, fallback rounds, failure isolation and backoff."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+from kettle.streaming.clock import ManualClock
+from kettle.streaming.engine import Engine, EngineConfig, Stream
+from kettle.streaming.events import Done, Error, Event, Final
+from kettle.streaming.scheduler import SchedulerConfig
+from kettle.streaming.session import SessionConfig
+from kettle.streaming.worker import RetryPolicy
+from kettle.transcribe.fake import FakeDecoder, scripted_audio
+from kettle.transcribe.types import DecodeKind, DecodeRequest, DecodeResult
+
+GUARD_S = 30.0  # deadlock guard only; nothing below waits on the wall clock for timing
+
+
+class HeldDecoder(FakeDecoder):
+    """A fake whose batches can be held until the test releases them; logs every call."""
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(**kw)
+        self.calls: list[list[DecodeRequest]] = []
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
+        self.calls.append(list(requests))
+        self.entered.set()
+        assert self.gate.wait(GUARD_S)
+        return super().decode_batch(requests)
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Let the loop (and the inference thread) run until the condition holds."""
+    async with asyncio.timeout(GUARD_S):
+        while not condition():
+            await asyncio.sleep(0.001)
+
+
+async def finish(clock: ManualClock, task: asyncio.Future[Any]) -> None:
+    """Advance the manual clock in small steps until the task is done."""
+    async with asyncio.timeout(GUARD_S):
+        while not task.done():
+            await asyncio.sleep(0.001)
+            await clock.advance(0.05)
+
+
+async def hold_first_batch(dec: HeldDecoder) -> None:
+    await until(dec.entered.is_set)
+
+
+def offline(n: int, seconds: float = 1.0) -> list[DecodeRequest]:
+    audio = scripted_audio([("voice", seconds)])
+    return [DecodeRequest(audio=audio, kind=DecodeKind.FINAL, request_id=i) for i in range(n)]
+
+
+def ids(call: list[DecodeRequest]) -> list[object]:
+    return [r.request_id for r in call]
+
+
+async def drain(stream: Stream) -> list[Event]:
+    async with asyncio.timeout(GUARD_S):
+        return [e async for e in stream]
+
+
+async def test_decode_offline_returns_results_in_order() -> None:
+    dec = FakeDecoder()
+    async with Engine(dec, clock=ManualClock()) as engine:
+        results = await engine.decode_offline(offline(5))
+        assert await engine.decode_offline([]) == []
+    assert [r.request_id for r in results] == [0, 1, 2, 3, 4]
+    assert all(r.text == "alpha bravo" and r.error is None for r in results)
+
+
+async def test_a_live_final_goes_before_queued_offline_work() -> None:
+    dec = HeldDecoder()
+    dec.gate.clear()
+    config = EngineConfig(SchedulerConfig(max_batch_size=2))
+    async with Engine(dec, config, clock=ManualClock()) as engine:
+        upload = asyncio.create_task(engine.decode_offline(offline(6)))
+        await hold_first_batch(dec)  # offline batch [0, 1] is running
+        stream = engine.open_stream(SessionConfig(partials=False, speculative_final=False))
+        stream.feed_audio(scripted_audio([("voice", 1.5)]))
+        stream.stop()  # its final is due now
+        dec.gate.set()
+        events = await drain(stream)
+        results = await asyncio.wait_for(upload, GUARD_S)
+    assert [ids(c) for c in dec.calls][:2] == [[0, 1], [f"{stream.stream_id}/1"]]
+    assert [type(e) for e in events] == [Final, Done]
+    assert [r.request_id for r in results] == list(range(6))
+
+
+async def test_a_due_final_withdraws_the_sessions_queued_partial() -> None:
+    dec = HeldDecoder()
+    dec.gate.clear()
+    config = EngineConfig(SchedulerConfig(partial_budget_s=0.0))
+    async with Engine(dec, config, clock=ManualClock()) as engine:
+        upload = asyncio.create_task(engine.decode_offline(offline(1)))
+        await hold_first_batch(dec)
+        stream = engine.open_stream()
+        stream.feed_audio(scripted_audio([("voice", 1.5)]))
+        assert engine.queue_depth == 1  # its partial, waiting for the model
+        stream.feed_audio(scripted_audio([("silence", 1.0)]))  # the endpoint
+        dec.gate.set()
+        stream.stop()
+        events = await drain(stream)
+        await asyncio.wait_for(upload, GUARD_S)
+    mine = [r for c in dec.calls for r in c if r.stream_key is not None]
+    assert [r.kind for r in mine] == [DecodeKind.FINAL]  # the partial never ran
+    assert [type(e) for e in events] == [Final, Done]
+
+
+async def test_each_fallback_round_is_a_request_of_its_own() -> None:
+    first: list[object] = []
+
+    def rounds(request: DecodeRequest) -> int:
+        first.extend([] if first else [request.stream_key])
+        return 2 if request.stream_key == first[0] else 0
+
+    dec = HeldDecoder(fallback_rounds=rounds)
+    dec.gate.clear()
+    config = EngineConfig(SchedulerConfig(max_batch_size=8))
+    async with Engine(dec, config, clock=ManualClock()) as engine:
+        upload = asyncio.create_task(engine.decode_offline(offline(1)))
+        await hold_first_batch(dec)
+        session = SessionConfig(partials=False, speculative_final=False)
+        streams = [engine.open_stream(session) for _ in range(2)]
+        for stream in streams:
+            stream.feed_audio(scripted_audio([("voice", 1.5)]))
+            stream.stop()
+        dec.gate.set()
+        results = await asyncio.gather(*(drain(s) for s in streams))
+        await asyncio.wait_for(upload, GUARD_S)
+    live = [c for c in dec.calls if c[0].stream_key is not None]
+    assert [[r.fallback_round for r in c] for c in live] == [[0, 0], [1], [2]]
+    for events in results:
+        assert [type(e) for e in events] == [Final, Done]
+
+
+async def test_offline_requests_fail_on_their_own() -> None:
+    def fail(requests: Sequence[DecodeRequest]) -> bool:
+        return any(r.request_id == 2 for r in requests)
+
+    dec = FakeDecoder(fail=fail)
+    config = EngineConfig(SchedulerConfig(max_batch_size=8))
+    clock = ManualClock()
+    async with Engine(dec, config, clock=clock) as engine:
+        task = asyncio.create_task(engine.decode_offline(offline(4)))
+        await finish(clock, task)  # the retries wait out their backoff on the manual clock
+        results = task.result()
+    assert [r.error is None for r in results] == [True, True, False, True]
+    assert "injected" in (results[2].error or "")
+    # The batch of 4 failed; each request went once more alone (the bad one failed again).
+    assert dec.stats.batch_sizes == [4, 1, 1, 1, 1]
+
+
+async def test_repeated_model_errors_back_off_and_mark_the_model_failing() -> None:
+    broken = {"on": True}
+    dec = FakeDecoder(fail=lambda _: broken["on"])
+    clock = ManualClock()
+    policy = RetryPolicy(retries=1, backoff_base_s=1.0, backoff_max_s=8.0, failing_after=2)
+    async with Engine(dec, EngineConfig(retry=policy), clock=clock) as engine:
+        assert engine.healthy and not engine.model_failing
+        task = asyncio.create_task(engine.decode_offline(offline(1)))
+        await until(lambda: dec.stats.calls == 1)
+        await asyncio.sleep(0.01)
+        assert dec.stats.calls == 1  # the retry waits out the backoff
+        await clock.advance(0.99)
+        assert dec.stats.calls == 1
+        await clock.advance(0.01)
+        await until(task.done)
+        assert task.result()[0].error is not None
+        assert engine.model_failing and not engine.healthy
+        # The model recovers: the next request waits 2 s (the second backoff), then works.
+        broken["on"] = False
+        task = asyncio.create_task(engine.decode_offline(offline(1)))
+        await asyncio.sleep(0.01)
+        assert dec.stats.calls == 2
+        await clock.advance(2.0)
+        await until(task.done)
+        assert task.result()[0].error is None
+        assert engine.healthy and not engine.model_failing
+
+
+async def test_a_bug_while_failing_a_batch_does_not_abandon_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def fail(requests: Sequence[DecodeRequest]) -> bool:
+        return any(r.kind is DecodeKind.PARTIAL for r in requests)
+
+    dec = HeldDecoder(fail=fail)
+    dec.gate.clear()
+    config = EngineConfig(SchedulerConfig(partial_budget_s=0.0, max_batch_size=8))
+    clock = ManualClock()
+    async with Engine(dec, config, clock=clock) as engine:
+        upload = asyncio.create_task(engine.decode_offline(offline(1)))
+        await hold_first_batch(dec)
+        broken, fine = engine.open_stream(), engine.open_stream()
+
+        def explode(request_id: object, *, overloaded: bool = False) -> None:
+            raise RuntimeError("bug")
+
+        monkeypatch.setattr(broken.session, "on_dropped", explode)
+        for stream in (broken, fine):
+            stream.feed_audio(scripted_audio([("voice", 1.5)]))
+        dec.gate.set()  # next: one batch with both partials, which fails
+        await until(lambda: len(dec.calls) >= 2)
+        fine.feed_audio(scripted_audio([("silence", 1.0)]))
+        fine.stop()
+        both = asyncio.gather(drain(broken), drain(fine))
+        await finish(clock, both)  # past the backoff the failed batch started
+        got_broken, got_fine = both.result()
+        await asyncio.wait_for(upload, GUARD_S)
+    assert [len(c) for c in dec.calls][:2] == [1, 2]
+    assert got_broken[-2:] == [
+        Error("internal", "internal error: RuntimeError", fatal=True),
+        Done(got_broken[-1].audio_samples, 0, "error"),
+    ]
+    assert [type(e) for e in got_fine][-2:] == [Final, Done]
+
+
+async def test_decode_offline_needs_a_running_engine() -> None:
+    from kettle.transcribe.errors import KettleError
+
+    engine = Engine(FakeDecoder())
+    with pytest.raises(KettleError):
+        await engine.decode_offline(offline(1))
+
+
+def test_audio_fixture_is_voiced() -> None:
+    assert float(np.abs(offline(1)[0].audio).max()) > 0.1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -152,7 +153,8 @@ async def test_a_final_failing_twice_gives_an_internal_error_and_the_engine_serv
         events = await run_one(engine, TWO, speculative_final=False)
         errors = [e for e in events if isinstance(e, Error)]
         assert [(e.code, e.fatal) for e in errors] == [("internal", False)]
-        assert errors[0].message.startswith("could not transcribe audio 0.")  # names it
+        # The message names the utterance (its number, once the client saw one, and span).
+        assert re.match(r"could not transcribe utterance 0 \(\d+\.\d{3}-", errors[0].message)
         finals = [e for e in events if isinstance(e, Final)]
         assert [f.utterance for f in finals] == [0, 1]
         # Another stream afterwards is served normally.

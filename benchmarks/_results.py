@@ -17,6 +17,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+REPO = Path(__file__).resolve().parents[1]
+# The real-speech benchmarks read the full eval set (48 clips), which lives outside the
+# repository; tests/data/speech is only the tests' 22-clip subset.
+SHARED_EVAL = REPO.parent / "shared" / "eval"
 HEADER = "# kettle benchmark results\n\nEach section is written by the script it names.\n"
 
 
@@ -46,6 +50,39 @@ def machine_info() -> dict[str, object]:
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
         ).stdout.strip()
     return info
+
+
+def eval_dir(override: Path | None = None) -> Path:
+    """The eval set a benchmark reads: `override`, else $KETTLE_EVAL_DIR, else ../shared/eval."""
+    if override is not None:
+        return override
+    env = os.environ.get("KETTLE_EVAL_DIR")
+    return Path(env) if env else SHARED_EVAL
+
+
+def require_eval_set(path: Path) -> str:
+    """Stops the benchmark with a clear message when the eval set is missing.
+
+    Returns the line that says which data was used; it is printed to stderr here, and the
+    benchmark puts it in its JSON and its RESULTS.md section.
+    """
+    manifest = path / "manifest.tsv"
+    if not manifest.is_file():
+        sys.exit(
+            f"{Path(sys.argv[0]).name}: no eval set at {path} (no manifest.tsv).\n"
+            "The real-speech benchmarks read the full 48-clip eval set, which is kept outside "
+            "the repository at ../shared/eval. Put it there or set KETTLE_EVAL_DIR=/path/to/eval "
+            "(KETTLE_EVAL_DIR=tests/data/speech runs on the tests' 22-clip subset instead; its "
+            "figures are not comparable with RESULTS.md)."
+        )
+    with open(manifest, encoding="utf-8") as fh:
+        clips = sum(1 for _ in fh) - 1
+    shown = "../shared/eval" if path.resolve() == SHARED_EVAL.resolve() else str(path)
+    line = f"Data: real speech from the eval set at {shown} ({clips} clips; outside the repository)"
+    if path.resolve() == (REPO / "tests" / "data" / "speech").resolve():
+        line = f"Data: the tests' speech subset at tests/data/speech ({clips} clips)"
+    print(line, file=sys.stderr, flush=True)
+    return line
 
 
 def markdown_table(rows: list[dict[str, object]], columns: list[str]) -> str:

@@ -1,9 +1,11 @@
 """File transcription speed and accuracy: kettle's pipeline vs faster-whisper's two.
 
-The audio is the whole ../shared/eval set decoded to 16 kHz mono and joined in manifest order
-with 0.5 s of silence between clips (~344 s), plus a ~10-minute recording made by repeating
-that sequence (cut at a clip boundary, so the reference text stays exact). Each system runs on
-the same tiny.en CTranslate2 weights, int8, the same CPU threads and beam size:
+The audio is the whole eval set (../shared/eval, outside the repository, or $KETTLE_EVAL_DIR;
+the script stops with a message when it is missing) decoded to 16 kHz mono and joined in
+manifest order with 0.5 s of silence between clips (~344 s), plus a ~10-minute recording
+made by repeating that sequence (cut at a clip boundary, so the reference text stays exact).
+Each system runs on the same tiny.en CTranslate2 weights, int8, the same CPU threads and beam
+size:
 
 - kettle: its file pipeline (Silero VAD windows packed to 30 s, batched encode+generate
   across windows, words aligned, speech the model skipped decoded again);
@@ -22,7 +24,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -34,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _results
 
 REPO = Path(__file__).resolve().parents[1]
-EVAL = Path(os.environ.get("KETTLE_EVAL_DIR", REPO.parent / "shared" / "eval"))
+EVAL = _results.eval_dir()
 SR = 16000
 GAP_S = 0.5
 LONG_S = 600.0
@@ -105,6 +106,7 @@ def main() -> int:
     )
     parser.add_argument("--no-write", action="store_true", help="do not touch RESULTS.md")
     args = parser.parse_args()
+    data_line = _results.require_eval_set(EVAL)
 
     from kettle.transcribe import fw
     from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
@@ -189,6 +191,7 @@ def main() -> int:
 
     result = {
         "benchmark": "bench_files",
+        "data": data_line,
         "settings": {
             "model": args.model,
             "device": args.device,
@@ -222,7 +225,7 @@ def main() -> int:
             "WhisperModel.transcribe with default options (no VAD, previous-text "
             "conditioning); fw_batched is BatchedInferencePipeline (Silero VAD chunks). "
             "WER: corpus WER after Whisper's English normaliser against the clips' references "
-            "joined in order.\n\n" + table
+            f"joined in order.\n\n{data_line}.\n\n" + table
         )
         _results.write_section("bench_files", body)
     return 0

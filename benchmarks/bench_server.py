@@ -33,11 +33,11 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _results import machine_info, markdown_table, write_section
+from _results import eval_dir, machine_info, markdown_table, require_eval_set, write_section
 from kettle.streaming.client import ClientOptions, StreamResult, stream_audio
 
 HERE = Path(__file__).resolve().parent
-EVAL = Path(os.environ.get("KETTLE_EVAL_DIR", HERE.parent.parent / "shared" / "eval"))
+EVAL = eval_dir()
 SAMPLE_RATE = 16000
 GAP_S = 0.8  # silence between clips, so that each clip ends its utterance
 CATEGORIES = ("librispeech", "librivox", "fleurs", "arctic_accent", "speech_pd", "ljspeech")
@@ -143,6 +143,7 @@ def lost_finals(result: StreamResult, expected: int) -> int:
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
+    data_line = require_eval_set(EVAL)
     clips = load_clips()
     max_n = max(args.clients)
     tracks = build_tracks(clips, max_n, args.seconds)
@@ -204,6 +205,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         except subprocess.TimeoutExpired:
             proc.kill()
     return {
+        "data": data_line,
         "model": args.model,
         "seconds_per_client": args.seconds,
         "chunk_ms": args.chunk_ms,
@@ -286,10 +288,11 @@ def main() -> int:
     write_section(
         "bench_server",
         f"{data['model']}, {len(data['rows'])} runs, each client replays {args.seconds:g} s of "
-        f"../shared/eval speech in real time ({args.chunk_ms} ms chunks, sent once recorded). "
+        f"eval-set speech in real time ({args.chunk_ms} ms chunks, sent once recorded). "
         "Lags are measured at the client from the audio clock (stream start + event end) to "
         "receipt; finals lost are counted against an unpaced run of the same audio; server CPU "
         "is utime+stime of the `kettle serve` process per second of audio.\n\n"
+        + f"{data['data']}.\n\n"
         + table
         + "\n![server latency](server_latency.png)\n",
     )

@@ -28,9 +28,14 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _results import machine_info, markdown_table, write_section  # noqa: E402
+from _results import (  # noqa: E402
+    eval_dir,
+    machine_info,
+    markdown_table,
+    require_eval_set,
+    write_section,
+)
 
-EVAL = HERE.parent.parent / "shared" / "eval"
 TARGETS = {
     "1 stream partial lag P50 <= 0.35 s": (1, "partial_p50", 0.35),
     "1 stream partial lag P95 <= 0.7 s": (1, "partial_p95", 0.7),
@@ -148,11 +153,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-baseline", action="store_true", help="skip the batch-1 runs")
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--threads", type=int, default=0)
-    parser.add_argument("--eval-dir", type=Path, default=EVAL)
+    parser.add_argument(
+        "--eval-dir",
+        type=Path,
+        default=None,
+        help="eval set (default: $KETTLE_EVAL_DIR, else ../shared/eval)",
+    )
     parser.add_argument("--out", type=Path, default=HERE / "bench_streaming.json")
     parser.add_argument("--plot", type=Path, default=HERE / "streaming_latency.png")
     parser.add_argument("--no-write", action="store_true", help="do not touch RESULTS.md")
     args = parser.parse_args(argv)
+    args.eval_dir = eval_dir(args.eval_dir)
+    data_line = require_eval_set(args.eval_dir)
     ns = [1, 4] if args.quick else [int(x) for x in args.streams.split(",")]
     seconds = 10.0 if args.quick else args.seconds
 
@@ -189,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             "met": eight["finals_lost"] == 0,
         }
     result = {
+        "data": data_line,
         "machine": machine_info(),
         "model": args.model,
         "seconds_per_stream": seconds,
@@ -223,10 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     body = (
         f"{'Quick run' if args.quick else 'Full run'}: {args.model}, real-time streams of "
-        f"../shared/eval audio (~{seconds:.0f} s per stream, 20 ms chunks), batched "
+        f"eval-set audio (~{seconds:.0f} s per stream, 20 ms chunks), batched "
         f"(max {args.batch_size}) and batch 1 as the baseline; lags in seconds, final lag "
         "from the endpoint decision (and from the end of speech), CPU s per audio s over the "
-        f"whole process. Total {total:.0f} s.\n\n"
+        f"whole process. Total {total:.0f} s.\n\n{data_line}.\n\n"
         + markdown_table(rows, columns)
         + "\nBatch sizes seen: "
         + "; ".join(f"N={r['streams']}/max {r['max_batch']}: {r['batch_sizes']}" for r in rows)

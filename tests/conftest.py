@@ -1,25 +1,35 @@
-"""Shared fixtures: where the real-speech eval set lives, its manifest, the real tiny.en model."""
+"""Shared fixtures: the real speech the tests carry, its manifest, WER, espeak-ng, tiny.en.
+
+Real speech: `tests/data/speech` (22 openly licensed clips in every format the product reads,
+see its README). `KETTLE_EVAL_DIR` points the same fixtures at the larger eval set instead
+(same layout and file names). No test reads a path outside the repository otherwise.
+"""
 
 from __future__ import annotations
 
 import csv
 import os
+import shutil
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pytest
 
 if TYPE_CHECKING:
     from kettle.transcribe.adapter import WhisperAdapter
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+SPEECH_DIR = REPO_ROOT / "tests" / "data" / "speech"
+SAMPLE_RATE = 16000
 
 
 def _eval_dir() -> Path:
     env = os.environ.get("KETTLE_EVAL_DIR")
-    return Path(env) if env else REPO_ROOT.parent / "shared" / "eval"
+    return Path(env) if env else SPEECH_DIR
 
 
 @dataclass(frozen=True)
@@ -30,18 +40,24 @@ class EvalClip:
     category: str
     sample_rate: int
     channels: int
+    license: str
+    source: str
 
 
 @pytest.fixture(scope="session")
 def eval_dir() -> Path:
+    """The speech folder: tests/data/speech, or $KETTLE_EVAL_DIR when set."""
     path = _eval_dir()
     if not (path / "manifest.tsv").is_file():
-        pytest.skip(f"eval set not found at {path} (set KETTLE_EVAL_DIR)")
+        # A failure, not a skip: the repository carries this data, so its absence is a bug
+        # (or a KETTLE_EVAL_DIR that points nowhere).
+        pytest.fail(f"no speech manifest at {path / 'manifest.tsv'} (check KETTLE_EVAL_DIR)")
     return path
 
 
 @pytest.fixture(scope="session")
 def eval_clips(eval_dir: Path) -> list[EvalClip]:
+    """Every clip of the manifest, in manifest order."""
     with open(eval_dir / "manifest.tsv", newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh, delimiter="\t"))
     return [
@@ -52,9 +68,29 @@ def eval_clips(eval_dir: Path) -> list[EvalClip]:
             category=row["category"],
             sample_rate=int(row["sample_rate_hz"]),
             channels=int(row["channels"]),
+            license=row["license"],
+            source=row["source_repo_and_path"],
         )
         for row in rows
     ]
+
+
+@pytest.fixture(scope="session")
+def eval_clip(eval_clips: list[EvalClip]) -> Callable[[str], EvalClip]:
+    """eval_clip("ls__2830-3980-0043.wav") -> that clip; fails (never skips) when absent.
+
+    Every file of tests/data/speech is also in the full eval set under the same name, so a
+    test that names one runs on both.
+    """
+    by_name = {c.path.name: c for c in eval_clips}
+
+    def find(name: str) -> EvalClip:
+        clip = by_name.get(Path(name).name)
+        if clip is None:
+            pytest.fail(f"{name} is not in the speech manifest ({len(by_name)} clips)")
+        return clip
+
+    return find
 
 
 def wer(references: list[str], hypotheses: list[str]) -> float:
@@ -71,6 +107,39 @@ def wer(references: list[str], hypotheses: list[str]) -> float:
 @pytest.fixture(scope="session")
 def wer_fn() -> Callable[[list[str], list[str]], float]:
     return wer
+
+
+def require_tool(command: str, apt_package: str) -> str:
+    """The path of `command`; the test fails, naming the apt package, when it is missing."""
+    path = shutil.which(command)
+    if path is None:
+        pytest.fail(f"{command} is not installed: apt-get install {apt_package} (.ci/run does)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def espeak(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., np.ndarray]:
+    """espeak(text, *args) -> 16 kHz mono float32 speech synthesized by espeak-ng.
+
+    `args` go to espeak-ng as they are (e.g. "-s", "140" for the speed, "-v", "en-us").
+    Fails, naming the apt package, when espeak-ng is missing.
+    """
+    import soundfile as sf
+    import soxr
+
+    binary = require_tool("espeak-ng", "espeak-ng")
+    folder = tmp_path_factory.mktemp("espeak")
+    made = [0]
+
+    def synthesize(text: str, *args: str) -> np.ndarray:
+        made[0] += 1
+        wav = folder / f"{made[0]}.wav"
+        subprocess.run([binary, *args, "-w", str(wav), text], check=True, capture_output=True)
+        data, rate = sf.read(wav, dtype="float32", always_2d=True)
+        mono = data.mean(axis=1)
+        return np.asarray(soxr.resample(mono, rate, SAMPLE_RATE), dtype=np.float32)
+
+    return synthesize
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""The server with the real tiny.en model on real speech from ../shared/eval (slow tests).
+"""The server with the real tiny.en model on real speech from tests/data/speech (slow tests).
 
 Conformance end to end (ready -> partials -> finals in order -> done -> close 1000) and the
 same finals, within a small WER margin, for every encoding and input rate.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import numpy as np
@@ -27,11 +27,9 @@ CLIP = "jfk__openai_whisper_jfk.flac"  # 11 s, 44.1 kHz stereo, pauses between p
 
 
 @pytest.fixture(scope="module")
-def clip(eval_clips: Sequence[Any]) -> tuple[np.ndarray, str]:
-    match = [c for c in eval_clips if c.path.name == CLIP]
-    if not match:
-        pytest.skip(f"{CLIP} is not in the eval set")
-    return load_audio(match[0].path), match[0].reference
+def clip(eval_clip: Callable[[str], Any]) -> tuple[np.ndarray, str]:
+    found = eval_clip(CLIP)
+    return load_audio(found.path), found.reference
 
 
 @pytest.fixture

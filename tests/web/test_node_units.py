@@ -19,7 +19,7 @@ REPO_ROOT = HERE.parents[1]
 def test_javascript_units_pass_under_node() -> None:
     node = shutil.which("node") or shutil.which("nodejs")
     if node is None:
-        pytest.skip("node is not installed (apt install nodejs): the web/ unit tests did not run")
+        pytest.fail("node is not installed: apt-get install nodejs (.ci/run does)")
     files = sorted(str(p.relative_to(REPO_ROOT)) for p in HERE.glob("*.test.mjs"))
     assert files, "no JavaScript tests found"
     # Files, not the folder: node 18 and 20+ treat a directory argument differently.

@@ -35,27 +35,20 @@ def server(
         yield srv
 
 
-def clip_by_file(eval_clips: list[Any], name: str) -> Any:
-    clip = next((c for c in eval_clips if c.path.as_posix().endswith(name)), None)
-    if clip is None:
-        pytest.skip(f"{name} is not in the eval set")
-    return clip
-
-
 def test_page_transcribes_the_microphone(
     server: Any,
     open_browser: Callable[..., Any],
     make_mic_wav: Callable[[Path, int, Path], float],
     page_tools: Any,
     artifacts_dir: Path,
-    eval_clips: list[Any],
+    eval_clip: Callable[[str], Any],
     wer_fn: Any,
     tmp_path: Path,
 ) -> None:
     from selenium.webdriver.common.by import By
 
     t = page_tools
-    clip = clip_by_file(eval_clips, MAIN_CLIP)
+    clip = eval_clip(MAIN_CLIP)
     mic = tmp_path / "mic48k.wav"
     duration = make_mic_wav(clip.path, 48000, mic)
     driver = open_browser(mic)
@@ -140,7 +133,7 @@ def test_page_at_the_other_capture_rate(
     open_browser: Callable[..., Any],
     make_mic_wav: Callable[[Path, int, Path], float],
     page_tools: Any,
-    eval_clips: list[Any],
+    eval_clip: Callable[[str], Any],
     wer_fn: Any,
     tmp_path: Path,
 ) -> None:
@@ -150,7 +143,7 @@ def test_page_at_the_other_capture_rate(
     page's capture_rate query forces the other rate, so both ratios run in a real browser.
     """
     t = page_tools
-    clip = clip_by_file(eval_clips, SHORT_CLIP)
+    clip = eval_clip(SHORT_CLIP)
     probe = open_browser()
     probe.get(server.url + "/healthz")
     native = int(
@@ -185,7 +178,7 @@ def test_page_reconnects_after_the_server_dies_and_loses_no_words(
     make_mic_wav: Callable[[Path, int, Path], float],
     page_tools: Any,
     kettle_serve: Any,
-    eval_clips: list[Any],
+    eval_clip: Callable[[str], Any],
     wer_fn: Any,
     tmp_path: Path,
 ) -> None:
@@ -196,7 +189,7 @@ def test_page_reconnects_after_the_server_dies_and_loses_no_words(
     the old one never finalized: the final text is still the whole clip.
     """
     t = page_tools
-    clip = clip_by_file(eval_clips, MAIN_CLIP)
+    clip = eval_clip(MAIN_CLIP)
     mic = tmp_path / "mic.wav"
     duration = make_mic_wav(clip.path, 48000, mic)
     driver = open_browser(mic)

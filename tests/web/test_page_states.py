@@ -22,11 +22,11 @@ SPEECH = "audio/ls__2830-3980-0043.wav"  # 2 s of read speech: the fake model ne
 
 @pytest.fixture
 def speech_wav(
-    eval_clips: list[Any], make_mic_wav: Callable[[Path, int, Path], float], tmp_path: Path
+    eval_clip: Callable[[str], Any],
+    make_mic_wav: Callable[[Path, int, Path], float],
+    tmp_path: Path,
 ) -> tuple[Path, float]:
-    clip = next((c for c in eval_clips if c.path.as_posix().endswith(SPEECH)), None)
-    if clip is None:
-        pytest.skip(f"{SPEECH} is not in the eval set")
+    clip = eval_clip(SPEECH)
     out = tmp_path / "speech48k.wav"
     return out, make_mic_wav(clip.path, 48000, out)
 

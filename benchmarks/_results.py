@@ -19,7 +19,7 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 REPO = Path(__file__).resolve().parents[1]
 # The real-speech benchmarks read the full eval set (48 clips), which lives outside the
-# repository; tests/data/speech is only the tests' 22-clip subset.
+# repository; tests/data/speech is only the tests' 24-clip subset.
 SHARED_EVAL = REPO.parent / "shared" / "eval"
 HEADER = "# kettle benchmark results\n\nEach section is written by the script it names.\n"
 
@@ -72,7 +72,7 @@ def require_eval_set(path: Path) -> str:
             f"{Path(sys.argv[0]).name}: no eval set at {path} (no manifest.tsv).\n"
             "The real-speech benchmarks read the full 48-clip eval set, which is kept outside "
             "the repository at ../shared/eval. Put it there or set KETTLE_EVAL_DIR=/path/to/eval "
-            "(KETTLE_EVAL_DIR=tests/data/speech runs on the tests' 22-clip subset instead; its "
+            "(KETTLE_EVAL_DIR=tests/data/speech runs on the tests' 24-clip subset instead; its "
             "figures are not comparable with RESULTS.md)."
         )
     with open(manifest, encoding="utf-8") as fh:

@@ -1,6 +1,6 @@
 """Shared fixtures: the real speech the tests carry, its manifest, WER, espeak-ng, tiny.en.
 
-Real speech: `tests/data/speech` (22 openly licensed clips in every format the product reads,
+Real speech: `tests/data/speech` (24 openly licensed clips in every format the product reads,
 see its README). `KETTLE_EVAL_DIR` points the same fixtures at the larger eval set instead
 (same layout and file names). No test reads a path outside the repository otherwise.
 """

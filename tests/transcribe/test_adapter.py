@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +17,20 @@ from kettle.transcribe.features import FeatureComputer
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest
 
 P, F = DecodeKind.PARTIAL, DecodeKind.FINAL
+# Tests below rely on the order: "He hoped there would be stew...", "Stuff it into you...",
+# "He could wait no longer", "For a full hour he had paced up and down...".
+SPEECH = (
+    "ls__1089-134686-0000.flac",
+    "ls__1089-134686-0001.flac",
+    "ls__1089-134691-0000.flac",
+    "ls__1089-134691-0001.flac",
+)
 
 
 @pytest.fixture(scope="module")
-def speech(eval_clips: list[Any]) -> list[tuple[np.ndarray, str]]:
+def speech(eval_clip: Callable[[str], Any]) -> list[tuple[np.ndarray, str]]:
     """Four LibriSpeech utterances (16 kHz mono FLAC) of 2-11 s with their references."""
-    clips = [c for c in eval_clips if c.category == "librispeech" and c.duration_s <= 11][:4]
-    assert len(clips) == 4
+    clips = [eval_clip(name) for name in SPEECH]
     out = []
     for clip in clips:
         audio, rate = sf.read(Path(clip.path), dtype="float32")

@@ -55,8 +55,8 @@ _STREAM_IDS = itertools.count(1)
 @dataclass(frozen=True)
 class EngineConfig:
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
-    # Events a stream may hold unread; beyond it the oldest partials are dropped (finals,
-    # errors and done never are).
+    # Events a stream may hold unread before it reports overflow. Stale partials are replaced
+    # by newer ones; finals, errors and done are never dropped (backlog.py, as the outbox).
     event_queue_size: int = 256
     # Bounded shutdown: close() waits this long for open streams' finals.
     close_timeout_s: float = 30.0

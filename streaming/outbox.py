@@ -1,26 +1,20 @@
 """The per-connection queue between a session's events and its socket writer.
 
 A slow reader must never block the engine, so the engine's events are always taken at once
-and parked here. What is parked is bounded by this policy:
-
-- a partial replaces every partial still waiting for the same or an earlier utterance (they
-  are stale: the client would overwrite them at once), and a final drops waiting partials of
-  its utterance; so at most a partial or two wait, however slow the reader;
-- finals, errors and `done` are never dropped; they are few (one per utterance), but a peer
-  that reads nothing at all would let them grow, so past `limit` messages the outbox reports
-  overflow and the server ends that session.
+and parked here, bounded by the one policy of ``backlog.py`` (stale partials are replaced,
+finals, errors and `done` never dropped; past `limit` messages the outbox reports overflow
+and the server ends that session).
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-PARTIAL = "partial"
-FINAL = "final"
-OTHER = "other"
+from kettle.streaming.backlog import FINAL, OTHER, PARTIAL, Backlog
+
+__all__ = ["FINAL", "OTHER", "PARTIAL", "OutMessage", "Outbox"]
 
 
 @dataclass(frozen=True)
@@ -35,43 +29,46 @@ class OutMessage:
     fatal: bool = False  # ... with 1011
 
 
+def _classify(message: OutMessage) -> tuple[str, int]:
+    return message.kind, message.utterance
+
+
 class Outbox:
     def __init__(self, limit: int = 1000) -> None:
         if limit < 1:
             raise ValueError("outbox limit must be at least 1")
-        self.limit = limit
-        self._queue: collections.deque[OutMessage] = collections.deque()
+        self._backlog: Backlog[OutMessage] = Backlog(limit, _classify)
         self._ready = asyncio.Event()
-        self.dropped_partials = 0
-        self.overflowed = False
+
+    @property
+    def limit(self) -> int:
+        return self._backlog.limit
+
+    @property
+    def dropped_partials(self) -> int:
+        return self._backlog.dropped_partials
+
+    @property
+    def overflowed(self) -> bool:
+        return self._backlog.overflowed
 
     def __len__(self) -> int:
-        return len(self._queue)
+        return len(self._backlog)
+
+    def __iter__(self) -> Iterator[OutMessage]:
+        return iter(self._backlog)
 
     def put(self, message: OutMessage) -> bool:
         """Queue a message, dropping what it makes stale; False once the reader is hopeless."""
-        if message.kind == PARTIAL:
-            self._drop_partials(lambda m: m.utterance <= message.utterance)
-        elif message.kind == FINAL:
-            self._drop_partials(lambda m: m.utterance == message.utterance)
-        self._queue.append(message)
+        ok = self._backlog.put(message)
         self._ready.set()
-        if len(self._queue) > self.limit:
-            self.overflowed = True
-        return not self.overflowed
-
-    def _drop_partials(self, stale: Callable[[OutMessage], bool]) -> None:
-        if not any(m.kind == PARTIAL for m in self._queue):
-            return
-        kept = [m for m in self._queue if not (m.kind == PARTIAL and stale(m))]
-        self.dropped_partials += len(self._queue) - len(kept)
-        self._queue = collections.deque(kept)
+        return ok
 
     def get_nowait(self) -> OutMessage | None:
-        if not self._queue:
+        message = self._backlog.popleft()
+        if message is None:
             self._ready.clear()
-            return None
-        return self._queue.popleft()
+        return message
 
     async def get(self) -> OutMessage:
         while True:

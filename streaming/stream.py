@@ -11,12 +11,12 @@ Methods are called on the event loop's thread (the server's connection handlers)
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import AsyncIterator
 from typing import Protocol
 
 import numpy as np
-from kettle.streaming.events import Done, Error, Event, Partial
+from kettle.streaming.backlog import FINAL, OTHER, PARTIAL, Backlog
+from kettle.streaming.events import Done, Error, Event, Final, Partial
 from kettle.streaming.session import Session
 
 
@@ -35,12 +35,10 @@ class Stream:
         self.stream_id = stream_id
         self._host = host
         self._session = session
-        self._events: deque[Event] = deque()
-        self._queue_size = queue_size
+        self._events: Backlog[Event] = Backlog(queue_size, _classify)
         self._wakeup = asyncio.Event()
         self._finished = False  # Done returned to the reader (or aborted)
         self._aborted = False
-        self.partials_dropped = 0  # partials the reader lagged too far behind to get
         self._idle = asyncio.Event()  # set while no decode of this stream is pending
         self._idle.set()
 
@@ -56,6 +54,11 @@ class Stream:
     @property
     def aborted(self) -> bool:
         return self._aborted
+
+    @property
+    def partials_dropped(self) -> int:
+        """Partials replaced by newer ones before the reader took them."""
+        return self._events.dropped_partials
 
     def feed_audio(self, samples: np.ndarray) -> None:
         """Float32 mono 16 kHz, any size. Never blocks; ignored after stop or abort."""
@@ -101,8 +104,8 @@ class Stream:
         while True:
             if self._aborted or self._finished:
                 raise StopAsyncIteration
-            if self._events:
-                event = self._events.popleft()
+            event = self._events.popleft()
+            if event is not None:
                 if isinstance(event, Done):
                     self._finished = True
                 return event
@@ -121,19 +124,12 @@ class Stream:
 
     # --- engine side ---------------------------------------------------------------------
     def deliver(self, events: list[Event]) -> None:
-        """Queue events for the reader; past the bound the oldest partials go (a newer one
-        replaces them anyway); finals, errors and done never do."""
+        """Queue events for the reader under the backlog policy (stale partials are replaced;
+        finals, errors and done never dropped)."""
         if self._aborted:
             return
-        self._events.extend(events)
-        while len(self._events) > self._queue_size:
-            for i, ev in enumerate(self._events):
-                if isinstance(ev, Partial):
-                    del self._events[i]
-                    self.partials_dropped += 1
-                    break
-            else:
-                break
+        for event in events:
+            self._events.put(event)
         if events:
             self._wakeup.set()
 
@@ -154,3 +150,11 @@ class Stream:
             ]
         )
         self._idle.set()
+
+
+def _classify(event: Event) -> tuple[str, int]:
+    if isinstance(event, Partial):
+        return PARTIAL, event.utterance
+    if isinstance(event, Final):
+        return FINAL, event.utterance
+    return OTHER, -1

@@ -646,7 +646,7 @@ async def test_stalled_reader_never_blocks_the_engine_and_gets_every_final() -> 
         runner = ConnectionRunner(ws, codec, engine, session_id="s1", limits=ConnectionLimits())
         running = asyncio.create_task(runner.run())
         # The engine finishes the whole stream although nothing was sent yet.
-        while not (runner.outbox and "done" in runner.outbox._queue[-1].text):
+        while not (runner.outbox and "done" in list(runner.outbox)[-1].text):
             await asyncio.sleep(0.02)
         assert ws.sent == [] and engine.streams_open == 0
         assert runner.outbox.dropped_partials > 0

@@ -27,6 +27,7 @@ from kettle.transcribe.models import resolve_model
 from kettle.transcribe.types import (
     MAX_WINDOW_SAMPLES,
     SAMPLE_RATE,
+    TASKS,
     DecodeKind,
     DecodeRequest,
     DecodeResult,
@@ -196,7 +197,7 @@ class WhisperAdapter:
         self._multilingual = bool(self._ct2.is_multilingual)
         self._features = FeatureComputer(int(self._ct2.n_mels), device=device)
         self._cache = EncoderCache(config.encoder_cache_size)
-        self._tokenizers: dict[str, Any] = {}
+        self._tokenizers: dict[tuple[str, str], Any] = {}
         self._suppress: list[int] | None = None
         self._languages = frozenset(fw.LANGUAGE_CODES) if self._multilingual else frozenset()
         self._th = Thresholds(
@@ -319,6 +320,10 @@ class WhisperAdapter:
                 f"request {r.request_id!r}: context of {len(r.context)} characters is longer "
                 f"than {MAX_CONTEXT_CHARS}"
             )
+        if r.task not in TASKS:
+            raise ConfigError(f"request {r.request_id!r}: task must be one of {', '.join(TASKS)}")
+        if r.task == "translate" and not self._multilingual:
+            raise ConfigError(f"model {self.name} is English-only and cannot translate")
         return samples
 
     # -- the batch ---------------------------------------------------------------------------
@@ -399,16 +404,16 @@ class WhisperAdapter:
             for job in pending[key]:
                 job.encoded = row
 
-    def _tokenizer(self, language: str) -> Any:
-        tok = self._tokenizers.get(language)
+    def _tokenizer(self, language: str, task: str = "transcribe") -> Any:
+        tok = self._tokenizers.get((language, task))
         if tok is None:
             tok = self._fw.Tokenizer(
                 self._wm.hf_tokenizer,
                 self._multilingual,
-                task="transcribe",
+                task=task,
                 language=language if self._multilingual else None,
             )
-            self._tokenizers[language] = tok
+            self._tokenizers[(language, task)] = tok
         return tok
 
     def _suppress_tokens(self) -> list[int]:
@@ -435,8 +440,8 @@ class WhisperAdapter:
                 job.language = langs[0][0][2:-2]
 
     def _build_prompt(self, job: _Job) -> None:
-        tok = self._tokenizer(job.language)
         r = job.request
+        tok = self._tokenizer(job.language, r.task)
         previous: list[int] = []
         if r.prompt and r.prompt.strip():
             previous = tok.encode(" " + r.prompt.strip())
@@ -464,7 +469,7 @@ class WhisperAdapter:
         out: dict[int, Hypothesis] = {}
         groups: dict[int, list[int]] = {}
         for k, job in enumerate(jobs):
-            sot = self._tokenizer(job.language).sot
+            sot = self._tokenizer(job.language, job.request.task).sot
             groups.setdefault(job.prompt.index(sot), []).append(k)
         for members in groups.values():
             sub = [jobs[k] for k in members]
@@ -498,7 +503,7 @@ class WhisperAdapter:
     def _hypothesis(
         self, job: _Job, res: Any, temperature: float, budget: int | None
     ) -> Hypothesis:
-        tok = self._tokenizer(job.language)
+        tok = self._tokenizer(job.language, job.request.task)
         seq = list(res.sequences_ids[0])
         # CTranslate2 returns the forced tokens too but scores only what follows them; the
         # context is not counted, so a long context does not dilute the average.
@@ -582,10 +587,10 @@ class WhisperAdapter:
             and j.chosen.tokens
             and not decoding.suppressed(j.chosen, self._th)
         ]
-        by_lang: dict[str, list[_Job]] = {}
+        by_lang: dict[tuple[str, str], list[_Job]] = {}
         for job in jobs:
-            by_lang.setdefault(job.language, []).append(job)
-        for language, group in by_lang.items():
+            by_lang.setdefault((job.language, job.request.task), []).append(job)
+        for (language, task), group in by_lang.items():
             segments = []
             for job in group:
                 assert job.chosen is not None
@@ -601,7 +606,7 @@ class WhisperAdapter:
             frames = [min(_N_FRAMES, max(1, math.ceil(j.audio.shape[0] / _HOP))) for j in group]
             self._wm.add_word_timestamps(
                 segments,
-                self._tokenizer(language),
+                self._tokenizer(language, task),
                 self._stack(group),
                 frames,
                 self._fw.PREPEND_PUNCTUATIONS,

@@ -14,15 +14,16 @@ import logging
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from kettle.transcribe.errors import ConfigError, KettleError, ModelError
 from kettle.transcribe.progress import Progress
 from kettle.transcribe.result_cache import ResultCache
-from kettle.transcribe.transcript import Segment, Transcript
+from kettle.transcribe.transcript import DecodeStats, Segment, Transcript
 from kettle.transcribe.types import (
     SAMPLE_RATE,
+    TASKS,
     DecodeKind,
     Decoder,
     DecodeRequest,
@@ -64,6 +65,8 @@ class PipelineConfig:
     recover_depth: int = 1
     recover_chars_per_s: float = 11.0
     recover_align_all: bool = True
+    task: str = "transcribe"  # or "translate" (to English; multilingual models)
+    prompt: str | None = None  # text to condition every window on (names, vocabulary)
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= 256:
@@ -74,6 +77,8 @@ class PipelineConfig:
             raise ConfigError("cue limits must be positive")
         if self.recover_gap_s < 0 or self.recover_depth < 0 or self.recover_chars_per_s < 0:
             raise ConfigError("recover settings must not be negative")
+        if self.task not in TASKS:
+            raise ConfigError(f"task must be one of {', '.join(TASKS)}, not {self.task!r}")
 
     @property
     def recovers(self) -> bool:
@@ -84,6 +89,8 @@ class PipelineConfig:
         return {
             "beam_size": self.beam_size,
             "language": self.language,
+            **({"task": self.task} if self.task != "transcribe" else {}),
+            **({"prompt": self.prompt} if self.prompt else {}),
             "word_timestamps": self.word_timestamps,
             "max_cue_s": self.max_cue_s,
             "max_cue_chars": self.max_cue_chars,
@@ -267,6 +274,8 @@ def _decode(
             or item.align
             or (config.recovers and config.recover_align_all),
             beam_size=config.beam_size,
+            prompt=config.prompt,
+            task=config.task,
         )
         for i, ((s, w), item) in enumerate(zip(live, work, strict=True))
     ]
@@ -380,7 +389,7 @@ def _maybe_finish(
         window, result = state.results[key]
         segments.extend(window_segments(result, window, config))
     if not config.word_timestamps:  # aligned for recovery only: keep the cue times, not words
-        segments = [Segment(g.start, g.end, g.text) for g in segments]
+        segments = [replace(g, words=()) for g in segments]
     languages = [r.language for _, r in state.results.values() if r.text.strip()]
     language = max(set(languages), key=languages.count) if languages else (config.language or "")
     transcript = Transcript(
@@ -399,10 +408,25 @@ def _maybe_finish(
 
 
 def window_segments(result: DecodeResult, window: Window, config: PipelineConfig) -> list[Segment]:
-    """Readable segments of one window, in recording time."""
+    """Readable segments of one window, in recording time, with the window's decode stats."""
     text = result.text.strip()
     if not text:
         return []
+    segments = _window_segments(text, result, window, config)
+    stats = DecodeStats(
+        # The tokens belong to the whole window: only a window that is one segment has them.
+        tokens=result.tokens if len(segments) == 1 else (),
+        temperature=result.temperature,
+        avg_logprob=result.avg_logprob,
+        compression_ratio=result.compression_ratio,
+        no_speech_prob=result.no_speech_prob,
+    )
+    return [replace(seg, stats=stats) for seg in segments]
+
+
+def _window_segments(
+    text: str, result: DecodeResult, window: Window, config: PipelineConfig
+) -> list[Segment]:
     if result.words:
         words = [
             Word(
@@ -477,6 +501,6 @@ def _tidy(segments: list[Segment], duration: float) -> list[Segment]:
     for seg in sorted(segments, key=lambda s: s.start):
         start = min(max(seg.start, prev_end), duration)
         end = min(max(seg.end, start), duration)
-        out.append(Segment(start, end, seg.text, seg.words))
+        out.append(replace(seg, start=start, end=end))
         prev_end = end
     return out

@@ -7,7 +7,7 @@ window-relative times of the decoder back onto the recording).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kettle.transcribe.types import Word
@@ -16,11 +16,25 @@ JSON_VERSION = 1
 
 
 @dataclass(frozen=True)
+class DecodeStats:
+    """What the decoder said about the window a segment came from (faster-whisper's segment
+    fields). Not part of the JSON form: a cached transcript comes back without them."""
+
+    tokens: tuple[int, ...] = ()
+    temperature: float = 0.0
+    avg_logprob: float = 0.0
+    compression_ratio: float = 0.0
+    no_speech_prob: float = 0.0
+
+
+@dataclass(frozen=True)
 class Segment:
     start: float
     end: float
     text: str
     words: tuple[Word, ...] = ()
+    # Left out of equality: a transcript from the result cache equals the one decoded.
+    stats: DecodeStats | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,9 @@ SAMPLE_RATE = 16000
 MAX_WINDOW_SAMPLES = 30 * SAMPLE_RATE
 
 
+TASKS = ("transcribe", "translate")
+
+
 class DecodeKind(enum.Enum):
     """PARTIAL: greedy, token cap, no fallback. FINAL: beam, fallback, word timestamps."""
 
@@ -58,6 +61,8 @@ class DecodeRequest:
     # its temperature schedule and say in the result whether round k + 1 should follow, so a
     # caller can queue each round as a request of its own (one fallback never holds a batch).
     fallback_round: int | None = None
+    # "translate": Whisper's English translation task (multilingual models only).
+    task: str = "transcribe"
 
 
 @dataclass(frozen=True)

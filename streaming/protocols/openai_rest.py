@@ -1,0 +1,423 @@
+"""OpenAI's audio REST API, the pure part: form fields in, a validated request out; a
+transcript in, the response body out (json, text, srt, vtt, verbose_json, or SSE events).
+
+No I/O: the route reads the multipart body (with its size limit) and hands the fields and the
+file's bytes here; errors are ``OpenAIError`` values that carry the HTTP status and OpenAI's
+error object ``{"error": {"message", "type", "param", "code"}}``.
+
+Choices where OpenAI's API leaves room or does not fit kettle:
+
+- ``model``: the ids kettle serves (``GET /v1/models``) and ``whisper-1``, an alias of the
+  model that decodes finals, so code written for OpenAI runs unchanged. Anything else is 404.
+- The file's format is found from its bytes (the decoder sniffs the container); the file name
+  is never looked at.
+- ``timestamp_granularities`` needs ``verbose_json`` (as OpenAI's API says); ``stream=true``
+  needs ``json`` or ``text`` (the formats OpenAI streams). Unknown fields are ignored, so newer
+  SDKs' extra fields do not break a request.
+- ``stream=true`` sends one ``transcript.text.delta`` per segment, then one
+  ``transcript.text.done``; the deltas concatenate to the done event's text.
+- ``temperature`` is validated (0..1) and otherwise not used: kettle's decoder always starts
+  at 0 and falls back to higher temperatures on its own checks, which is what OpenAI's
+  default of 0 means.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kettle.streaming.protocol import LANGUAGES
+from kettle.transcribe.transcript import Segment, Transcript
+from kettle.transcribe.writers import format_srt, format_vtt
+
+RESPONSE_FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
+STREAM_FORMATS = ("json", "text")
+GRANULARITIES = ("word", "segment")
+MODEL_ALIAS = "whisper-1"
+CONTENT_TYPES = {
+    "json": "application/json",
+    "verbose_json": "application/json",
+    "text": "text/plain; charset=utf-8",
+    "srt": "text/plain; charset=utf-8",
+    "vtt": "text/vtt; charset=utf-8",
+}
+SSE_CONTENT_TYPE = "text/event-stream"
+MAX_PROMPT_CHARS = 4000
+
+# Whisper's language names, as OpenAI's verbose_json reports them ("english").
+_NAMES = (
+    "af afrikaans|am amharic|ar arabic|as assamese|az azerbaijani|ba bashkir|be belarusian|"
+    "bg bulgarian|bn bengali|bo tibetan|br breton|bs bosnian|ca catalan|cs czech|cy welsh|"
+    "da danish|de german|el greek|en english|es spanish|et estonian|eu basque|fa persian|"
+    "fi finnish|fo faroese|fr french|gl galician|gu gujarati|ha hausa|he hebrew|hi hindi|"
+    "hr croatian|ht haitian creole|hu hungarian|hy armenian|id indonesian|is icelandic|"
+    "it italian|ja japanese|jw javanese|ka georgian|kk kazakh|km khmer|kn kannada|ko korean|"
+    "la latin|lb luxembourgish|ln lingala|lo lao|lt lithuanian|lv latvian|mg malagasy|"
+    "mi maori|mk macedonian|ml malayalam|mn mongolian|mr marathi|ms malay|mt maltese|"
+    "my myanmar|ne nepali|nl dutch|nn nynorsk|no norwegian|oc occitan|pa punjabi|pl polish|"
+    "ps pashto|pt portuguese|ro romanian|ru russian|sa sanskrit|sd sindhi|si sinhala|"
+    "sk slovak|sl slovenian|sn shona|so somali|sq albanian|sr serbian|su sundanese|"
+    "sv swedish|sw swahili|ta tamil|te telugu|tg tajik|th thai|tk turkmen|tl tagalog|"
+    "tr turkish|tt tatar|uk ukrainian|ur urdu|uz uzbek|vi vietnamese|yi yiddish|yo yoruba|"
+    "zh chinese|yue cantonese|haw hawaiian"
+)
+LANGUAGE_NAMES = dict(pair.split(" ", 1) for pair in _NAMES.split("|"))
+
+
+class OpenAIError(Exception):
+    """An error response: HTTP status, OpenAI's error object, and extra headers."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.param = param
+        self.code = code
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.body(), ensure_ascii=False)
+
+
+def bad_request(message: str, param: str | None = None, code: str = "invalid_value") -> OpenAIError:
+    return OpenAIError(400, message, param=param, code=code)
+
+
+def unauthorized() -> OpenAIError:
+    return OpenAIError(401, "Incorrect API key provided.", code="invalid_api_key")
+
+
+def model_not_found(model: str) -> OpenAIError:
+    return OpenAIError(
+        404,
+        f"The model '{model}' does not exist or you do not have access to it.",
+        param="model",
+        code="model_not_found",
+    )
+
+
+def too_large(limit_bytes: int) -> OpenAIError:
+    return OpenAIError(
+        413,
+        f"Maximum content size limit ({limit_bytes} bytes) exceeded.",
+        param="file",
+        code="request_too_large",
+    )
+
+
+def busy(retry_after_s: int, *, unavailable: bool = False) -> OpenAIError:
+    """429 while the upload slots are full; 503 while kettle cannot take work at all."""
+    headers = {"Retry-After": str(retry_after_s)}
+    if unavailable:
+        return OpenAIError(
+            503,
+            "The server is not ready (loading its model or shutting down); retry later.",
+            type="server_error",
+            code="service_unavailable",
+            headers=headers,
+        )
+    return OpenAIError(
+        429,
+        "The server is transcribing as many uploads as it takes; retry later.",
+        type="requests",
+        code="rate_limit_exceeded",
+        headers=headers,
+    )
+
+
+# -- models -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    id: str
+    multilingual: bool
+    created: int = 0
+    owned_by: str = "kettle"
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "model",
+            "created": self.created,
+            "owned_by": self.owned_by,
+        }
+
+
+@dataclass(frozen=True)
+class ModelCatalog:
+    """The models an upload may name; the first is the default (the finals model), which
+    ``whisper-1`` also names."""
+
+    models: tuple[ModelEntry, ...]
+
+    def __post_init__(self) -> None:
+        if not self.models:
+            raise ValueError("a catalog needs at least one model")
+
+    @property
+    def default(self) -> ModelEntry:
+        return self.models[0]
+
+    def entries(self) -> list[ModelEntry]:
+        """Every id a client may use, the alias included (under the default's properties)."""
+        default = self.default
+        alias = ModelEntry(MODEL_ALIAS, default.multilingual, default.created, default.owned_by)
+        ids = {m.id for m in self.models}
+        return [*self.models, *([alias] if MODEL_ALIAS not in ids else [])]
+
+    def resolve(self, name: str) -> ModelEntry:
+        """The model an id names (the alias gives the default), or a 404 error."""
+        for entry in self.models:
+            if entry.id == name:
+                return entry
+        if name == MODEL_ALIAS:
+            return self.default
+        raise model_not_found(name)
+
+    def get_body(self, name: str) -> dict[str, Any]:
+        for entry in self.entries():
+            if entry.id == name:
+                return entry.body()
+        raise model_not_found(name)
+
+    def list_body(self) -> dict[str, Any]:
+        return {"object": "list", "data": [e.body() for e in self.entries()]}
+
+
+# -- requests ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AudioRequest:
+    """A validated transcription or translation request (the audio stays as bytes)."""
+
+    task: str  # "transcribe" | "translate"
+    audio: bytes
+    model: ModelEntry
+    language: str | None = None
+    prompt: str | None = None
+    temperature: float = 0.0
+    response_format: str = "json"
+    words: bool = False
+    stream: bool = False
+
+
+def parse_audio_form(
+    fields: Sequence[tuple[str, str]],
+    file: bytes | None,
+    *,
+    task: str,
+    catalog: ModelCatalog,
+) -> AudioRequest:
+    """Validate a request's text fields (repeated names allowed) and its file's bytes.
+
+    Errors come in the order a client can fix them: the file, then the model (404), then the
+    other parameters (400).
+    """
+    values: dict[str, list[str]] = {}
+    for name, value in fields:
+        values.setdefault(name, []).append(value)
+
+    def one(name: str) -> str | None:
+        got = values.get(name)
+        return got[-1] if got else None
+
+    if file is None:
+        raise bad_request("No file was given: send the audio as the multipart field 'file'.",
+                          "file", "missing_required_parameter")  # fmt: skip
+    if not file:
+        raise bad_request("The uploaded file is empty.", "file", "invalid_file")
+    model_name = (one("model") or "").strip()
+    if not model_name:
+        raise bad_request("The field 'model' is required.", "model", "missing_required_parameter")
+    model = catalog.resolve(model_name)
+    if task == "translate" and not model.multilingual:
+        raise bad_request(
+            f"Model '{model_name}' is English-only and cannot translate; "
+            "use a multilingual model (see GET /v1/models).",
+            "model",
+        )
+    response_format = (one("response_format") or "json").strip().lower()
+    if response_format not in RESPONSE_FORMATS:
+        raise bad_request(f"response_format must be one of {', '.join(RESPONSE_FORMATS)}, "
+                          f"not {response_format!r}.", "response_format")  # fmt: skip
+    language = _language(one("language"), model, model_name)
+    temperature = _temperature(one("temperature"))
+    prompt = one("prompt")
+    if prompt is not None:
+        prompt = prompt.strip()[-MAX_PROMPT_CHARS:] or None
+    granularities = values.get("timestamp_granularities[]", []) + values.get(
+        "timestamp_granularities", []
+    )
+    for g in granularities:
+        if g not in GRANULARITIES:
+            raise bad_request(f"timestamp_granularities holds {g!r}; use word and/or segment.",
+                              "timestamp_granularities")  # fmt: skip
+    if granularities and response_format != "verbose_json":
+        raise bad_request("timestamp_granularities needs response_format verbose_json.",
+                          "timestamp_granularities")  # fmt: skip
+    stream = _bool(one("stream"), "stream")
+    if stream and response_format not in STREAM_FORMATS:
+        raise bad_request("stream=true works with response_format json or text, "
+                          f"not {response_format}.", "stream")  # fmt: skip
+    return AudioRequest(
+        task=task,
+        audio=file,
+        model=model,
+        language=language,
+        prompt=prompt,
+        temperature=temperature,
+        response_format=response_format,
+        words="word" in granularities,
+        stream=stream,
+    )
+
+
+def _language(value: str | None, model: ModelEntry, model_name: str) -> str | None:
+    if value is None or not value.strip():
+        return None
+    code = value.strip().lower()
+    if code not in LANGUAGES:
+        raise bad_request(f"language must be an ISO-639-1 code Whisper knows, not {value!r}.",
+                          "language")  # fmt: skip
+    if code != "en" and not model.multilingual:
+        raise bad_request(f"Model '{model_name}' is English-only; it cannot take language "
+                          f"{code!r}.", "language")  # fmt: skip
+    return code
+
+
+def _temperature(value: str | None) -> float:
+    if value is None or not value.strip():
+        return 0.0
+    try:
+        t = float(value)
+    except ValueError:
+        t = math.nan
+    if not 0.0 <= t <= 1.0:
+        raise bad_request(f"temperature must be a number from 0 to 1, not {value!r}.",
+                          "temperature")  # fmt: skip
+    return t
+
+
+def _bool(value: str | None, param: str) -> bool:
+    if value is None:
+        return False
+    text = value.strip().lower()
+    if text in ("true", "1"):
+        return True
+    if text in ("false", "0", ""):
+        return False
+    raise bad_request(f"{param} must be true or false, not {value!r}.", param)
+
+
+# -- responses --------------------------------------------------------------------------------
+
+
+def usage(transcript: Transcript) -> dict[str, Any]:
+    # OpenAI bills whole seconds of audio, rounded up.
+    return {"type": "duration", "seconds": math.ceil(transcript.duration_s)}
+
+
+def render(transcript: Transcript, request: AudioRequest) -> tuple[str, str]:
+    """The body and content type of a non-streamed response."""
+    fmt = request.response_format
+    if fmt == "json":
+        body: dict[str, Any] = {"text": transcript.text}
+        if request.task == "transcribe":
+            body["usage"] = usage(transcript)
+        return json.dumps(body, ensure_ascii=False), CONTENT_TYPES[fmt]
+    if fmt == "verbose_json":
+        return json.dumps(verbose(transcript, request), ensure_ascii=False), CONTENT_TYPES[fmt]
+    if fmt == "text":
+        return transcript.text + "\n", CONTENT_TYPES[fmt]
+    if fmt == "srt":
+        return format_srt(transcript), CONTENT_TYPES[fmt]
+    return format_vtt(transcript), CONTENT_TYPES[fmt]
+
+
+def verbose(transcript: Transcript, request: AudioRequest) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "task": request.task,
+        "language": LANGUAGE_NAMES.get(transcript.language, transcript.language),
+        "duration": round(transcript.duration_s, 3),
+        "text": transcript.text,
+        "segments": [_segment(i, s, request.words) for i, s in enumerate(transcript.segments)],
+    }
+    if request.words:
+        body["words"] = [
+            {"word": w.word.strip(), "start": round(w.start, 3), "end": round(w.end, 3)}
+            for s in transcript.segments
+            for w in s.words
+        ]
+    if request.task == "transcribe":
+        body["usage"] = usage(transcript)
+    return body
+
+
+def _segment(index: int, seg: Segment, words: bool) -> dict[str, Any]:
+    """faster-whisper's Segment fields (seek in 10 ms frames, as Whisper counts it)."""
+    stats = seg.stats
+    out: dict[str, Any] = {
+        "id": index,
+        "seek": round(seg.start * 100),
+        "start": round(seg.start, 3),
+        "end": round(seg.end, 3),
+        "text": seg.text,
+        "tokens": list(stats.tokens) if stats else [],
+        "temperature": stats.temperature if stats else 0.0,
+        "avg_logprob": round(stats.avg_logprob, 6) if stats else 0.0,
+        "compression_ratio": round(stats.compression_ratio, 6) if stats else 0.0,
+        "no_speech_prob": round(stats.no_speech_prob, 6) if stats else 0.0,
+    }
+    if words:
+        out["words"] = [
+            {
+                "word": w.word,
+                "start": round(w.start, 3),
+                "end": round(w.end, 3),
+                "probability": round(w.probability, 4),
+            }
+            for w in seg.words
+        ]
+    return out
+
+
+def sse(event: dict[str, Any]) -> str:
+    return f"data: {json.dumps(event, ensure_ascii=False)}\n\n"
+
+
+def stream_events(transcript: Transcript) -> Iterable[str]:
+    """SSE frames: a delta per segment (joined by spaces), then the done event."""
+    texts = [s.text for s in transcript.segments if s.text]
+    for i, text in enumerate(texts):
+        yield sse({"type": "transcript.text.delta", "delta": text if i == 0 else " " + text})
+    yield sse({"type": "transcript.text.done", "text": " ".join(texts)})
+
+
+def stream_error(error: OpenAIError) -> str:
+    """An error after the stream began (the SDK raises it as an APIError)."""
+    return sse(error.body())

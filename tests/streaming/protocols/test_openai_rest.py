@@ -1,0 +1,204 @@
+"""OpenAI REST request parsing and response rendering (pure; the SDK tests drive the routes)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from kettle.streaming.protocols import openai_rest as rest
+from kettle.transcribe.transcript import DecodeStats, Segment, Transcript
+from kettle.transcribe.types import Word
+
+CATALOG = rest.ModelCatalog(
+    (rest.ModelEntry("tiny.en", multilingual=False), rest.ModelEntry("base", multilingual=True))
+)
+AUDIO = b"RIFF....WAVEfmt "
+
+
+def parse(fields: list[tuple[str, str]], task: str = "transcribe") -> rest.AudioRequest:
+    return rest.parse_audio_form(fields, AUDIO, task=task, catalog=CATALOG)
+
+
+def test_defaults_and_alias() -> None:
+    req = parse([("model", "whisper-1")])
+    assert req.model.id == "tiny.en"  # the alias names the default (first) model
+    assert (req.response_format, req.language, req.words, req.stream) == (
+        "json",
+        None,
+        False,
+        False,
+    )
+
+
+def test_every_field_parsed() -> None:
+    req = parse(
+        [
+            ("model", "base"),
+            ("language", "DE"),
+            ("prompt", "  Kettle, Whisper  "),
+            ("temperature", "0.2"),
+            ("response_format", "verbose_json"),
+            ("timestamp_granularities[]", "word"),
+            ("timestamp_granularities[]", "segment"),
+            ("chunking_strategy", "auto"),  # unknown fields are ignored
+        ]
+    )
+    assert (req.model.id, req.language, req.prompt, req.temperature) == (
+        "base",
+        "de",
+        "Kettle, Whisper",
+        0.2,
+    )
+    assert req.words and req.response_format == "verbose_json"
+
+
+def test_granularities_without_brackets() -> None:
+    req = parse(
+        [
+            ("model", "base"),
+            ("response_format", "verbose_json"),
+            ("timestamp_granularities", "word"),
+        ]
+    )
+    assert req.words
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ([("model", "base"), ("response_format", "xml")], "response_format"),
+        ([("model", "base"), ("language", "english")], "language"),
+        ([("model", "tiny.en"), ("language", "de")], "language"),
+        ([("model", "base"), ("temperature", "2")], "temperature"),
+        ([("model", "base"), ("temperature", "warm")], "temperature"),
+        ([("model", "base"), ("stream", "maybe")], "stream"),
+        ([("model", "base"), ("stream", "true"), ("response_format", "srt")], "stream"),
+        ([("model", "base"), ("timestamp_granularities[]", "word")], "timestamp_granularities"),
+        (
+            [("model", "base"), ("response_format", "verbose_json"),
+             ("timestamp_granularities[]", "char")],
+            "timestamp_granularities",
+        ),
+        ([], "model"),
+    ],
+)  # fmt: skip
+def test_bad_parameters_are_400_naming_the_param(fields: list[tuple[str, str]], param: str) -> None:
+    with pytest.raises(rest.OpenAIError) as info:
+        parse(fields)
+    err = info.value
+    assert err.status == 400 and err.param == param
+    body = err.body()["error"]
+    assert set(body) == {"message", "type", "param", "code"} and body["message"]
+
+
+def test_missing_or_empty_file_is_400() -> None:
+    for file in (None, b""):
+        with pytest.raises(rest.OpenAIError) as info:
+            rest.parse_audio_form([("model", "base")], file, task="transcribe", catalog=CATALOG)
+        assert info.value.status == 400 and info.value.param == "file"
+
+
+def test_unknown_model_is_404_and_english_only_cannot_translate() -> None:
+    with pytest.raises(rest.OpenAIError) as info:
+        parse([("model", "gpt-9")])
+    assert (info.value.status, info.value.code) == (404, "model_not_found")
+    with pytest.raises(rest.OpenAIError) as info:
+        parse([("model", "tiny.en")], task="translate")
+    assert info.value.status == 400 and info.value.param == "model"
+    assert parse([("model", "base")], task="translate").task == "translate"
+
+
+def test_busy_errors_carry_retry_after() -> None:
+    for err, status in ((rest.busy(3), 429), (rest.busy(3, unavailable=True), 503)):
+        assert err.status == status and err.headers == {"Retry-After": "3"}
+
+
+def test_models_listing() -> None:
+    ids = [m["id"] for m in CATALOG.list_body()["data"]]
+    assert ids == ["tiny.en", "base", "whisper-1"]
+    assert CATALOG.get_body("whisper-1")["object"] == "model"
+    with pytest.raises(rest.OpenAIError):
+        CATALOG.get_body("nope")
+
+
+TRANSCRIPT = Transcript(
+    duration_s=4.2,
+    language="en",
+    model="tiny.en",
+    segments=(
+        Segment(
+            0.5,
+            1.5,
+            "Hello there.",
+            (Word(" Hello", 0.5, 0.9, 0.9), Word(" there.", 0.9, 1.5, 0.8)),
+            DecodeStats((50, 51), 0.0, -0.25, 1.1, 0.01),
+        ),
+        Segment(2.0, 3.0, "Second one.", (Word(" Second", 2.0, 2.5, 0.7),)),
+    ),
+)
+
+
+def render(fmt: str, words: bool = False, task: str = "transcribe") -> str:
+    req = rest.AudioRequest(task, AUDIO, CATALOG.default, response_format=fmt, words=words)
+    body, _ = rest.render(TRANSCRIPT, req)
+    return body
+
+
+def test_json_and_text() -> None:
+    assert json.loads(render("json")) == {
+        "text": "Hello there. Second one.",
+        "usage": {"type": "duration", "seconds": 5},
+    }
+    assert json.loads(render("json", task="translate")) == {"text": "Hello there. Second one."}
+    assert render("text") == "Hello there. Second one.\n"
+
+
+def test_srt_and_vtt_use_the_writers() -> None:
+    assert render("srt").startswith("1\n00:00:00,500 --> 00:00:01,500\nHello there.\n")
+    assert render("vtt").startswith("WEBVTT\n\n00:00:00.500 --> 00:00:01.500\nHello there.\n")
+
+
+def test_verbose_json_has_faster_whisper_segment_fields() -> None:
+    body = json.loads(render("verbose_json"))
+    assert (body["task"], body["language"], body["duration"]) == ("transcribe", "english", 4.2)
+    seg = body["segments"][0]
+    assert seg == {
+        "id": 0,
+        "seek": 50,
+        "start": 0.5,
+        "end": 1.5,
+        "text": "Hello there.",
+        "tokens": [50, 51],
+        "temperature": 0.0,
+        "avg_logprob": -0.25,
+        "compression_ratio": 1.1,
+        "no_speech_prob": 0.01,
+    }
+    assert body["segments"][1]["tokens"] == [] and "words" not in body
+
+
+def test_verbose_json_words_when_asked() -> None:
+    body = json.loads(render("verbose_json", words=True))
+    assert body["words"] == [
+        {"word": "Hello", "start": 0.5, "end": 0.9},
+        {"word": "there.", "start": 0.9, "end": 1.5},
+        {"word": "Second", "start": 2.0, "end": 2.5},
+    ]
+    assert body["segments"][0]["words"][0] == {
+        "word": " Hello",
+        "start": 0.5,
+        "end": 0.9,
+        "probability": 0.9,
+    }
+
+
+def test_stream_events_deltas_add_up_to_done() -> None:
+    frames = list(rest.stream_events(TRANSCRIPT))
+    assert all(f.startswith("data: ") and f.endswith("\n\n") for f in frames)
+    events = [json.loads(f[len("data: ") :]) for f in frames]
+    assert [e["type"] for e in events] == [
+        "transcript.text.delta",
+        "transcript.text.delta",
+        "transcript.text.done",
+    ]
+    assert "".join(e["delta"] for e in events[:-1]) == events[-1]["text"] == TRANSCRIPT.text

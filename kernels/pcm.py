@@ -1,4 +1,5 @@
-"""PCM decoding at the server edge: s16le / f32le / G.711 u-law bytes to float32 mono 16 kHz.
+"""PCM decoding at the server edge: s16le / f32le / G.711 u-law and A-law bytes to float32
+mono 16 kHz.
 
 `PcmStreamDecoder` is the per-session decoder: WebSocket messages may split a sample frame
 anywhere, so it keeps the incomplete frame's bytes and the resampler's history between calls.
@@ -15,6 +16,8 @@ __all__ = [
     "MAX_SAMPLE_RATE",
     "MIN_SAMPLE_RATE",
     "PcmStreamDecoder",
+    "alaw_table",
+    "decode_alaw",
     "decode_f32le",
     "decode_mulaw",
     "decode_s16le",
@@ -22,7 +25,12 @@ __all__ = [
     "mulaw_table",
 ]
 
-ENCODINGS: dict[str, int] = {"pcm_s16le": 2, "pcm_f32le": 4, "mulaw": 1}  # bytes per sample
+ENCODINGS: dict[str, int] = {
+    "pcm_s16le": 2,
+    "pcm_f32le": 4,
+    "mulaw": 1,
+    "alaw": 1,
+}  # bytes per sample
 MIN_SAMPLE_RATE = 8000
 MAX_SAMPLE_RATE = 48000
 TARGET_RATE = 16000
@@ -49,6 +57,26 @@ _MULAW = _mulaw_table()
 def mulaw_table() -> np.ndarray:
     """The 256-entry u-law -> float32 table (16-bit linear value / 32768), read-only."""
     return _MULAW
+
+
+def _alaw_table() -> np.ndarray:
+    # ITU-T G.711 A-law expansion: even bits inverted (xor 0x55); sign set means positive.
+    codes = np.arange(256, dtype=np.int32) ^ 0x55
+    segment = (codes >> 4) & 0x07
+    step = ((codes & 0x0F) << 4) + 8
+    magnitude = np.where(segment == 0, step, (step + 0x100) << np.maximum(segment - 1, 0))
+    linear = np.where(codes & 0x80, magnitude, -magnitude)
+    table = (linear.astype(np.float32) * _S16_SCALE).astype(np.float32)
+    table.setflags(write=False)
+    return table
+
+
+_ALAW = _alaw_table()
+
+
+def alaw_table() -> np.ndarray:
+    """The 256-entry A-law -> float32 table (16-bit linear value / 32768), read-only."""
+    return _ALAW
 
 
 def _as_bytes(data: object) -> memoryview:
@@ -99,7 +127,17 @@ def mix_down(interleaved: np.ndarray, channels: int) -> np.ndarray:
     return samples.reshape(-1, channels).mean(axis=1, dtype=np.float32)
 
 
-_DECODERS = {"pcm_s16le": decode_s16le, "pcm_f32le": decode_f32le, "mulaw": decode_mulaw}
+def decode_alaw(data: bytes | bytearray | memoryview) -> np.ndarray:
+    """G.711 A-law bytes to float32 through a 256-entry table."""
+    return _ALAW[np.frombuffer(_as_bytes(data), dtype=np.uint8)]
+
+
+_DECODERS = {
+    "pcm_s16le": decode_s16le,
+    "pcm_f32le": decode_f32le,
+    "mulaw": decode_mulaw,
+    "alaw": decode_alaw,
+}
 
 
 class PcmStreamDecoder:

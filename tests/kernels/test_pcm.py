@@ -13,6 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kettle.kernels.pcm import (
     PcmStreamDecoder,
+    alaw_table,
+    decode_alaw,
     decode_f32le,
     decode_mulaw,
     decode_s16le,
@@ -108,6 +110,28 @@ def test_mulaw_table_against_references() -> None:
     np.testing.assert_array_equal(table[:128], -table[128:])
     assert np.all(np.diff(table[:128]) > 0) and np.all(np.diff(table[128:]) < 0)
     np.testing.assert_array_equal(decode_mulaw(bytes([0xFF, 0x00, 0x80])), table[[0xFF, 0, 0x80]])
+
+
+def test_alaw_table_against_references() -> None:
+    table = alaw_table()
+    assert table.shape == (256,) and table.dtype == np.float32 and not table.flags.writeable
+    # G.711 A-law: 0xD5 / 0x55 are the smallest magnitudes (+-8), 0xAA / 0x2A the largest.
+    assert table[0xD5] * 32768 == 8 and table[0x55] * 32768 == -8
+    assert table[0xAA] * 32768 == 32256 and table[0x2A] * 32768 == -32256
+    # Segment starts (step 0 of each segment): 8, 264, 528, 1056, ... in 16-bit units.
+    for segment, value in enumerate([8, 264, 528, 1056, 2112, 4224, 8448, 16896]):
+        code = (0x80 | segment << 4) ^ 0x55
+        assert table[code] * 32768 == value and table[code ^ 0x80] * 32768 == -value
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        audioop = importlib.util.find_spec("audioop") and importlib.import_module("audioop")
+    if audioop:
+        want = np.frombuffer(audioop.alaw2lin(bytes(range(256)), 2), dtype="<i2") / 32768
+        np.testing.assert_array_equal(table, want.astype(np.float32))
+    np.testing.assert_array_equal(decode_alaw(bytes([0xD5, 0x2A])), table[[0xD5, 0x2A]])
+    decoder = PcmStreamDecoder("alaw", 8000, 1)
+    out = np.concatenate([decoder.feed(bytes([0xD5] * 800)), decoder.flush()])
+    assert abs(len(out) - 1600) <= 2  # 100 ms at 8 kHz -> 16 kHz
 
 
 def test_mix_down() -> None:

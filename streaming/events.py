@@ -49,7 +49,42 @@ class Done:
     reason: str | None = None
 
 
-Event = Partial | Final | Error | Done
+@dataclass(frozen=True)
+class SpeechStarted:
+    """The VAD opened an utterance at ``start`` (with ``SessionConfig.vad_events`` only).
+
+    The utterance's Partials and Final carry the same ``start``; ``NoTranscript(start)``
+    says that no Final will come for it.
+    """
+
+    start: int
+
+
+@dataclass(frozen=True)
+class SpeechStopped:
+    """The utterance that began at ``start`` ended at ``end`` (vad_events only)."""
+
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class NoTranscript:
+    """The utterance that began at ``start`` held no words: no Final follows (vad_events)."""
+
+    start: int
+
+
+@dataclass(frozen=True)
+class Finalized:
+    """``finalize()`` ran at stream ``position`` (vad_events only): every utterance whose
+    SpeechStarted came before this event is closed (a Final or NoTranscript follows)."""
+
+    position: int
+
+
+VadEvent = SpeechStarted | SpeechStopped | NoTranscript | Finalized
+Event = Partial | Final | Error | Done | VadEvent
 
 
 def samples_to_seconds(samples: int) -> float:

@@ -38,7 +38,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from kettle.streaming.agreement import Agreement, normalized
-from kettle.streaming.events import Done, Error, Event, Final, Partial
+from kettle.streaming.events import (
+    Done,
+    Error,
+    Event,
+    Final,
+    Finalized,
+    NoTranscript,
+    Partial,
+    SpeechStarted,
+    SpeechStopped,
+)
 from kettle.streaming.vad import (
     FRAME_SAMPLES,
     FrameClassifier,
@@ -82,6 +92,12 @@ class SessionConfig:
     max_utterance_s: float = 29.0
     vad_aggressiveness: int = 2
     speculative_final: bool = True
+    # Text the first utterance is conditioned on (names, vocabulary); later ones get the
+    # stream's previous finals.
+    prompt: str | None = None
+    # Also emit SpeechStarted / SpeechStopped / NoTranscript / Finalized (protocols that
+    # report the VAD or group utterances by the client's commits).
+    vad_events: bool = False
 
     def __post_init__(self) -> None:
         if self.language is not None and not (
@@ -158,7 +174,7 @@ class Session:
         self._seq = 0
         self._requests: list[DecodeRequest] = []
         self._events: list[Event] = []
-        self._prompt = ""
+        self._prompt = (self.config.prompt or "").strip()[-PROMPT_CHARS:]
         self._backoff = 1.0
         self._last_notice: int | None = None
         self._stopping = False
@@ -238,6 +254,8 @@ class Session:
         if self._stopping:
             return
         self._handle(self._segmenter.finalize())
+        if self.config.vad_events:
+            self._events.append(Finalized(self._fed))
         self._pump()
 
     def stop(self, reason: str | None = None) -> None:
@@ -407,6 +425,8 @@ class Session:
             if isinstance(d, SpeechStart):
                 self._open = _Utterance(self._ordinals, d.start, last_partial_end=d.start)
                 self._ordinals += 1
+                if self.config.vad_events:
+                    self._events.append(SpeechStarted(d.start))
             elif isinstance(d, Pause):
                 pass  # _choose reads the pause state from the segmenter
             elif isinstance(d, Resume):
@@ -426,6 +446,8 @@ class Session:
                 if utt.spec_target != d.end:
                     utt.spec_result = None
                 self._closed.append(utt)
+                if self.config.vad_events:
+                    self._events.append(SpeechStopped(utt.start, d.end))
 
     def _trim(self) -> None:
         keep = self._segmenter.earliest_needed()
@@ -524,6 +546,8 @@ class Session:
         self._events.append(Final(utt.number, utt.start, utt.end, text, words, language))
 
     def _resolve_empty(self, utt: _Utterance) -> None:
+        if self.config.vad_events:
+            self._events.append(NoTranscript(utt.start))
         if utt.number is not None and utt.number == self._next_number - 1:
             self._next_number -= 1  # release it: no final was sent under this number
 

@@ -128,6 +128,7 @@ def event_record(event: Event, *, stream: int, wall: float) -> dict[str, Any]:
     elif isinstance(event, Error):
         rec = protocol.error_fields(event.code, event.message, fatal=event.fatal)
     else:
+        assert isinstance(event, Done), "simulate's sessions emit no VAD events"
         seconds = samples_to_seconds(event.audio_samples)
         rec = protocol.done_fields(seconds, event.utterances, event.reason)
     rec["stream"] = stream

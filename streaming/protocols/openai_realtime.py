@@ -1,0 +1,672 @@
+"""OpenAI Realtime transcription sessions (GA event shapes) as a codec, on `/v1/realtime`.
+
+The client appends base64 audio; kettle's VAD (``turn_detection`` server_vad) or the client's
+commits (``turn_detection`` null) cut it into items; each item gets
+``conversation.item.input_audio_transcription.delta`` events that only ever append (stable
+text: words two successive hypotheses agreed on, then the final's rest) and one
+``.completed`` with the whole transcript.
+
+How kettle's stream maps onto items (the session runs with ``vad_events``):
+
+- server_vad: one utterance of kettle's VAD is one item: ``speech_started`` when it opens,
+  ``speech_stopped`` and ``committed`` when it closes, deltas after the commit, ``completed``
+  at its final (an empty transcript when it held no words).
+- manual (null): an item is all audio between two commits. ``commit`` ends the open utterance
+  (``Finalize``); every utterance that began before the session's ``Finalized`` marker belongs
+  to the item, whose transcript is their finals joined.
+- ``clear`` drops the uncommitted audio: the open utterance is ended and its text discarded.
+- Audio and VAD settings (format, silence_duration_ms, prefix_padding_ms, threshold,
+  language, prompt) are fixed once audio flows, as a stream's are; an update that would change
+  them then is refused with an error. Switching turn detection on or off works at any time.
+- Deltas of an item come only after its ``committed`` event, as OpenAI's do.
+- ``threshold`` (0..1) picks webrtcvad's aggressiveness (0.5 -> 2, kettle's default);
+  ``semantic_vad`` is taken as server_vad. ``noise_reduction`` is accepted and reported null
+  (kettle does none); ``include`` (logprobs) is accepted and ignored. Any transcription
+  ``model`` name is accepted; ``session.updated`` reports the model kettle serves.
+- Usage is ``{"type": "duration", "seconds": ...}``: the item's audio.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import itertools
+import json
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from kettle.streaming import protocol as proto
+from kettle.streaming.events import (
+    Done,
+    Error,
+    Event,
+    Final,
+    Finalized,
+    NoTranscript,
+    Partial,
+    SpeechStarted,
+    SpeechStopped,
+)
+from kettle.streaming.handshake import (
+    HandshakeRefused,
+    HandshakeRequest,
+    Prepared,
+    ProtocolRoute,
+    bearer_credentials,
+    choose_subprotocol,
+    subprotocol_credentials,
+)
+from kettle.streaming.outbox import OTHER, OutMessage
+from kettle.streaming.protocols.base import (
+    Action,
+    AudioReceived,
+    AudioSetup,
+    CodecContext,
+    FeedAudio,
+    Finalize,
+    ModelInfo,
+    RateGate,
+    Send,
+    StreamSetup,
+)
+from kettle.streaming.session import SessionConfig
+from kettle.transcribe.errors import ConfigError
+from kettle.transcribe.types import SAMPLE_RATE
+
+PATH = "/v1/realtime"
+SUBPROTOCOL = "realtime"
+KEY_SUBPROTOCOL_PREFIX = "openai-insecure-api-key."
+# Audio formats: OpenAI's name -> kettle's PCM decoder encoding and rate.
+FORMATS = {"audio/pcm": ("pcm_s16le", 24000), "audio/pcmu": ("mulaw", 8000),
+           "audio/pcma": ("alaw", 8000)}  # fmt: skip
+MIN_COMMIT_MS = 100.0  # OpenAI refuses to commit less audio than this
+TRANSCRIBE_PREFIX = "conversation.item.input_audio_transcription."
+
+
+@dataclass(frozen=True)
+class TurnDetection:
+    type: str = "server_vad"
+    threshold: float = 0.5
+    prefix_padding_ms: int = 300
+    silence_duration_ms: int = 500
+    # Accepted and echoed; they concern responses, which transcription sessions have none of.
+    extra: tuple[tuple[str, Any], ...] = ()
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "threshold": self.threshold,
+            "prefix_padding_ms": self.prefix_padding_ms,
+            "silence_duration_ms": self.silence_duration_ms,
+            **dict(self.extra),
+        }
+
+    @property
+    def aggressiveness(self) -> int:
+        return min(3, int(self.threshold * 4))
+
+
+@dataclass(frozen=True)
+class RealtimeSettings:
+    format: str = "audio/pcm"
+    turn_detection: TurnDetection | None = field(default_factory=TurnDetection)
+    language: str | None = None
+    prompt: str | None = None
+
+    def stream_fields(self) -> tuple[Any, ...]:
+        """What a stream is opened with (fixed once audio flows)."""
+        td = self.turn_detection or TurnDetection()
+        return (self.format, self.language, self.prompt, td.threshold, td.prefix_padding_ms,
+                td.silence_duration_ms)  # fmt: skip
+
+    def session_config(self) -> SessionConfig:
+        td = self.turn_detection or TurnDetection()
+        return SessionConfig(
+            language=self.language,
+            prompt=self.prompt,
+            endpoint_silence_ms=td.silence_duration_ms,
+            preroll_ms=td.prefix_padding_ms,
+            vad_aggressiveness=td.aggressiveness,
+            vad_events=True,
+        )
+
+    @property
+    def input_rate(self) -> int:
+        return FORMATS[self.format][1]
+
+
+class UpdateRefused(Exception):
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+def apply_update(
+    settings: RealtimeSettings, session: object, model: ModelInfo | None
+) -> RealtimeSettings:
+    """The settings after one ``session.update``'s ``session`` object (only given fields
+    change); raises UpdateRefused naming the first bad field."""
+    if not isinstance(session, Mapping):
+        raise UpdateRefused("session must be an object", "session")
+    kind = session.get("type", "transcription")
+    if kind != "transcription":
+        raise UpdateRefused(
+            f"kettle serves transcription sessions only (session.type 'transcription'), "
+            f"not {kind!r}; connect with ?intent=transcription",
+            "session.type",
+        )
+    audio = _object(session, "audio", "session.audio")
+    inp = _object(audio, "input", "session.audio.input") if audio is not None else None
+    if inp is None:
+        return settings
+    changes: dict[str, Any] = {}
+    if "format" in inp:
+        changes["format"] = _format(inp["format"])
+    if "turn_detection" in inp:
+        changes["turn_detection"] = _turn_detection(inp["turn_detection"], settings)
+    if "transcription" in inp and inp["transcription"] is not None:
+        tr = _object(inp, "transcription", "session.audio.input.transcription")
+        assert tr is not None
+        if "language" in tr:
+            changes["language"] = _language(tr["language"], model)
+        if "prompt" in tr:
+            prompt = tr["prompt"]
+            if prompt is not None and not isinstance(prompt, str):
+                param = "session.audio.input.transcription.prompt"
+                raise UpdateRefused("prompt must be a string", param)
+            changes["prompt"] = (prompt or "").strip() or None
+    return replace(settings, **changes)
+
+
+def _object(parent: Mapping[str, Any], key: str, param: str) -> Mapping[str, Any] | None:
+    value = parent.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise UpdateRefused(f"{param} must be an object", param)
+    return value
+
+
+def _format(value: object) -> str:
+    param = "session.audio.input.format"
+    if not isinstance(value, Mapping):
+        raise UpdateRefused(f"{param} must be an object such as {{'type': 'audio/pcm'}}", param)
+    kind = value.get("type", "audio/pcm")
+    if kind not in FORMATS:
+        raise UpdateRefused(f"{param}.type must be one of {', '.join(FORMATS)}, not {kind!r}",
+                            f"{param}.type")  # fmt: skip
+    rate = value.get("rate")
+    if rate is not None and rate != FORMATS[kind][1]:
+        raise UpdateRefused(f"{kind} is taken at {FORMATS[kind][1]} Hz only, not {rate!r}",
+                            f"{param}.rate")  # fmt: skip
+    return str(kind)
+
+
+def _turn_detection(value: object, settings: RealtimeSettings) -> TurnDetection | None:
+    param = "session.audio.input.turn_detection"
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise UpdateRefused(f"{param} must be an object or null", param)
+    kind = value.get("type", "server_vad")
+    if kind not in ("server_vad", "semantic_vad"):
+        raise UpdateRefused(f"{param}.type must be server_vad or semantic_vad, not {kind!r}",
+                            f"{param}.type")  # fmt: skip
+    base = settings.turn_detection or TurnDetection()
+    threshold = value.get("threshold", base.threshold)
+    number = isinstance(threshold, int | float) and not isinstance(threshold, bool)
+    if not number or not 0 <= threshold <= 1:
+        raise UpdateRefused(f"{param}.threshold must be a number from 0 to 1",
+                            f"{param}.threshold")  # fmt: skip
+    ints = {}
+    for name, low, high in (("prefix_padding_ms", 0, 2000), ("silence_duration_ms", 40, 10000)):
+        got = value.get(name, getattr(base, name))
+        if isinstance(got, bool) or not isinstance(got, int) or not low <= got <= high:
+            raise UpdateRefused(f"{param}.{name} must be an integer from {low} to {high}",
+                                f"{param}.{name}")  # fmt: skip
+        ints[name] = got
+    known = {"type", "threshold", "prefix_padding_ms", "silence_duration_ms"}
+    extra = tuple((k, v) for k, v in value.items() if k not in known)
+    return TurnDetection(str(kind), float(threshold), ints["prefix_padding_ms"],
+                         ints["silence_duration_ms"], extra)  # fmt: skip
+
+
+def _language(value: object, model: ModelInfo | None) -> str | None:
+    param = "session.audio.input.transcription.language"
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or value.lower() not in proto.LANGUAGES:
+        raise UpdateRefused(f"language must be an ISO-639-1 code Whisper knows, not {value!r}",
+                            param)  # fmt: skip
+    code = value.lower()
+    if model is not None and not model.multilingual and code != "en":
+        raise UpdateRefused(f"model {model.name} is English-only; it cannot take {code!r}", param)
+    return code
+
+
+# -- items ------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Utterance:
+    start: int
+    stable: str = ""
+    text: str | None = None  # the final's text once resolved ("" for no words)
+
+
+@dataclass(eq=False)
+class _Item:
+    item_id: str
+    utterances: list[_Utterance] = field(default_factory=list)
+    assigned: bool = True  # manual items learn their utterances at the Finalized marker
+    committed: bool = False
+    cleared: bool = False
+    completed: bool = False
+    emitted: str = ""
+    seconds: float = 0.0
+
+    def visible(self) -> str:
+        """The text so far: finals in order, then the first open utterance's stable words."""
+        parts = []
+        for u in self.utterances:
+            if u.text is None:
+                if u.stable:
+                    parts.append(u.stable)
+                break
+            if u.text:
+                parts.append(u.text)
+        return " ".join(parts)
+
+    @property
+    def resolved(self) -> bool:
+        return self.assigned and all(u.text is not None for u in self.utterances)
+
+
+class RealtimeCodec:
+    """One Realtime transcription session. See the module docstring."""
+
+    def __init__(self, context: CodecContext, settings: RealtimeSettings | None = None) -> None:
+        self.context = context
+        self.settings = settings or RealtimeSettings()
+        self._events = itertools.count(1)
+        self._items = itertools.count(1)
+        self._tag = "".join(c for c in context.session_id if c.isalnum())[-16:] or "kettle"
+        self._by_start: dict[int, tuple[_Utterance, _Item | None]] = {}
+        self._unassigned: list[_Utterance] = []  # manual: begun since the last marker
+        self._pending: deque[tuple[str, _Item | None]] = deque()  # finalize purposes
+        self._last_committed: str | None = None
+        self._appended_bytes = 0
+        self._boundary_ms = 0.0  # where the uncommitted buffer begins (input audio ms)
+        self._stopped_since_commit = False
+        self.audio_started = False
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _send(self, kind: str, body: dict[str, Any], *, closing: bool = False,
+              fatal: bool = False, error_code: str | None = None) -> Send:  # fmt: skip
+        # Every message is OTHER to the outbox: deltas only append, so none may be dropped.
+        event = {"event_id": f"event_{self._tag}_{next(self._events)}", "type": kind, **body}
+        text = json.dumps(event, ensure_ascii=False)
+        return Send(OutMessage(OTHER, text, closing=closing, fatal=fatal), error_code=error_code)
+
+    def _error(
+        self,
+        message: str,
+        *,
+        code: str = "invalid_value",
+        param: str | None = None,
+        client_event: str | None = None,
+        kind: str = "invalid_request_error",
+    ) -> Send:
+        body = {"error": {"type": kind, "code": code, "message": message, "param": param,
+                          "event_id": client_event}}  # fmt: skip
+        return self._send("error", body, error_code=code)
+
+    def _new_item_id(self) -> str:
+        return f"item_{self._tag}_{next(self._items)}"
+
+    @property
+    def _appended_ms(self) -> float:
+        per_second = self.settings.input_rate * (2 if self.settings.format == "audio/pcm" else 1)
+        return self._appended_bytes * 1000.0 / per_second
+
+    def session_body(self) -> dict[str, Any]:
+        s = self.settings
+        fmt: dict[str, Any] = {"type": s.format}
+        if s.format == "audio/pcm":
+            fmt["rate"] = s.input_rate
+        return {
+            "type": "transcription",
+            "id": f"sess_{self._tag}",
+            "object": "realtime.transcription_session",
+            "audio": {
+                "input": {
+                    "format": fmt,
+                    "noise_reduction": None,
+                    "transcription": {
+                        "model": self.context.model.name,
+                        "language": s.language,
+                        "prompt": s.prompt or "",
+                    },
+                    "turn_detection": s.turn_detection.body() if s.turn_detection else None,
+                }
+            },
+            "include": None,
+        }
+
+    # -- Codec ----------------------------------------------------------------------------
+
+    def start(self) -> list[Action]:
+        return [self._send("session.created", {"session": self.session_body()})]
+
+    def stream_setup(self) -> StreamSetup:
+        encoding, rate = FORMATS[self.settings.format]
+        return StreamSetup(AudioSetup(encoding, rate, 1), self.settings.session_config())
+
+    def on_binary(self, data: bytes) -> list[Action]:
+        return [self._error("binary messages are not part of the Realtime API; send "
+                            "input_audio_buffer.append events with base64 audio",
+                            code="invalid_message")]  # fmt: skip
+
+    def on_leftover(self, leftover_bytes: int, frame_bytes: int) -> list[Action]:
+        return []  # half a 16-bit sample at the very end: nothing a client can act on
+
+    def fatal_error(self, message: str) -> str:
+        event = {"event_id": f"event_{self._tag}_{next(self._events)}", "type": "error",
+                 "error": {"type": "server_error", "code": "internal_error", "message": message,
+                           "param": None, "event_id": None}}  # fmt: skip
+        return json.dumps(event)
+
+    def on_text(self, text: str, rate: RateGate) -> list[Action]:
+        try:
+            obj = json.loads(text)
+        except (json.JSONDecodeError, RecursionError):
+            return [self._error("the message is not valid JSON", code="invalid_json")]
+        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+            return [self._error("an event must be a JSON object with a string 'type'",
+                                code="invalid_event", param="type")]  # fmt: skip
+        kind = obj["type"]
+        client_event = obj.get("event_id") if isinstance(obj.get("event_id"), str) else None
+        if kind == "input_audio_buffer.append":
+            return self._append(obj, client_event)
+        if kind == "input_audio_buffer.commit":
+            return self._commit(client_event)
+        if kind == "input_audio_buffer.clear":
+            return self._clear()
+        verdict = rate.check()  # only updates and unknown events may be dropped
+        if verdict == "drop":
+            return []
+        if verdict == "notify":
+            per_second = self.context.limits.max_messages_per_second
+            return [self._error(f"more than {per_second:g} events per second; events over "
+                                "the rate are dropped", code="rate_limit_exceeded",
+                                client_event=client_event)]  # fmt: skip
+        if kind == "session.update":
+            return self._update(obj.get("session"), client_event)
+        return [self._error(f"event type {kind!r} is not supported in a transcription "
+                            "session", code="invalid_event", param="type",
+                            client_event=client_event)]  # fmt: skip
+
+    def _update(self, session: object, client_event: str | None) -> list[Action]:
+        try:
+            settings = apply_update(self.settings, session, self.context.model)
+        except UpdateRefused as exc:
+            return [self._error(exc.message, param=exc.param, client_event=client_event)]
+        if self.audio_started and settings.stream_fields() != self.settings.stream_fields():
+            return [self._error("audio format, language, prompt and VAD parameters are fixed "
+                                "once audio has been appended; nothing was changed",
+                                param="session", client_event=client_event)]  # fmt: skip
+        try:
+            settings.session_config()
+        except ConfigError as exc:
+            return [self._error(str(exc), param="session", client_event=client_event)]
+        self.settings = settings
+        return [self._send("session.updated", {"session": self.session_body()})]
+
+    def _append(self, obj: Mapping[str, Any], client_event: str | None) -> list[Action]:
+        audio = obj.get("audio")
+        if not isinstance(audio, str):
+            return [self._error("input_audio_buffer.append needs 'audio', base64 text",
+                                param="audio", client_event=client_event)]  # fmt: skip
+        try:
+            data = base64.b64decode(audio, validate=True)
+        except (binascii.Error, ValueError):
+            return [self._error("'audio' is not valid base64", param="audio",
+                                client_event=client_event)]  # fmt: skip
+        limit = self.context.limits.max_frame_bytes
+        if len(data) > limit:
+            return [self._error(f"{len(data)} bytes of audio in one event is over the limit "
+                                f"of {limit}; it was dropped", param="audio",
+                                client_event=client_event)]  # fmt: skip
+        if not data:
+            return []
+        self.audio_started = True
+        self._appended_bytes += len(data)
+        return [FeedAudio(data)]
+
+    def _commit(self, client_event: str | None) -> list[Action]:
+        buffered = self._appended_ms - self._boundary_ms
+        if buffered < MIN_COMMIT_MS:
+            return [self._error(
+                "Error committing input audio buffer: buffer too small. Expected at least "
+                f"{MIN_COMMIT_MS:.0f}ms of audio, but buffer only has {max(buffered, 0):.2f}ms "
+                "of audio.", code="input_audio_buffer_commit_empty",
+                client_event=client_event)]  # fmt: skip
+        self._boundary_ms = self._appended_ms
+        if self.settings.turn_detection is not None:
+            # The open utterance (if any) stops now and is committed when that arrives.
+            self._stopped_since_commit = False
+            self._pending.append(("vad_commit", _Item("", seconds=buffered / 1000)))
+            return [Finalize()]
+        item = _Item(self._new_item_id(), assigned=False, seconds=buffered / 1000)
+        self._pending.append(("commit", item))
+        return [self._committed(item), Finalize()]
+
+    def _committed(self, item: _Item) -> Send:
+        item.committed = True
+        body = {"previous_item_id": self._last_committed, "item_id": item.item_id}
+        self._last_committed = item.item_id
+        return self._send("input_audio_buffer.committed", body)
+
+    def _clear(self) -> list[Action]:
+        self._boundary_ms = self._appended_ms
+        actions: list[Action] = [self._send("input_audio_buffer.cleared", {})]
+        for _, item in self._by_start.values():
+            if item is not None and not item.committed:
+                item.cleared = True  # its audio is dropped: nothing more is said of it
+        if self.audio_started:
+            self._pending.append(("clear", None))
+            actions.append(Finalize())
+        return actions
+
+    # -- engine events ----------------------------------------------------------------------
+
+    def on_event(self, event: Event, received: AudioReceived) -> list[Action]:
+        if isinstance(event, Partial):
+            return self._progress(self._utterance(event.start, stable=event.stable))
+        if isinstance(event, Final):
+            return self._progress(self._utterance(event.start, text=event.text))
+        if isinstance(event, NoTranscript):
+            return self._progress(self._utterance(event.start, text=""))
+        if isinstance(event, SpeechStarted):
+            return self._speech_started(event)
+        if isinstance(event, SpeechStopped):
+            return self._speech_stopped(event)
+        if isinstance(event, Finalized):
+            return self._finalized()
+        if isinstance(event, Error):
+            return self._engine_error(event)
+        if isinstance(event, Done):
+            return self._done(event)
+        return []  # pragma: no cover - Event is a closed union
+
+    def _utterance(
+        self, start: int, *, stable: str | None = None, text: str | None = None
+    ) -> _Item | None:
+        found = self._by_start.get(start)
+        if found is None:
+            return None
+        utt, item = found
+        if stable is not None and utt.text is None:
+            utt.stable = stable
+        if text is not None:
+            utt.text = text
+            if item is None or item.completed or item.cleared:
+                del self._by_start[start]
+        return item
+
+    def _speech_started(self, event: SpeechStarted) -> list[Action]:
+        utt = _Utterance(event.start)
+        if self.settings.turn_detection is None:
+            self._unassigned.append(utt)
+            self._by_start[event.start] = (utt, None)
+            return []
+        item = _Item(self._new_item_id(), [utt])
+        self._by_start[event.start] = (utt, item)
+        # Produced before a clear the client asked for (that clear's marker has not come).
+        if self._pending and self._pending[0][0] == "clear":
+            item.cleared = True
+            return []
+        ms = round(event.start * 1000 / SAMPLE_RATE)
+        return [self._send("input_audio_buffer.speech_started",
+                           {"audio_start_ms": ms, "item_id": item.item_id})]  # fmt: skip
+
+    def _speech_stopped(self, event: SpeechStopped) -> list[Action]:
+        found = self._by_start.get(event.start)
+        if found is None or found[1] is None or found[1].cleared or found[1].committed:
+            return []
+        item = found[1]
+        self._stopped_since_commit = True
+        item.seconds = (event.end - event.start) / SAMPLE_RATE
+        end_ms = event.end * 1000 / SAMPLE_RATE
+        self._boundary_ms = max(self._boundary_ms, end_ms)
+        actions: list[Action] = [self._send("input_audio_buffer.speech_stopped",
+                                            {"audio_end_ms": round(end_ms),
+                                             "item_id": item.item_id})]  # fmt: skip
+        actions.append(self._committed(item))
+        return actions + self._progress(item)
+
+    def _finalized(self) -> list[Action]:
+        if not self._pending:
+            return []
+        purpose, item = self._pending.popleft()
+        if purpose == "commit" and item is not None:
+            item.utterances, self._unassigned = self._unassigned, []
+            item.assigned = True
+            for u in item.utterances:
+                self._by_start[u.start] = (u, item)
+            return self._progress(item)
+        if purpose == "clear":
+            for u in self._unassigned:
+                self._by_start.pop(u.start, None)
+            self._unassigned = []
+            return []
+        if purpose == "vad_commit" and item is not None and not self._stopped_since_commit:
+            # Nothing was open: the committed audio held no speech.
+            item.item_id = self._new_item_id()
+            return [self._committed(item), *self._progress(item)]
+        return []
+
+    def _progress(self, item: _Item | None) -> list[Action]:
+        if item is None or not item.committed or item.cleared or item.completed:
+            return []
+        actions: list[Action] = []
+        visible = item.visible()
+        if len(visible) > len(item.emitted) and visible.startswith(item.emitted):
+            delta = visible[len(item.emitted) :]
+            item.emitted = visible
+            actions.append(self._send(TRANSCRIBE_PREFIX + "delta",
+                                      {"item_id": item.item_id, "content_index": 0,
+                                       "delta": delta}))  # fmt: skip
+        if item.resolved:
+            item.completed = True
+            for u in item.utterances:
+                self._by_start.pop(u.start, None)
+            usage = {"type": "duration", "seconds": round(item.seconds, 3)}
+            actions.append(self._send(TRANSCRIBE_PREFIX + "completed",
+                                      {"item_id": item.item_id, "content_index": 0,
+                                       "transcript": visible, "usage": usage}))  # fmt: skip
+        return actions
+
+    def _engine_error(self, event: Error) -> list[Action]:
+        if event.code in (proto.OVERLOADED, proto.RATE_LIMITED):
+            return []  # partials skipped: deltas just come later; nothing to act on
+        if not event.fatal:
+            return [self._error(event.message, code=event.code, kind="server_error")]
+        actions: list[Action] = []
+        for _, item in list(self._by_start.values()):
+            if item is not None and item.committed and not item.completed:
+                item.completed = True
+                actions.append(self._send(TRANSCRIBE_PREFIX + "failed",
+                                          {"item_id": item.item_id, "content_index": 0,
+                                           "error": {"type": "server_error",
+                                                     "code": event.code,
+                                                     "message": event.message,
+                                                     "param": None}}))  # fmt: skip
+        body = {"error": {"type": "server_error", "code": event.code, "message": event.message,
+                          "param": None, "event_id": None}}  # fmt: skip
+        return [*actions, self._send("error", body, closing=True, fatal=True,
+                                     error_code=event.code)]  # fmt: skip
+
+    def _done(self, event: Done) -> list[Action]:
+        reasons = {
+            "idle": ("session_expired", "the session was idle too long and has ended"),
+            "max_duration": ("session_expired", "the session hit its maximum duration"),
+            "shutdown": ("server_shutdown", "the server is shutting down"),
+        }
+        code, message = reasons.get(event.reason or "", ("session_closed", "the session ended"))
+        body = {"error": {"type": "server_error", "code": code, "message": message,
+                          "param": None, "event_id": None}}  # fmt: skip
+        return [self._send("error", body, closing=True)]
+
+
+# -- the route --------------------------------------------------------------------------------
+
+
+def credentials(request: HandshakeRequest) -> Sequence[str | None]:
+    return (
+        bearer_credentials(request),
+        subprotocol_credentials(request, KEY_SUBPROTOCOL_PREFIX),
+    )
+
+
+def prepare(request: HandshakeRequest, model: ModelInfo | None) -> Prepared:
+    intent = request.query_value("intent")
+    if intent is not None and intent != "transcription":
+        raise HandshakeRefused(
+            400, f"kettle serves transcription sessions only (intent=transcription), not {intent!r}"
+        )
+
+    def make_codec(context: CodecContext) -> RealtimeCodec:
+        return RealtimeCodec(context)
+
+    return Prepared(make_codec, choose_subprotocol(request, (SUBPROTOCOL,)))
+
+
+def refusal(status: int, message: str) -> tuple[bytes, str]:
+    """OpenAI's clients read a JSON error object from a refused handshake."""
+    code = {401: "invalid_api_key", 503: "service_unavailable"}.get(status, "invalid_request")
+    body = {"error": {"message": message, "type": "invalid_request_error", "param": None,
+                      "code": code}}  # fmt: skip
+    return json.dumps(body).encode(), "application/json"
+
+
+INFO: dict[str, Any] = {
+    "path": PATH,
+    "query": {"intent": "transcription"},
+    "subprotocol": SUBPROTOCOL,
+    "key_subprotocol_prefix": KEY_SUBPROTOCOL_PREFIX,
+    "formats": list(FORMATS),
+}
+
+ROUTE = ProtocolRoute(
+    path=PATH,
+    name="openai_realtime",
+    credentials=credentials,
+    prepare=prepare,
+    info=INFO,
+    refusal=refusal,
+)

@@ -76,9 +76,12 @@ class RawFormat:
         return f"{self.encoding}:{self.sample_rate}:{self.channels}"
 
 
-def load_audio(source: str | Path | bytes, raw: RawFormat | None = None) -> np.ndarray:
+def load_audio(
+    source: str | Path | bytes, raw: RawFormat | None = None, *, name: str | None = None
+) -> np.ndarray:
     """Decode a file path or in-memory bytes to float32 mono at 16 kHz.
 
+    ``name`` is what warnings call in-memory bytes (the file they were read from).
     Raises ``AudioError`` for a missing, empty, unreadable or undecodable input.
     """
     if isinstance(source, bytes):
@@ -86,30 +89,43 @@ def load_audio(source: str | Path | bytes, raw: RawFormat | None = None) -> np.n
         if not data:
             raise AudioError("empty input (0 bytes)")
     else:
-        path = Path(source)
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            raise AudioError("no such file") from None
-        except OSError as exc:
-            raise AudioError(f"cannot read: {exc.strerror or exc}") from None
-        if path.is_dir():
-            raise AudioError("is a directory")
-        if size == 0:
-            raise AudioError("empty file (0 bytes)")
+        check_path(Path(source), raw)
         data = None
-        if raw is None and path.suffix.lower() in RAW_SUFFIXES:
-            raise AudioError(
-                "headerless PCM: pass --raw ENCODING:RATE:CHANNELS (e.g. s16le:16000:1)"
-            )
     if raw is not None:
         if data is None:
-            try:
-                data = Path(source).read_bytes()  # type: ignore[arg-type]
-            except OSError as exc:
-                raise AudioError(f"cannot read: {exc.strerror or exc}") from None
+            data = _read(Path(source))  # type: ignore[arg-type]
         return decode_raw(data, raw)
-    return _decode_container(source if data is None else data)
+    return _decode_container(source if data is None else data, name)
+
+
+def check_path(path: Path, raw: RawFormat | None) -> None:
+    """The checks ``load_audio`` makes of a path before decoding it (the same errors)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise AudioError("no such file") from None
+    except OSError as exc:
+        raise AudioError(f"cannot read: {exc.strerror or exc}") from None
+    if path.is_dir():
+        raise AudioError("is a directory")
+    if size == 0:
+        raise AudioError("empty file (0 bytes)")
+    if raw is None and path.suffix.lower() in RAW_SUFFIXES:
+        raise AudioError("headerless PCM: pass --raw ENCODING:RATE:CHANNELS (e.g. s16le:16000:1)")
+
+
+def read_input(path: Path, raw: RawFormat | None) -> bytes:
+    """A file's bytes, for decoding elsewhere (``load_audio(data, raw, name=...)``), after
+    the same checks ``load_audio`` makes of a path."""
+    check_path(path, raw)
+    return _read(path)
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise AudioError(f"cannot read: {exc.strerror or exc}") from None
 
 
 def decode_raw(data: bytes, fmt: RawFormat) -> np.ndarray:
@@ -159,10 +175,10 @@ def _open(source: str | Path | bytes) -> str | BinaryIO:
     return io.BytesIO(source) if isinstance(source, bytes) else str(source)
 
 
-def _decode_container(source: str | Path | bytes) -> np.ndarray:
+def _decode_container(source: str | Path | bytes, name: str | None = None) -> np.ndarray:
     sf_reason = ""
     try:
-        return _decode_soundfile(source)
+        return _decode_soundfile(source, name)
     except AudioError:
         raise
     except Exception as exc:  # libsndfile's errors are plain RuntimeErrors and friends
@@ -177,10 +193,11 @@ def _decode_container(source: str | Path | bytes) -> np.ndarray:
         raise AudioError(f"not a decodable audio file ({_short(exc)})") from None
 
 
-def _decode_soundfile(source: str | Path | bytes) -> np.ndarray:
+def _decode_soundfile(source: str | Path | bytes, name: str | None = None) -> np.ndarray:
     import soundfile as sf
 
-    name = Path(source).name if isinstance(source, (str, Path)) else "<input>"
+    if name is None:
+        name = Path(source).name if isinstance(source, (str, Path)) else "<input>"
     damage = ""
     with sf.SoundFile(_open(source)) as f:
         rate = f.samplerate

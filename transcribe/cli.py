@@ -8,20 +8,28 @@ on stderr and the rest still finish; the exit status is 1 when any input failed.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
-from kettle.transcribe.audio_io import RAW_SUFFIXES, RawFormat, is_audio_path, load_audio
-from kettle.transcribe.cli_args import non_negative_int, positive_int
+from kettle.transcribe.audio_io import (
+    RAW_SUFFIXES,
+    RawFormat,
+    is_audio_path,
+    load_audio,
+    read_input,
+)
+from kettle.transcribe.cli_args import non_negative_float, non_negative_int, positive_int
 from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.pipeline import FileJob, FileOutcome, PipelineConfig, transcribe_files
 from kettle.transcribe.progress import Progress
+from kettle.transcribe.ray_batch import RayOptions, RemoteJob, connect
 from kettle.transcribe.result_cache import ResultCache, cache_key, hash_file, hash_stream
 from kettle.transcribe.transcript import Transcript
 from kettle.transcribe.types import Decoder, DecodeRequest, DecodeResult
@@ -104,6 +112,28 @@ def register_transcribe(sub: Any) -> None:
         help="pack 30 s windows and skip re-decoding speech the model skipped: ~1.6x faster, "
         "less accurate (see benchmarks/RESULTS.md)",
     )
+    cluster = parser.add_argument_group("cluster (pip install 'kettle[ray]')")
+    cluster.add_argument(
+        "--ray",
+        default=None,
+        metavar="auto|ADDRESS",
+        help="transcribe on a Ray cluster: 'auto' joins this machine's cluster or starts a "
+        "local one; else HOST:PORT or ray://HOST:PORT",
+    )
+    cluster.add_argument(
+        "--workers",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="Ray workers, one model each (default: as many as the cluster's CPUs or GPUs hold)",
+    )
+    cluster.add_argument(
+        "--gpus-per-worker",
+        type=non_negative_float,
+        default=0.0,
+        metavar="G",
+        help="GPUs per Ray worker, fractions allowed (default 0: CPU workers)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -167,6 +197,14 @@ def _is_raw(item: Input) -> bool:
     return item.path is None or item.path.suffix.lower() in RAW_SUFFIXES or not item.path.suffix
 
 
+def load_decoder(name: str, threads: int, device: str, beam_size: int) -> Decoder:
+    """The Whisper adapter for ``kettle transcribe``'s options (module level: Ray pickles it)."""
+    from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
+
+    config = ModelConfig(name=name, device=device, threads=threads, beam_size=beam_size)
+    return WhisperAdapter(config)
+
+
 class _LazyDecoder:
     """Loads the model on the first decode, so fully cached runs never load it."""
 
@@ -179,15 +217,7 @@ class _LazyDecoder:
 
     def _load(self) -> Decoder:
         if self._real is None:
-            from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
-
-            config = ModelConfig(
-                name=self._name,
-                device=self._device,
-                threads=self._threads,
-                beam_size=self._beam_size,
-            )
-            self._real = WhisperAdapter(config)
+            self._real = load_decoder(self._name, self._threads, self._device, self._beam_size)
         return self._real
 
     @property
@@ -233,6 +263,7 @@ def run(args: argparse.Namespace) -> int:
         **(FAST_OPTIONS if args.fast else {}),
     )
     identity = model_identity(model)  # fails fast on an unknown model or a missing extra
+    ray_options = _ray_options(args)
 
     errors: list[tuple[str, str]] = []
     inputs = collect_inputs(args.paths, errors)
@@ -244,25 +275,19 @@ def run(args: argparse.Namespace) -> int:
 
     cache = None if args.no_cache else ResultCache()
     progress = Progress()
-    jobs = []
-    for item in inputs:
-        item_raw = raw if raw is not None and _is_raw(item) else None
-        jobs.append(
-            FileJob(
-                name=item.name,
-                load=_loader(item, item_raw),
-                cache_key=None if cache is None else _key(item, item_raw, identity, config),
-                expected_s=_expected_seconds(item, item_raw),
-            )
-        )
-        progress.expect(item.name, jobs[-1].expected_s)
-
-    decoder = _LazyDecoder(model, args.threads, args.device, args.beam_size)
     by_name = {item.name: item for item in inputs}
     failed = len(errors)
     printed = 0
+    started_ray = False
     try:
-        for outcome in transcribe_files(jobs, decoder, config, cache=cache, progress=progress):
+        if ray_options is None:
+            outcomes = _local_outcomes(inputs, args, raw, identity, config, cache, progress)
+        else:
+            started_ray = connect(ray_options.address, verbose=args.verbose > 0)
+            outcomes = _ray_outcomes(
+                inputs, args, raw, identity, config, cache, progress, ray_options
+            )
+        for outcome in outcomes:
             if outcome.transcript is None:
                 progress.clear()
                 _report(outcome.name, outcome.error or "failed")
@@ -283,7 +308,104 @@ def run(args: argparse.Namespace) -> int:
         progress.close()
         if cache is not None:
             cache.close()
+        if started_ray:
+            import ray
+
+            ray.shutdown()
     return 1 if failed else 0
+
+
+def _local_outcomes(
+    inputs: Sequence[Input],
+    args: argparse.Namespace,
+    raw: RawFormat | None,
+    identity: str,
+    config: PipelineConfig,
+    cache: ResultCache | None,
+    progress: Progress,
+) -> Iterator[FileOutcome]:
+    jobs = []
+    for item in inputs:
+        item_raw = raw if raw is not None and _is_raw(item) else None
+        jobs.append(
+            FileJob(
+                name=item.name,
+                load=_loader(item, item_raw),
+                cache_key=None if cache is None else _key(item, item_raw, identity, config),
+                expected_s=_expected_seconds(item, item_raw),
+            )
+        )
+        progress.expect(item.name, jobs[-1].expected_s)
+    decoder = _LazyDecoder(
+        args.final_model or args.model, args.threads, args.device, args.beam_size
+    )
+    return transcribe_files(jobs, decoder, config, cache=cache, progress=progress)
+
+
+def _ray_options(args: argparse.Namespace) -> RayOptions | None:
+    if args.ray is None:
+        if args.workers is not None or args.gpus_per_worker:
+            raise ConfigError("--workers and --gpus-per-worker need --ray")
+        return None
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise ConfigError("--ray needs Ray: pip install 'kettle[ray]'") from None
+    return RayOptions(
+        address=args.ray,
+        workers=args.workers,
+        gpus_per_worker=args.gpus_per_worker,
+        # One model thread per reserved CPU, so workers on one node do not fight for cores.
+        cpus_per_worker=1.0 if args.gpus_per_worker else float(max(1, args.threads)),
+    )
+
+
+def _ray_outcomes(
+    inputs: Sequence[Input],
+    args: argparse.Namespace,
+    raw: RawFormat | None,
+    identity: str,
+    config: PipelineConfig,
+    cache: ResultCache | None,
+    progress: Progress,
+    options: RayOptions,
+) -> Iterator[FileOutcome]:
+    from kettle.transcribe.ray_batch import transcribe_on_ray
+    from kettle.transcribe.ray_worker import WorkerSpec
+
+    jobs = []
+    for item in inputs:
+        item_raw = raw if raw is not None and _is_raw(item) else None
+        jobs.append(
+            RemoteJob(
+                name=item.name,
+                read=_reader(item, item_raw),
+                # What the local path's warnings call it: the file's name, or <input>.
+                label=item.path.name if item.path is not None else "<input>",
+                raw=item_raw,
+                cache_key=None if cache is None else _key(item, item_raw, identity, config),
+                expected_s=_expected_seconds(item, item_raw),
+            )
+        )
+        progress.expect(item.name, jobs[-1].expected_s)
+    threads = int(options.cpus_per_worker) if not options.gpus_per_worker else args.threads
+    device = "cuda" if options.gpus_per_worker else args.device
+    model = args.final_model or args.model
+    spec = WorkerSpec(
+        make_decoder=functools.partial(load_decoder, model, threads, device, args.beam_size),
+        config=config,
+    )
+    return transcribe_on_ray(jobs, spec, options, cache=cache, progress=progress)
+
+
+def _reader(item: Input, raw: RawFormat | None) -> Callable[[], bytes]:
+    def read() -> bytes:
+        if item.data is not None:
+            return item.data
+        assert item.path is not None
+        return read_input(item.path, raw)
+
+    return read
 
 
 def _loader(item: Input, raw: RawFormat | None) -> Callable[[], np.ndarray]:

@@ -32,3 +32,10 @@ def positive_float(text: str) -> float:
     if not value > 0:  # also refuses nan
         raise argparse.ArgumentTypeError(f"must be positive, got {text}")
     return value
+
+
+def non_negative_float(text: str) -> float:
+    value = float(_number(text, float))
+    if not value >= 0 or value == float("inf"):  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"must be a non-negative number, got {text}")
+    return value

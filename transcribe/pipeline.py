@@ -119,6 +119,7 @@ class FileOutcome:
     transcript: Transcript | None
     error: str | None = None
     cached: bool = False
+    worker: str = ""  # "PID@HOST" of the process that transcribed it, when not this one
 
     @property
     def ok(self) -> bool:

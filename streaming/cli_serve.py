@@ -142,6 +142,14 @@ def register_stream(sub: Any) -> None:
     parser.add_argument("--api-key", default=None, help="API key (or KETTLE_API_KEY)")
     parser.add_argument("--raw", default=None, metavar="ENC:RATE:CH", help="headerless PCM input")
     parser.add_argument("--json", action="store_true", help="print server messages as JSON lines")
+    parser.add_argument(
+        "--reconnects",
+        type=non_negative_int,
+        default=5,
+        metavar="N",
+        help="reconnect up to N times in a row when a session breaks off, sending again the "
+        "audio no final covers yet (default %(default)s; 0: never)",
+    )
     parser.set_defaults(func=_stream)
 
 
@@ -157,6 +165,7 @@ def _stream(args: argparse.Namespace) -> int:
             language=args.language,
             partials=not args.no_partials,
             word_timestamps=args.word_timestamps,
+            reconnects=args.reconnects,
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None

@@ -75,7 +75,10 @@ def test_serve_prints_ready_line_and_stops_on_sigterm(
         live = asyncio.create_task(
             stream_audio(
                 AUDIO,
-                ClientOptions(url=ws_url, api_key="cli-key", realtime=True, chunk_ms=100),
+                # No reconnect: this is about what the stopping server sends.
+                ClientOptions(
+                    url=ws_url, api_key="cli-key", realtime=True, chunk_ms=100, reconnects=0
+                ),
                 on_message,
             )
         )

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kettle.streaming.client import ClientOptions, stream_audio
 from kettle.transcribe.fake import scripted_audio
 
-from .conftest import Replica
+if TYPE_CHECKING:
+    from tests.conftest import Replica
 
 UTTERANCE = [("voice", 1.5), ("silence", 1.0)]
 AUDIO = scripted_audio([*UTTERANCE, *UTTERANCE, ("voice", 1.5), ("silence", 0.8)])

@@ -8,7 +8,12 @@ import os
 import sys
 from typing import Any
 
-from kettle.transcribe.cli_args import non_negative_int, positive_float, positive_int
+from kettle.transcribe.cli_args import (
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from kettle.transcribe.errors import ConfigError
 
 
@@ -19,7 +24,9 @@ def register_serve(sub: Any) -> None:
         description=(
             "Serve PROTOCOL.md on ws://HOST:PORT/v1/stream, the browser page on /, and "
             "/healthz, /readyz, /metrics. Prints 'kettle serving on http://HOST:PORT' once "
-            "ready; SIGTERM or Ctrl-C finishes open sessions' finals and exits."
+            "ready. SIGTERM drains: /readyz turns 503, new sessions get 503, live sessions go "
+            "on for up to --drain-timeout, then get their finals and close 1012 (clients "
+            "reconnect elsewhere). Ctrl-C finishes open sessions' finals now and exits."
         ),
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
@@ -60,6 +67,13 @@ def register_serve(sub: Any) -> None:
         metavar="S",
         help="how long shutdown waits for open sessions' finals",
     )
+    parser.add_argument(
+        "--drain-timeout",
+        type=non_negative_float,
+        default=30.0,
+        metavar="S",
+        help="after SIGTERM, how long live sessions may go on (default %(default)s)",
+    )
     parser.add_argument("--threads", type=non_negative_int, default=0, help="model CPU threads")
     parser.add_argument("--batch-size", type=positive_int, default=8, help="largest decode batch")
     parser.add_argument("--tls-cert", default=None, metavar="FILE")
@@ -84,6 +98,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_session_s=args.max_session_seconds,
         max_messages_per_second=args.max_messages_per_second,
         shutdown_timeout_s=args.shutdown_timeout,
+        drain_timeout_s=args.drain_timeout,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
     )

@@ -8,7 +8,7 @@ The states, in order (a connection may skip ahead, never go back):
 - finished: the closing message is out (or the engine was let go); no deadline any more.
 
 `close_code` is what the connection closes with after its closing message: 1000, or 1001
-once the server is shutting down.
+once the server is shutting down (1012 when a drain ran out of time).
 """
 
 from __future__ import annotations
@@ -69,8 +69,8 @@ class ConnectionState:
         self.stopped_at = now
         return True
 
-    def shutting_down(self) -> None:
-        self.close_code = CLOSE_GOING_AWAY
+    def shutting_down(self, code: int = CLOSE_GOING_AWAY) -> None:
+        self.close_code = code
 
     def rate_gate(self, now: float) -> RateVerdict:
         return RateVerdict(self, now)

@@ -165,16 +165,17 @@ class ConnectionRunner:
             self.ingress.stream.abort()
         self.state.finished = True
 
-    def begin_shutdown(self) -> None:
-        """Server shutdown: finish what the stream holds, then close with 1001."""
+    def begin_shutdown(self, code: int = CLOSE_GOING_AWAY) -> None:
+        """Server shutdown: finish what the stream holds, then close with ``code`` (1001; 1012
+        at the end of a drain, which tells clients to reconnect)."""
         if not self.state.stopped:
-            self.state.shutting_down()
+            self.state.shutting_down(code)
             self._stop("shutdown")
 
-    def force_close(self) -> None:
-        """Shutdown ran out of time: release the stream and close with 1001 regardless."""
+    def force_close(self, code: int = CLOSE_GOING_AWAY) -> None:
+        """Shutdown ran out of time: release the stream and close with ``code`` regardless."""
         self._release_stream()
-        self._close_soon(CLOSE_GOING_AWAY, "server shutting down")
+        self._close_soon(code, "server shutting down")
 
     def _close_soon(self, code: int, reason: str) -> None:
         """End the connection: run() stops its tasks and closes with this code."""

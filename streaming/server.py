@@ -35,7 +35,13 @@ from kettle.streaming.handshake import (
 )
 from kettle.streaming.limits import Authenticator, SessionSlots
 from kettle.streaming.metrics import ServerMetrics
-from kettle.streaming.protocols.base import CLOSE_GOING_AWAY, CodecContext, Limits, ModelInfo
+from kettle.streaming.protocols.base import (
+    CLOSE_GOING_AWAY,
+    CLOSE_SERVICE_RESTART,
+    CodecContext,
+    Limits,
+    ModelInfo,
+)
 from kettle.streaming.protocols.kettle_v1 import PATH as STREAM_PATH
 from kettle.streaming.runner import ConnectionRunner, Transport
 from kettle.transcribe.errors import ConfigError
@@ -68,6 +74,9 @@ class ServerConfig:
     max_session_s: float = 4 * 3600.0
     max_messages_per_second: float = 20.0
     shutdown_timeout_s: float = 10.0
+    # A drain (SIGTERM): how long live sessions may go on before they get their finals and
+    # 1012; meanwhile /readyz is 503 and new sessions are refused with 503 + Retry-After.
+    drain_timeout_s: float = 30.0
     # After stop, the finals and done must be out within this; else internal error and 1011.
     finish_timeout_s: float = 300.0
     retry_after_s: int = 5
@@ -97,6 +106,8 @@ class ServerConfig:
                 problems.append(f"{name} must be positive")
         if self.shutdown_timeout_s < 0:
             problems.append("shutdown_timeout_s must not be negative")
+        if self.drain_timeout_s < 0:
+            problems.append("drain_timeout_s must not be negative")
         if self.retry_after_s < 1:
             problems.append("retry_after_s must be at least 1")
         if self.outbox_limit < 1:
@@ -306,13 +317,34 @@ class KettleServer:
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
-    async def shutdown(self, timeout: float | None = None) -> None:
-        """Stop accepting, finish open sessions' finals (bounded), close them with 1001."""
+    async def drain(self, timeout: float | None = None) -> None:
+        """Leave the rotation but finish the work: /readyz turns 503 at once and new sessions
+        get 503 + Retry-After (the port stays open, so a balancer sees both and retries
+        elsewhere); live sessions go on for up to ``timeout`` (``drain_timeout_s``). Then the
+        server shuts down: what remains gets its finals and a close with 1012, on which
+        clients reconnect (through the balancer, to another replica)."""
+        timeout = self.config.drain_timeout_s if timeout is None else timeout
+        self._draining = True
+        if not self._idle.is_set():
+            logger.info(
+                "draining: %d live session(s) may go on for up to %g s",
+                self.sessions_active,
+                timeout,
+            )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        await self.shutdown(close_code=CLOSE_SERVICE_RESTART)
+
+    async def shutdown(
+        self, timeout: float | None = None, *, close_code: int = CLOSE_GOING_AWAY
+    ) -> None:
+        """Stop accepting, finish open sessions' finals (bounded), close them with
+        ``close_code`` (1001; a drain's end uses 1012)."""
         if self._shutdown_task is None:
-            self._shutdown_task = asyncio.create_task(self._shutdown(timeout))
+            self._shutdown_task = asyncio.create_task(self._shutdown(timeout, close_code))
         await asyncio.shield(self._shutdown_task)
 
-    async def _shutdown(self, timeout: float | None) -> None:
+    async def _shutdown(self, timeout: float | None, close_code: int) -> None:
         timeout = self.config.shutdown_timeout_s if timeout is None else timeout
         self._draining = True
         uv = self._uvicorn
@@ -324,17 +356,17 @@ class KettleServer:
             logger.info("shutting down: finishing %d open session(s)", len(runners))
         for runner in runners:
             try:
-                runner.begin_shutdown()
+                runner.begin_shutdown(close_code)
             except Exception:  # one broken session must not stop the others' shutdown
                 logger.exception("session %s: could not stop it", runner.session_id)
-                runner.force_close()
+                runner.force_close(close_code)
         waiters = [asyncio.ensure_future(r.closed.wait()) for r in runners]
         if waiters:
             _, pending = await asyncio.wait(waiters, timeout=timeout)
             for waiter in pending:
                 waiter.cancel()
         for runner in list(self._runners):
-            runner.force_close()
+            runner.force_close(close_code)
         if uv is not None:
             uv.should_exit = True
             if self._main_loop is not None:
@@ -469,19 +501,35 @@ async def serve_until_signalled(
     *,
     on_ready: Callable[[KettleServer], None] | None = None,
 ) -> int:
-    """Run a server until SIGTERM or SIGINT, then shut it down gracefully; returns 0."""
+    """Run a server until a signal; returns 0.
+
+    SIGTERM (what an orchestrator sends) drains: see `KettleServer.drain`. SIGINT (Ctrl-C),
+    or a second signal during a drain, shuts down now: open sessions get their finals and
+    1001 (1012 when the drain had begun).
+    """
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
+    signals: asyncio.Queue[signal.Signals] = asyncio.Queue()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, signals.put_nowait, sig)
     server = KettleServer(config, load, engine_config)
     try:
         await server.start()
         if on_ready is not None:
             on_ready(server)
-        await stop.wait()
-        logger.info("signal received, shutting down")
+        received = await signals.get()
+        if received == signal.SIGTERM:
+            logger.info("SIGTERM: draining")
+            drain = asyncio.create_task(server.drain())
+            again = asyncio.create_task(signals.get())
+            await asyncio.wait({drain, again}, return_when=asyncio.FIRST_COMPLETED)
+            again.cancel()
+            if not drain.done():
+                logger.info("second signal: shutting down now")
+                await server.shutdown(close_code=CLOSE_SERVICE_RESTART)
+            await drain
+        else:
+            logger.info("signal received, shutting down")
     finally:
         await server.shutdown()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -198,6 +198,16 @@ class Replica:
         self.port = int(match.group(2))
         return self
 
+    def sessions_active(self) -> int:
+        """The replica's kettle_sessions_active gauge, read from its /metrics."""
+        import urllib.request
+
+        with urllib.request.urlopen(self.url + "/metrics", timeout=30) as response:
+            text = response.read().decode()
+        match = re.search(r"^kettle_sessions_active (\S+)$", text, re.M)
+        assert match, "no kettle_sessions_active in /metrics"
+        return int(float(match.group(1)))
+
     def kill(self) -> None:
         assert self.proc is not None
         self.proc.kill()

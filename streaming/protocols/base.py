@@ -31,6 +31,7 @@ CLOSE_GOING_AWAY = 1001
 CLOSE_POLICY = 1008
 CLOSE_TOO_BIG = 1009
 CLOSE_INTERNAL = 1011
+CLOSE_SERVICE_RESTART = 1012  # a drained replica: reconnect (to another one)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ protocol's behaviour on one connection. Where PROTOCOL.md leaves room:
   of dropped messages); `stop` is always honoured.
 - `ready` is sent at once, with the input rate the query string gives; a `config` that later
   changes `sample_rate` applies all the same (ready was just early).
-- `done` may carry `"reason"`: "idle", "max_duration", "shutdown" (then the close is 1001).
+- `done` may carry `"reason"`: "idle", "max_duration", "shutdown" (then the close is 1001, or
+  1012 when a drain ran out of time: the client should reconnect, to another replica).
 
 Authentication (an addition to PROTOCOL.md's header and `?token=`): a browser, which cannot
 set headers, may offer the subprotocols `kettle.v1` and `kettle-key.<KEY>`; the server echoes

@@ -1,0 +1,91 @@
+"""`kettle serve` drains on SIGTERM: out of the rotation at once, live sessions go on until
+--drain-timeout, then get their finals and 1012. Real processes; no wall-clock asserts."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from kettle.streaming.client import ClientOptions, stream_audio
+from kettle.transcribe.fake import scripted_audio
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
+
+if TYPE_CHECKING:
+    from tests.conftest import Replica
+
+GUARD_S = 60.0
+UTTERANCE = [("voice", 1.5), ("silence", 1.0)]
+AUDIO = scripted_audio([*UTTERANCE, *UTTERANCE, ("voice", 1.5), ("silence", 0.8)])
+
+
+def _readyz(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url + "/readyz", timeout=30) as response:
+            return response.status, response.read().decode().strip()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode().strip()
+
+
+async def _until_unready(url: str) -> tuple[int, str]:
+    deadline = time.monotonic() + GUARD_S
+    while True:
+        status, text = await asyncio.to_thread(_readyz, url)
+        if status != 200 or time.monotonic() > deadline:
+            return status, text
+        await asyncio.sleep(0.05)
+
+
+async def test_a_draining_replica_refuses_new_sessions_and_lets_live_ones_finish(
+    serve_replica: Callable[..., Replica],
+) -> None:
+    replica = serve_replica("--drain-timeout", "600")
+    assert _readyz(replica.url) == (200, "ready")
+    signalled = asyncio.Event()
+
+    def on_message(message: dict[str, Any], _at: float) -> None:
+        if message["type"] == "partial" and not signalled.is_set():
+            replica.terminate()
+            signalled.set()
+
+    options = ClientOptions(url=replica.ws_url, realtime=True, chunk_ms=100, reconnects=0)
+    live = asyncio.create_task(stream_audio(AUDIO, options, on_message))
+    await asyncio.wait_for(signalled.wait(), GUARD_S)
+    assert await _until_unready(replica.url) == (503, "shutting down")
+    with pytest.raises(InvalidStatus) as refused:
+        async with connect(replica.ws_url):
+            pass
+    assert refused.value.response.status_code == 503
+    assert int(refused.value.response.headers["Retry-After"]) >= 1
+    result = await live  # the live session was not cut: it ends as it would have
+    assert result.complete and result.close_code == 1000 and len(result.finals) == 3
+    assert replica.proc is not None
+    assert await asyncio.to_thread(replica.proc.wait, GUARD_S) == 0  # then the replica exits
+
+
+async def test_a_drain_that_runs_out_sends_finals_then_1012(
+    serve_replica: Callable[..., Replica],
+) -> None:
+    replica = serve_replica("--drain-timeout", "0.2")
+    signalled: list[bool] = []
+
+    def on_message(message: dict[str, Any], _at: float) -> None:
+        if message["type"] == "final" and not signalled:
+            replica.terminate()
+            signalled.append(True)
+
+    # The stream is 7.3 s long in real time and the drain lasts 0.2 s after the first final.
+    options = ClientOptions(url=replica.ws_url, realtime=True, chunk_ms=100, reconnects=0)
+    result = await stream_audio(AUDIO, options, on_message)
+    assert signalled and result.close_code == 1012 and not result.complete
+    assert result.done is not None and result.done["reason"] == "shutdown"
+    # What the replica held when the drain ran out came back as finals, numbered on.
+    assert [f["utterance"] for f in result.finals] == list(range(len(result.finals)))
+    assert result.done["utterances"] == len(result.finals) >= 1
+    assert replica.proc is not None
+    assert await asyncio.to_thread(replica.proc.wait, GUARD_S) == 0

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _results import machine_info, markdown_table, write_section
+from _results import eval_dir, machine_info, markdown_table, require_eval_set, write_section
 from bench_server import (
     CATEGORIES,
     Track,
@@ -59,25 +59,20 @@ FINAL_P95_MAX_S = 2.0
 # -- speech -----------------------------------------------------------------------------------
 
 
-def speech_files() -> list[Path]:
-    """Real speech: the eval set (KETTLE_EVAL_DIR or ../shared/eval), else tests/data."""
-    env = os.environ.get("KETTLE_EVAL_DIR")
-    for folder in (
-        [Path(env)] if env else [ROOT.parent / "shared" / "eval", Path("/work/shared/eval")]
-    ):
-        manifest = folder / "manifest.tsv"
-        if manifest.is_file():
-            import csv
+def speech_files() -> tuple[list[Path], str]:
+    """The eval set's clean read speech (as bench_server reads it), and the data line."""
+    import csv
 
-            with open(manifest, newline="", encoding="utf-8") as fh:
-                rows = list(csv.DictReader(fh, delimiter="\t"))
-            # Clean read speech (as bench_server), in containers kettle reads without --raw.
-            return sorted(
-                folder / r["file"]
-                for r in rows
-                if r["category"] in CATEGORIES and not r["file"].endswith(".raw")
-            )
-    return sorted(p for p in (ROOT / "tests" / "data").iterdir() if p.suffix in (".flac", ".wav"))
+    folder = eval_dir()
+    line = require_eval_set(folder)
+    with open(folder / "manifest.tsv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t"))
+    files = sorted(
+        folder / r["file"]
+        for r in rows
+        if r["category"] in CATEGORIES and not r["file"].endswith(".raw")
+    )
+    return files, line
 
 
 def load_clips(files: list[Path]) -> list[tuple[np.ndarray, str]]:
@@ -157,7 +152,7 @@ def live_row(
 def measure_live(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     if shutil.which("haproxy") is None:
         raise SystemExit("haproxy is not installed (apt-get install haproxy)")
-    clips = load_clips(speech_files())
+    clips = load_clips(speech_files()[0])
     tracks = build_tracks(clips, max(args.streams), args.seconds)
     replicas = [start_replica(args.model) for _ in range(2)]
     balancer, lb_port = start_haproxy([p for _, p in replicas], workdir)
@@ -223,7 +218,7 @@ def measure_batch(args: argparse.Namespace) -> dict[str, Any]:
     from kettle.transcribe.ray_batch import RayOptions, RemoteJob, transcribe_on_ray
     from kettle.transcribe.ray_worker import WorkerSpec
 
-    files = speech_files()[: args.files]
+    files = speech_files()[0][: args.files]
     audio_s = sum(len(a) for a, _ in load_clips(files)) / SAMPLE_RATE
     started = time.monotonic()
     ray.init(
@@ -353,9 +348,10 @@ def report(
     live: dict[str, Any] | None, batch: dict[str, Any] | None, args: argparse.Namespace
 ) -> str:
     parts = [
+        speech_files()[1] + ".",
         "The machine was shared with other jobs (other helpers' tests and benchmarks) while "
         "this ran, on 2 cores: the figures are noisy, and the ratios between setups measured "
-        "in the same run mean more than their absolute values."
+        "in the same run mean more than their absolute values.",
     ]
     if live is not None:
         best = live["largest_holding"]

@@ -262,9 +262,11 @@ class KettleServer:
 
     @property
     def ready(self) -> bool:
-        """Model loaded, not shutting down, a session slot free, engine not overloaded."""
+        """Model loaded and not failing, not shutting down or draining, a session slot free,
+        engine not overloaded: what a load balancer's health check asks (/readyz)."""
         return (
             self._engine is not None
+            and self._engine.healthy
             and not self._draining
             and not self._slots.full
             and not self._engine.overloaded
@@ -275,6 +277,10 @@ class KettleServer:
             return "shutting down"
         if self._engine is None:
             return "loading model"
+        if self._engine.model_failing:
+            return "model failing"
+        if not self._engine.healthy:
+            return "engine stopped"
         if self._slots.full:
             return "at the session limit"
         return "overloaded"

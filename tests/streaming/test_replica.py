@@ -1,5 +1,6 @@
-"""`kettle serve` drains on SIGTERM: out of the rotation at once, live sessions go on until
---drain-timeout, then get their finals and 1012. Real processes; no wall-clock asserts."""
+"""`kettle serve` as a well-behaved replica: /readyz is 503 while the model is failing, and
+SIGTERM drains (out of the rotation at once, live sessions go on until --drain-timeout, then
+get their finals and 1012). Real servers; no wall-clock asserts."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from kettle.streaming.client import ClientOptions, stream_audio
-from kettle.transcribe.fake import scripted_audio
+from kettle.streaming.server import KettleServer, ServerConfig
+from kettle.transcribe.fake import FakeDecoder, scripted_audio
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
@@ -89,3 +91,23 @@ async def test_a_drain_that_runs_out_sends_finals_then_1012(
     assert result.done["utterances"] == len(result.finals) >= 1
     assert replica.proc is not None
     assert await asyncio.to_thread(replica.proc.wait, GUARD_S) == 0
+
+
+async def test_readiness_is_503_while_the_model_fails_and_200_once_it_works() -> None:
+    failing = {"on": True}
+    decoder = FakeDecoder(fail=lambda _requests: failing["on"])
+    server = KettleServer(ServerConfig(port=0), lambda: decoder)
+    await server.start()
+    try:
+        assert await asyncio.to_thread(_readyz, server.url) == (200, "ready")
+        options = ClientOptions(url=server.ws_url, reconnects=0)
+        # Failed decodes (partials, finals and their retries) until the engine calls the
+        # model failing; the session itself goes on and ends.
+        await stream_audio(AUDIO, options)
+        assert await _until_unready(server.url) == (503, "model failing")
+        failing["on"] = False
+        result = await stream_audio(AUDIO, options)  # readiness is advice: a session may come
+        assert result.complete and result.finals
+        assert await asyncio.to_thread(_readyz, server.url) == (200, "ready")
+    finally:
+        await server.shutdown(timeout=5)

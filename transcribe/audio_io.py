@@ -25,9 +25,9 @@ from kettle.transcribe.types import SAMPLE_RATE
 
 log = logging.getLogger(__name__)
 
-RAW_ENCODINGS = ("s16le", "f32le", "mulaw")
+RAW_ENCODINGS = ("s16le", "f32le", "mulaw", "alaw")
 RAW_SUFFIXES = frozenset({".raw", ".pcm"})
-_RAW_BYTES = {"s16le": 2, "f32le": 4, "mulaw": 1}
+_RAW_BYTES = {"s16le": 2, "f32le": 4, "mulaw": 1, "alaw": 1}
 
 # Extensions treated as audio when a folder is searched.
 AUDIO_EXTENSIONS = frozenset(
@@ -71,6 +71,11 @@ class RawFormat:
                 f"bad raw format {spec!r}: rate and channels must be integers"
             ) from None
         return cls(parts[0].lower(), rate, channels)
+
+    @property
+    def frame_bytes(self) -> int:
+        """Bytes of one sample frame (one sample of every channel)."""
+        return _RAW_BYTES[self.encoding] * self.channels
 
     def __str__(self) -> str:
         return f"{self.encoding}:{self.sample_rate}:{self.channels}"
@@ -130,7 +135,7 @@ def _read(path: Path) -> bytes:
 
 def decode_raw(data: bytes, fmt: RawFormat) -> np.ndarray:
     """Decode headerless PCM bytes; a trailing partial frame is dropped."""
-    frame = _RAW_BYTES[fmt.encoding] * fmt.channels
+    frame = fmt.frame_bytes
     usable = len(data) - len(data) % frame
     if usable == 0:
         raise AudioError(f"raw input holds no complete {fmt} sample frame")
@@ -144,7 +149,12 @@ def decode_raw(data: bytes, fmt: RawFormat) -> np.ndarray:
 
 
 def _decode_pcm(buf: bytes, encoding: str) -> np.ndarray:
-    decoders = {"s16le": pcm.decode_s16le, "f32le": pcm.decode_f32le, "mulaw": pcm.decode_mulaw}
+    decoders = {
+        "s16le": pcm.decode_s16le,
+        "f32le": pcm.decode_f32le,
+        "mulaw": pcm.decode_mulaw,
+        "alaw": pcm.decode_alaw,
+    }
     return decoders[encoding](buf)
 
 

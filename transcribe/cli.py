@@ -52,7 +52,7 @@ output:
 inputs:
   Audio files (wav, flac, mp3, ogg/opus, m4a, ... anything libsndfile or PyAV decodes),
   folders (searched recursively for audio file extensions), or - for audio on stdin.
-  Headerless PCM needs --raw ENCODING:RATE:CHANNELS (ENCODING one of s16le, f32le, mulaw);
+  Headerless PCM needs --raw ENCODING:RATE:CHANNELS (ENCODING one of s16le, f32le, mulaw, alaw);
   it applies to .raw/.pcm files, files without an extension, and stdin (which is otherwise
   read as a container: wav, flac, ...).
 
@@ -184,7 +184,7 @@ def _expected_seconds(item: Input, raw: RawFormat | None) -> float:
         if item.path is None:
             return 0.0
         if raw is not None and _is_raw(item):
-            frame = {"s16le": 2, "f32le": 4, "mulaw": 1}[raw.encoding] * raw.channels
+            frame = raw.frame_bytes
             return item.path.stat().st_size / frame / raw.sample_rate
         import soundfile as sf
 

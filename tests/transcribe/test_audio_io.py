@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+from kettle.kernels import pcm
 from kettle.transcribe.audio_io import RawFormat, load_audio
 from kettle.transcribe.errors import AudioError
 
@@ -41,6 +42,7 @@ def test_raw_spec_parsing() -> None:
     assert RawFormat.parse("s16le:16000:1") == RawFormat("s16le", 16000, 1)
     assert RawFormat.parse("F32LE:8000") == RawFormat("f32le", 8000, 1)
     assert str(RawFormat.parse("mulaw:8000:2")) == "mulaw:8000:2"
+    assert RawFormat.parse("alaw:8000:2").frame_bytes == 2
     for bad in ("", "s24le:16000:1", "s16le:fast:1", "s16le:16000:0", "s16le:10:1", "a:b:c:d"):
         with pytest.raises(AudioError):
             RawFormat.parse(bad)
@@ -56,6 +58,13 @@ def test_raw_stereo_8k_is_mixed_and_resampled() -> None:
     assert np.abs(audio[1000:-1000]).max() == pytest.approx(0.25, abs=0.01)
     spectrum = np.abs(np.fft.rfft(audio))
     assert abs(np.argmax(spectrum) * SR / len(audio) - 440) < 3
+
+
+def test_raw_g711_decodes_through_the_kernel_tables() -> None:
+    codes = bytes(range(256)) * 4
+    for encoding, table in (("alaw", pcm.alaw_table()), ("mulaw", pcm.mulaw_table())):
+        audio = load_audio(codes, RawFormat(encoding, SR, 1))
+        np.testing.assert_array_equal(audio, np.tile(table, 4))
 
 
 def test_raw_file_without_spec_says_what_to_do(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ seconds already (they come from the model that way, shifted by the utterance sta
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kettle.transcribe.types import SAMPLE_RATE, Word
 
@@ -29,6 +29,9 @@ class Final:
     text: str
     words: tuple[Word, ...]
     language: str
+    # Why the utterance ended: "endpoint" (the VAD heard the pause), "max_length",
+    # "finalize" or "stop"; None where unknown. Not part of equality: it says how, not what.
+    reason: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,7 @@ class _Utterance:
     spec_target: int | None = None  # the pause end (utterance end) the speculation is for
     spec_result: DecodeResult | None = None
     decided_at: int | None = None  # stream position when the end was decided
+    end_reason: str | None = None  # the segmenter's SpeechEnd reason
 
 
 @dataclass(frozen=True)
@@ -442,6 +443,7 @@ class Session:
                     continue
                 self._open = None
                 utt.end = d.end
+                utt.end_reason = d.reason
                 utt.decided_at = self._segmenter.position
                 if utt.spec_target != d.end:
                     utt.spec_result = None
@@ -543,7 +545,9 @@ class Session:
         if utt.decided_at is not None:
             self.endpoints[utt.number] = utt.decided_at
         self._prompt = f"{self._prompt} {text}".strip()[-PROMPT_CHARS:]
-        self._events.append(Final(utt.number, utt.start, utt.end, text, words, language))
+        self._events.append(
+            Final(utt.number, utt.start, utt.end, text, words, language, utt.end_reason)
+        )
 
     def _resolve_empty(self, utt: _Utterance) -> None:
         if self.config.vad_events:

@@ -317,6 +317,22 @@ def test_finalize_ends_the_utterance_now() -> None:
     assert session.poll_requests() == []
 
 
+def test_final_says_why_its_utterance_ended() -> None:
+    audio = scripted_audio(
+        [("silence", 1.0), ("voice", 1.0), ("silence", 1.0), ("voice", 1.0), ("silence", 0.2)]
+    )
+    assert [f.reason for f in drive(audio).finals] == ["endpoint", "stop"]
+    session = Session(SessionConfig(partials=False), session_id="t", classifier=EnergyClassifier())
+    session.feed_audio(synth_voice(1.0))
+    session.finalize()
+    (req,) = session.poll_requests()
+    session.on_result(FakeDecoder().decode_batch([req])[0])
+    (final,) = session.poll_events()
+    assert isinstance(final, Final) and final.reason == "finalize"
+    # The reason is not part of equality: two finals with the same content are equal.
+    assert final == Final(final.utterance, final.start, final.end, final.text, (), "en")
+
+
 def test_overloaded_notice_at_most_once_per_five_seconds_and_partials_thin() -> None:
     session = Session(SessionConfig(), session_id="t", classifier=EnergyClassifier())
     voice = synth_voice(20.0)

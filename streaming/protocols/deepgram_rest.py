@@ -1,0 +1,140 @@
+"""Deepgram's prerecorded API (``POST /v1/listen``): query parsing and the response body.
+
+A binary body (any container the file pipeline reads, or raw audio when ``encoding`` is given)
+comes in; ``{"metadata": ..., "results": {"channels": [{"alternatives": [...]}]}}`` goes out.
+``request_id`` lives in ``metadata`` only: the SDK reads a body with a top-level
+``request_id`` as the callback acknowledgement (``ListenV1AcceptedResponse``) instead.
+No I/O here: the route decodes the audio and runs the pipeline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+from kettle.streaming.protocols.deepgram import (
+    DEFAULT_SAMPLE_RATES,
+    ENCODINGS,
+    ListenParamError,
+    ModelIdentity,
+    parse_flag,
+    parse_int,
+    parse_language,
+    plain_transcript,
+    word_fields,
+)
+from kettle.transcribe.audio_io import RawFormat
+from kettle.transcribe.transcript import Transcript
+
+# Deepgram's raw encodings -> the file reader's RawFormat names.
+RAW_ENCODINGS = {"linear16": "s16le", "mulaw": "mulaw", "alaw": "alaw"}
+MAX_RAW_SAMPLE_RATE = 192000
+
+
+@dataclass(frozen=True)
+class PrerecordedParams:
+    raw: RawFormat | None = None  # None: a container, detected from the bytes
+    model: str | None = None
+    language: str | None = "en"  # None: detect
+    punctuate: bool = False
+    smart_format: bool = False
+    detect_language: bool = False
+
+    @property
+    def formatted(self) -> bool:
+        return self.punctuate or self.smart_format
+
+
+def parse_prerecorded_query(
+    query: str, *, multilingual: bool, model_name: str
+) -> PrerecordedParams:
+    """The request's query string; ListenParamError (HTTP 400) names what is wrong.
+    Parameters kettle does not implement are ignored (multichannel=true is refused)."""
+    try:
+        pairs = parse_qs(query, keep_blank_values=True, errors="strict")
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ListenParamError(f"query string cannot be decoded: {exc}") from None
+    one = {name: values[-1] for name, values in pairs.items()}
+    raw = None
+    if "encoding" in one:
+        encoding = one["encoding"].strip().lower()
+        if encoding not in ENCODINGS:
+            raise ListenParamError(
+                f"encoding must be one of {', '.join(ENCODINGS)} (or absent for a container),"
+                f" not {encoding!r}"
+            )
+        rate = DEFAULT_SAMPLE_RATES[encoding]
+        if "sample_rate" in one:
+            rate = parse_int("sample_rate", one["sample_rate"], 1000, MAX_RAW_SAMPLE_RATE)
+        channels = parse_int("channels", one["channels"], 1, 32) if "channels" in one else 1
+        raw = RawFormat(RAW_ENCODINGS[encoding], rate, channels)
+    if "multichannel" in one and parse_flag("multichannel", one["multichannel"]):
+        raise ListenParamError("multichannel=true is not supported: channels are mixed down")
+    detect = "detect_language" in one and parse_flag("detect_language", one["detect_language"])
+    language: str | None = None if detect else "en"
+    if "language" in one and not detect:
+        language = parse_language(one["language"])
+    if language not in (None, "en") and not multilingual:
+        raise ListenParamError(f"language {language!r}: model {model_name} is English-only")
+    return PrerecordedParams(
+        raw=raw,
+        model=one.get("model"),
+        language=language if multilingual else (language or "en"),
+        punctuate="punctuate" in one and parse_flag("punctuate", one["punctuate"]),
+        smart_format="smart_format" in one and parse_flag("smart_format", one["smart_format"]),
+        detect_language=detect,
+    )
+
+
+def render_prerecorded(
+    transcript: Transcript,
+    params: PrerecordedParams,
+    *,
+    request_id: str,
+    created: str,
+    sha256: str,
+    channels: int,
+    model: ModelIdentity,
+) -> dict[str, Any]:
+    """The JSON body of a 200 answer (``ListenV1Response``)."""
+    words = [
+        word_fields(w.word, w.start, w.end, w.probability)
+        for segment in transcript.segments
+        for w in segment.words
+        if w.word.strip()
+    ]
+    words = [w for w in words if w["word"]]
+    confidence = round(sum(w["confidence"] for w in words) / len(words), 4) if words else 0.0
+    text = transcript.text.strip() if params.formatted else plain_transcript(transcript.text)
+    channel: dict[str, Any] = {
+        "alternatives": [{"transcript": text, "confidence": confidence, "words": words}]
+    }
+    if params.detect_language:
+        channel["detected_language"] = transcript.language
+    return {
+        "metadata": {
+            "transaction_key": "deprecated",
+            "request_id": request_id,
+            "sha256": sha256,
+            "created": created,
+            "duration": round(transcript.duration_s, 3),
+            "channels": channels,
+            "models": [model.uuid],
+            "model_info": {model.uuid: model.info()},
+        },
+        "results": {"channels": [channel]},
+    }
+
+
+def error_body(message: str, *, code: str = "Bad Request") -> dict[str, str]:
+    """Deepgram's error body (``err_code``, ``err_msg``), for 4xx and 5xx answers."""
+    return {"err_code": code, "err_msg": message}
+
+
+__all__ = [
+    "PrerecordedParams",
+    "error_body",
+    "parse_prerecorded_query",
+    "render_prerecorded",
+]

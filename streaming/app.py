@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from kettle.streaming import http_routes
 from kettle.streaming.handshake import ProtocolRoute
-from kettle.streaming.protocols import kettle_v1
+from kettle.streaming.protocols import deepgram, kettle_v1
 from kettle.streaming.ws_endpoint import WebSocketEndpoint, handshake_request, render_refusal
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -28,7 +28,7 @@ RouteProvider = Callable[["KettleServer"], list[BaseRoute]]
 
 def websocket_protocols() -> list[ProtocolRoute]:
     """Every WebSocket protocol the server speaks, one path each."""
-    return [kettle_v1.ROUTE]
+    return [kettle_v1.ROUTE, deepgram.ROUTE]
 
 
 def websocket_routes(server: KettleServer) -> list[BaseRoute]:

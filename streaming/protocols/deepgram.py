@@ -22,7 +22,11 @@ How kettle's events map, honestly rather than optimistically:
 - ``UtteranceEnd`` (with ``utterance_end_ms``) comes once the audio has run that long past the
   last final word with no new speech; times are on the audio clock, never the wall clock;
 - after ``CloseStream`` the remaining finals, then ``Metadata``, then close 1000. An idle
-  connection ends the same way but closes with 1011 and Deepgram's NET-0001 reason.
+  connection ends the same way (nothing is lost) but closes with 1011, as Deepgram's does;
+  an empty binary frame is a ``CloseStream``, as in Deepgram's older API.
+
+The query parameters, credentials and word fields are ``deepgram_wire``'s; the
+prerecorded body is ``deepgram_rest``'s.
 
 Choices where kettle differs from Deepgram's service (documented, not hidden):
 
@@ -40,17 +44,15 @@ Choices where kettle differs from Deepgram's service (documented, not hidden):
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import uuid
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from importlib import metadata
 from typing import Any
-from urllib.parse import parse_qs
 
-from kettle.kernels.pcm import MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
-from kettle.streaming.agreement import normalize_word, split_words
 from kettle.streaming.events import (
     Done,
     Error,
@@ -62,271 +64,96 @@ from kettle.streaming.events import (
     SpeechStarted,
     samples_to_seconds,
 )
-from kettle.streaming.limits import bearer_token
-from kettle.streaming.protocol import LANGUAGES
-from kettle.streaming.session import SessionConfig
-from kettle.transcribe.errors import KettleError
+from kettle.streaming.handshake import (
+    HandshakeRefused,
+    HandshakeRequest,
+    Prepared,
+    ProtocolRoute,
+    choose_subprotocol,
+)
+from kettle.streaming.outbox import FINAL, OTHER, PARTIAL, OutMessage
+from kettle.streaming.protocols.base import (
+    Action,
+    AudioReceived,
+    AudioSetup,
+    CodecContext,
+    FeedAudio,
+    Finalize,
+    ModelInfo,
+    RateGate,
+    Send,
+    Stop,
+    StreamSetup,
+)
+from kettle.streaming.protocols.deepgram_wire import (
+    ENCODINGS,
+    LISTEN_PATH,
+    SUBPROTOCOL,
+    ListenParamError,
+    ListenParams,
+    ModelIdentity,
+    listen_credentials,
+    parse_listen_query,
+    plain_transcript,
+    spread_words,
+    word_fields,
+)
 from kettle.transcribe.types import SAMPLE_RATE, Word
 
-LISTEN_PATH = "/v1/listen"
-# Deepgram's encoding names -> kernels.pcm's.
-ENCODINGS = {"linear16": "pcm_s16le", "mulaw": "mulaw", "alaw": "alaw"}
-DEFAULT_SAMPLE_RATES = {"linear16": 16000, "mulaw": 8000, "alaw": 8000}
-MIN_ENDPOINTING_MS = 200
-MAX_ENDPOINTING_MS = 10000
-MAX_UTTERANCE_END_MS = 600_000
-SUBPROTOCOL = "token"
-CLOSE_NORMAL = 1000
-CLOSE_GOING_AWAY = 1001
-CLOSE_INTERNAL = 1011
-IDLE_REASON = (
-    "NET-0001: kettle did not receive audio data or a text message within the timeout window"
-)
 _ECHO_LIMIT = 1000  # characters of a refused client message echoed back in its Error
 
 
-class ListenParamError(KettleError):
-    """A query parameter the endpoint refuses; the message is meant for the peer (HTTP 400)."""
+def _json(obj: Mapping[str, Any]) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
-@dataclass(frozen=True)
-class ModelIdentity:
-    """The model that serves, as Deepgram's metadata names it."""
-
-    name: str
-    version: str
-    arch: str = "whisper"
-
-    @property
-    def uuid(self) -> str:
-        # Stable per model name, so a client can tell which model served without a registry.
-        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"kettle:model/{self.name}"))
-
-    def info(self) -> dict[str, str]:
-        return {"name": self.name, "version": self.version, "arch": self.arch}
+def _send(obj: Mapping[str, Any], error_code: str | None = None) -> Send:
+    return Send(OutMessage(OTHER, _json(obj)), error_code=error_code)
 
 
-@dataclass(frozen=True)
-class ListenParams:
-    """The settings of one live connection, from the handshake's query string."""
-
-    encoding: str  # Deepgram's name: linear16, mulaw or alaw
-    sample_rate: int
-    channels: int = 1
-    model: str | None = None
-    language: str | None = "en"  # ISO 639-1, or None to detect (``language=multi``)
-    interim_results: bool = False
-    endpointing_ms: int | None = None  # None: kettle's default endpoint silence
-    endpointing: bool = True  # false: results are never speech_final
-    utterance_end_ms: int | None = None
-    vad_events: bool = False
-    punctuate: bool = False
-    smart_format: bool = False
-
-    @property
-    def pcm_encoding(self) -> str:
-        """The encoding's name in kernels.pcm."""
-        return ENCODINGS[self.encoding]
-
-    @property
-    def frame_bytes(self) -> int:
-        return (2 if self.encoding == "linear16" else 1) * self.channels
-
-    @property
-    def formatted(self) -> bool:
-        """Whisper's punctuated, formatted text (else Deepgram's plain lowercase words)."""
-        return self.punctuate or self.smart_format
-
-    def session_config(self) -> SessionConfig:
-        extra: dict[str, Any] = {}
-        if self.endpointing_ms is not None:
-            ms = min(max(self.endpointing_ms, MIN_ENDPOINTING_MS), MAX_ENDPOINTING_MS)
-            extra["endpoint_silence_ms"] = ms
-        return SessionConfig(
-            language=self.language,
-            partials=self.interim_results,
-            word_timestamps=True,  # every final Results carries words
-            vad_events=True,
-            **extra,
-        )
-
-
-def parse_flag(name: str, raw: str) -> bool:
-    value = raw.strip().lower()
-    if value == "true":
-        return True
-    if value == "false":
-        return False
-    raise ListenParamError(f"{name} must be true or false, not {raw!r}")
-
-
-def parse_int(name: str, raw: str, low: int, high: int) -> int:
-    text = raw.strip()
-    if not (text.isascii() and text.isdigit()):
-        raise ListenParamError(f"{name} must be an integer, not {raw!r}")
-    value = int(text)
-    if not low <= value <= high:
-        raise ListenParamError(f"{name} must be within {low}..{high}, not {value}")
-    return value
-
-
-def parse_language(raw: str) -> str | None:
-    tag = raw.strip()
-    if tag.lower() == "multi":
-        return None
-    primary = tag.split("-")[0].split("_")[0].lower()
-    if primary not in LANGUAGES:
-        raise ListenParamError(f"language {raw!r} is not one kettle's models know")
-    return primary
-
-
-def parse_listen_query(query: str, *, multilingual: bool, model_name: str) -> ListenParams:
-    """The handshake's query string; ListenParamError (HTTP 400) names what is wrong.
-
-    Parameters kettle does not implement (diarize, keywords, ...) are ignored, as Deepgram
-    ignores those a model does not support; ``multichannel=true`` is refused, because
-    results per channel cannot be given.
-    """
+def kettle_version() -> str:
     try:
-        pairs = parse_qs(query, keep_blank_values=True, errors="strict")
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ListenParamError(f"query string cannot be decoded: {exc}") from None
-    one: dict[str, str] = {}
-    for name, values in pairs.items():
-        if len(set(values)) > 1:
-            raise ListenParamError(f"{name} is given more than once with different values")
-        one[name] = values[0]
-    encoding = one.get("encoding")
-    if encoding is None:
-        raise ListenParamError(
-            "encoding is required: kettle's live endpoint takes raw audio "
-            f"({', '.join(ENCODINGS)}), not containers"
-        )
-    encoding = encoding.strip().lower()
-    if encoding not in ENCODINGS:
-        raise ListenParamError(f"encoding must be one of {', '.join(ENCODINGS)}, not {encoding!r}")
-    rate = DEFAULT_SAMPLE_RATES[encoding]
-    if "sample_rate" in one:
-        rate = parse_int("sample_rate", one["sample_rate"], MIN_SAMPLE_RATE, MAX_SAMPLE_RATE)
-    channels = parse_int("channels", one["channels"], 1, 2) if "channels" in one else 1
-    if "multichannel" in one and parse_flag("multichannel", one["multichannel"]):
-        raise ListenParamError("multichannel=true is not supported: channels are mixed down")
-    language: str | None = "en"
-    if "language" in one:
-        language = parse_language(one["language"])
-    if language not in (None, "en") and not multilingual:
-        raise ListenParamError(f"language {language!r}: model {model_name} is English-only")
-    endpointing, endpointing_ms = True, None
-    if "endpointing" in one:
-        raw = one["endpointing"].strip().lower()
-        if raw == "false":
-            endpointing = False
-        elif raw != "true":
-            endpointing_ms = parse_int("endpointing", raw, 0, MAX_ENDPOINTING_MS)
-    utterance_end_ms = None
-    if "utterance_end_ms" in one:
-        utterance_end_ms = parse_int(
-            "utterance_end_ms", one["utterance_end_ms"], 1, MAX_UTTERANCE_END_MS
-        )
-    flags = {
-        name: parse_flag(name, one[name]) if name in one else False
-        for name in ("interim_results", "vad_events", "punctuate", "smart_format")
-    }
-    return ListenParams(
-        encoding=encoding,
-        sample_rate=rate,
-        channels=channels,
-        model=one.get("model"),
-        language=language,
-        endpointing_ms=endpointing_ms,
-        endpointing=endpointing,
-        utterance_end_ms=utterance_end_ms,
-        **flags,
-    )
+        return metadata.version("kettle")
+    except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
+        return "0"
 
 
-def listen_credentials(
-    authorization: str | None, subprotocols: Sequence[str]
-) -> tuple[str | None, str | None]:
-    """(the API key presented, the subprotocol to accept) for a Deepgram handshake.
-
-    ``Authorization: Token KEY`` (the SDK's API key) or ``Bearer KEY`` (its access token),
-    else the subprotocol pair ``token``, KEY that browsers use (``token`` is then accepted).
-    """
-    if authorization:
-        scheme, _, credentials = authorization.strip().partition(" ")
-        if scheme.lower() == "token" and credentials.strip():
-            return credentials.strip(), None
-        key = bearer_token(authorization)
-        if key is not None:
-            return key, None
-    offered = [p.strip() for p in subprotocols]
-    if len(offered) >= 2 and offered[0].lower() == SUBPROTOCOL and offered[1]:
-        return offered[1], SUBPROTOCOL
-    return None, None
-
-
-# -- actions the codec asks of its runner --------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Send:
-    """Send one JSON text frame. ``kind`` is partial, final or other (for the outbox's
-    stale-partial policy); ``utterance`` and ``end`` (16 kHz samples) are set for results."""
-
-    message: Mapping[str, Any]
-    kind: str = "other"
-    utterance: int = -1
-    end: int = 0
-
-    @property
-    def text(self) -> str:
-        return json.dumps(self.message, ensure_ascii=False, separators=(",", ":"))
-
-
-@dataclass(frozen=True)
-class FinalizeStream:
-    """End the open utterance now (``Finalize``)."""
-
-
-@dataclass(frozen=True)
-class StopStream:
-    """No more audio: finish what is held (``CloseStream``); ``reason`` goes to Done."""
-
-    reason: str | None = None
-
-
-@dataclass(frozen=True)
-class Close:
-    """Close the connection after everything sent before this."""
-
-    code: int
-    reason: str = ""
-
-
-Action = Send | FinalizeStream | StopStream | Close
-
-
-# -- the codec -------------------------------------------------------------------------------
+def request_id(session_id: str) -> str:
+    """Deepgram's request ids are UUIDs: the session id in that form when it is one."""
+    try:
+        return str(uuid.UUID(session_id))
+    except ValueError:
+        return session_id
 
 
 class DeepgramLiveCodec:
     """One connection's protocol state: client frames and engine events in, actions out."""
 
-    def __init__(
-        self, params: ListenParams, *, request_id: str, created: str, model: ModelIdentity
-    ) -> None:
+    def __init__(self, context: CodecContext, params: ListenParams, *, created: str) -> None:
+        self.context = context
         self.params = params
-        self.request_id = request_id
+        self.request_id = request_id(context.session_id)
         self._created = created
-        self._model = model
+        version = kettle_version()
+        self._model = ModelIdentity(context.model.name, version)
+        # A second model refines the finals when the server has one: say which served.
+        finals = context.model.final_model
+        self._final_model = ModelIdentity(finals, version) if finals else self._model
         self._sha256 = hashlib.sha256()
         self._bytes = 0
         self._stopped = False
         self._open: set[int] = set()  # starts of utterances begun and not yet resolved
         self._flushes: deque[set[int]] = deque()  # per Finalize: the utterances it waits for
         self._last_word_end: float | None = None  # armed UtteranceEnd: seconds
-        self._last_speech_start = -1.0  # seconds, of the latest SpeechStarted
+
+    def start(self) -> list[Action]:
+        return []  # Deepgram says nothing until there are results
+
+    def stream_setup(self) -> StreamSetup:
+        p = self.params
+        return StreamSetup(
+            AudioSetup(ENCODINGS[p.encoding], p.sample_rate, p.channels), p.session_config()
+        )
 
     # -- client side -----------------------------------------------------------------------
 
@@ -335,79 +162,112 @@ class DeepgramLiveCodec:
         """Audio received so far, whole sample frames, at the input rate."""
         return self._bytes // self.params.frame_bytes / self.params.sample_rate
 
-    def on_audio(self, data: bytes) -> list[Action]:
-        """A binary frame (its decoding is the runner's). Empty means end of stream, as in
-        Deepgram's older API."""
+    def on_binary(self, data: bytes) -> list[Action]:
+        """Audio. An empty frame ends the stream, as in Deepgram's older API."""
         if self._stopped:
             return []
         if not data:
             return self._stop()
+        limit = self.context.limits.max_frame_bytes
+        if len(data) > limit:
+            return [
+                self._error(
+                    "DataError",
+                    f"audio message of {len(data)} bytes is over the limit of {limit} bytes; "
+                    "it was dropped",
+                    "bad_audio",
+                )
+            ]
         self._sha256.update(data)
         self._bytes += len(data)
-        return self._utterance_end_due()
+        return [FeedAudio(data), *self._utterance_end_due()]
 
-    def on_text(self, text: str) -> list[Action]:
+    def on_text(self, text: str, rate: RateGate) -> list[Action]:
         if self._stopped:
             return []
         try:
             obj = json.loads(text)
         except (json.JSONDecodeError, RecursionError):
-            return [self._schema_error("message is not valid JSON", text)]
+            obj = None
         kind = obj.get("type") if isinstance(obj, dict) else None
+        if kind == "CloseStream":
+            return self._stop()  # never rate-limited
+        verdict = rate.check()
+        if verdict != "allow":
+            if verdict == "drop":
+                return []
+            per_second = self.context.limits.max_messages_per_second
+            return [
+                self._error(
+                    "RateLimited",
+                    f"more than {per_second:g} text messages per second; messages over the "
+                    "rate are dropped",
+                    "rate_limited",
+                )
+            ]
         if kind == "KeepAlive":
-            return []
+            return []  # reading it reset the idle timer
         if kind == "Finalize":
             if not self._bytes:
                 # No audio, so no stream to finalize: answered here, at once.
-                return [FinalizeStream(), self._empty_final()]
-            return [FinalizeStream()]
-        if kind == "CloseStream":
-            return self._stop()
+                return [self._empty_final()]
+            return [Finalize()]
         if kind == "Configure":
-            keyterms = isinstance(obj, dict) and obj.get("keyterms") is not None
-            return [
-                Send(
-                    {
-                        "type": "ConfigureFailure",
-                        "request_id": self.request_id,
-                        "code": (
-                            "CONFIGURE_KEYTERMS_NOT_SUPPORTED"
-                            if keyterms
-                            else "CONFIGURE_NOT_SUPPORTED"
-                        ),
-                        "description": "kettle's models take no keyterms or feature changes",
-                    }
-                )
-            ]
+            return [self._configure_failure(obj)]
+        description = (
+            "message is not valid JSON"
+            if obj is None and not text.strip().startswith(("{", "["))
+            else "expected a JSON object whose type is KeepAlive, Finalize, CloseStream or "
+            "Configure"
+        )
         return [
-            self._schema_error(
-                "expected a JSON object whose type is KeepAlive, Finalize, CloseStream or "
-                "Configure",
-                text,
+            _send(
+                {
+                    "type": "Error",
+                    "variant": "SchemaError",
+                    "description": description,
+                    "message": text[:_ECHO_LIMIT],
+                },
+                "bad_message",
             )
         ]
 
-    def on_idle(self) -> list[Action]:
-        """The runner's idle timeout: end as CloseStream does (nothing is lost)."""
-        return [] if self._stopped else self._stop("idle")
+    def on_leftover(self, leftover_bytes: int, frame_bytes: int) -> list[Action]:
+        return [
+            self._error(
+                "DataError",
+                f"the audio ended with {leftover_bytes} byte(s) that are not a whole sample "
+                f"frame ({frame_bytes} bytes); they were dropped",
+                "bad_audio",
+            )
+        ]
 
-    def _stop(self, reason: str | None = None) -> list[Action]:
+    def _stop(self) -> list[Action]:
         self._stopped = True
-        return [StopStream(reason)]
+        return [Stop()]
 
-    def _schema_error(self, description: str, text: str) -> Send:
-        return Send(
+    def _configure_failure(self, obj: Any) -> Send:
+        keyterms = isinstance(obj, dict) and obj.get("keyterms") is not None
+        return _send(
             {
-                "type": "Error",
-                "variant": "SchemaError",
-                "description": description,
-                "message": text[:_ECHO_LIMIT],
+                "type": "ConfigureFailure",
+                "request_id": self.request_id,
+                "code": (
+                    "CONFIGURE_KEYTERMS_NOT_SUPPORTED" if keyterms else "CONFIGURE_NOT_SUPPORTED"
+                ),
+                "description": "kettle's models take no keyterms or feature changes",
             }
         )
 
+    def _error(self, variant: str, description: str, code: str | None = None) -> Send:
+        return _send({"type": "Error", "variant": variant, "description": description}, code)
+
+    def fatal_error(self, message: str) -> str:
+        return _json({"type": "Error", "variant": "InternalError", "description": message})
+
     # -- engine side -------------------------------------------------------------------------
 
-    def on_event(self, event: Event) -> list[Action]:
+    def on_event(self, event: Event, received: AudioReceived) -> list[Action]:
         if isinstance(event, Partial):
             if not self.params.interim_results:
                 return []
@@ -419,15 +279,15 @@ class DeepgramLiveCodec:
         if isinstance(event, Finalized):
             return self._on_finalized()
         if isinstance(event, NoTranscript):
-            return [self._empty_final()] * self._resolve(event.start)
+            return [self._empty_final() for _ in range(self._resolve(event.start))]
         if isinstance(event, Error):
             return self._on_error(event)
         if isinstance(event, Done):
             return self._on_done(event)
-        return []
+        return []  # SpeechStopped: Deepgram reports ends through speech_final
 
     def _on_final(self, event: Final) -> list[Action]:
-        from_finalize = self._resolve(event.start) > 0
+        from_finalize = self._resolve(event.start) > 0  # (later utterances stay open)
         out: list[Action] = [
             self._results(
                 event.start,
@@ -441,9 +301,11 @@ class DeepgramLiveCodec:
         ]
         if self.params.utterance_end_ms is not None:
             last = event.words[-1].end if event.words else samples_to_seconds(event.end)
-            if self._last_speech_start > samples_to_seconds(event.start):
-                # Speech began again before this final came: was the gap long enough?
-                if self._last_speech_start - last >= self.params.utterance_end_ms / 1000:
+            later = [start for start in self._open if start > event.start]
+            if later:
+                # The next utterance began before this final came: was the gap long enough?
+                gap = samples_to_seconds(min(later)) - last
+                if gap >= self.params.utterance_end_ms / 1000:
                     out.append(self._utterance_end(last))
                 self._last_word_end = None
             else:
@@ -454,7 +316,6 @@ class DeepgramLiveCodec:
     def _on_speech_started(self, event: SpeechStarted) -> list[Action]:
         self._open.add(event.start)
         start = samples_to_seconds(event.start)
-        self._last_speech_start = start
         out: list[Action] = []
         if self._last_word_end is not None:
             assert self.params.utterance_end_ms is not None
@@ -462,7 +323,7 @@ class DeepgramLiveCodec:
                 out.append(self._utterance_end(self._last_word_end))
             self._last_word_end = None  # else the speech goes on: no end yet
         if self.params.vad_events:
-            out.append(Send({"type": "SpeechStarted", "channel": [0, 1], "timestamp": start}))
+            out.append(_send({"type": "SpeechStarted", "channel": [0, 1], "timestamp": start}))
         return out
 
     def _on_finalized(self) -> list[Action]:
@@ -490,30 +351,19 @@ class DeepgramLiveCodec:
     def _on_error(self, event: Error) -> list[Action]:
         if event.code == "overloaded" and not event.fatal:
             return []  # Deepgram has no such notice; finals still come
-        out: list[Action] = [
-            Send(
-                {
-                    "type": "Error",
-                    "variant": "InternalError" if event.code == "internal" else event.code,
-                    "description": event.message,
-                }
-            )
-        ]
-        if event.fatal:
-            out.append(Close(CLOSE_INTERNAL, "internal error"))
-        return out
+        variant = "InternalError" if event.code == "internal" else event.code
+        obj = {"type": "Error", "variant": variant, "description": event.message}
+        message = OutMessage(OTHER, _json(obj), closing=event.fatal, fatal=event.fatal)
+        return [Send(message, error_code=event.code)]
 
     def _on_done(self, event: Done) -> list[Action]:
         out: list[Action] = []
         if self._last_word_end is not None:
             out += self._utterance_end_due()
-        out.append(Send(self.metadata()))
-        if event.reason == "idle":
-            out.append(Close(CLOSE_INTERNAL, IDLE_REASON))
-        elif event.reason == "shutdown":
-            out.append(Close(CLOSE_GOING_AWAY, "server shutting down"))
-        else:
-            out.append(Close(CLOSE_NORMAL))
+        # The runner closes after this: 1000, or 1001 at shutdown; an idle connection gets
+        # 1011, as Deepgram's timeout gives (its finals and Metadata came first all the same).
+        idle = event.reason == "idle"
+        out.append(Send(OutMessage(OTHER, _json(self.metadata()), closing=True, fatal=idle)))
         return out
 
     def _utterance_end_due(self) -> list[Action]:
@@ -525,7 +375,7 @@ class DeepgramLiveCodec:
         return [self._utterance_end(last)]
 
     def _utterance_end(self, last_word_end: float) -> Send:
-        return Send({"type": "UtteranceEnd", "channel": [0, 1], "last_word_end": last_word_end})
+        return _send({"type": "UtteranceEnd", "channel": [0, 1], "last_word_end": last_word_end})
 
     # -- messages ----------------------------------------------------------------------------
 
@@ -546,37 +396,34 @@ class DeepgramLiveCodec:
         shown = (
             [word_fields(w.word, w.start, w.end, w.probability) for w in words if w.word.strip()]
             if words is not None
-            else _spread(text, begin, finish)
+            else spread_words(text, begin, finish)
         )
         shown = [w for w in shown if w["word"]]
         confidence = (
             round(sum(w["confidence"] for w in shown) / len(shown), 4) if final and shown else 0.0
         )
         transcript = text.strip() if self.params.formatted else plain_transcript(text)
-        return Send(
-            {
-                "type": "Results",
-                "channel_index": [0, 1],
-                "duration": round(finish - begin, 3),
-                "start": begin,
-                "is_final": final,
-                "speech_final": speech_final,
-                "from_finalize": from_finalize,
-                "channel": {
-                    "alternatives": [
-                        {"transcript": transcript, "confidence": confidence, "words": shown}
-                    ]
-                },
-                "metadata": {
-                    "request_id": self.request_id,
-                    "model_info": self._model.info(),
-                    "model_uuid": self._model.uuid,
-                },
+        model = self._final_model if final else self._model
+        obj = {
+            "type": "Results",
+            "channel_index": [0, 1],
+            "duration": round(finish - begin, 3),
+            "start": begin,
+            "is_final": final,
+            "speech_final": speech_final,
+            "from_finalize": from_finalize,
+            "channel": {
+                "alternatives": [
+                    {"transcript": transcript, "confidence": confidence, "words": shown}
+                ]
             },
-            kind="final" if final else "partial",
-            utterance=utterance,
-            end=end,
-        )
+            "metadata": {
+                "request_id": self.request_id,
+                "model_info": model.info(),
+                "model_uuid": model.uuid,
+            },
+        }
+        return Send(OutMessage(FINAL if final else PARTIAL, _json(obj), utterance, end))
 
     def metadata(self) -> dict[str, Any]:
         """The Metadata message that ends a stream."""
@@ -588,55 +435,60 @@ class DeepgramLiveCodec:
             "created": self._created,
             "duration": round(self.audio_seconds, 3),
             "channels": self.params.channels,
-            "models": [self._model.uuid],
-            "model_info": {self._model.uuid: self._model.info()},
+            "models": list(dict.fromkeys([self._model.uuid, self._final_model.uuid])),
+            "model_info": {m.uuid: m.info() for m in (self._model, self._final_model)},
         }
 
 
-def word_fields(raw: str, start: float, end: float, confidence: float) -> dict[str, Any]:
-    display = raw.strip()
-    return {
-        "word": normalize_word(display),
-        "start": round(start, 3),
-        "end": round(end, 3),
-        "confidence": round(confidence, 4),
-        "punctuated_word": display,
-    }
+# -- the route --------------------------------------------------------------------------------
 
 
-def plain_transcript(text: str) -> str:
-    """Deepgram's unpunctuated transcript: lowercase words, punctuation removed."""
-    plain = (normalize_word(w) for w in split_words(text))
-    return " ".join(w for w in plain if w)
+def credentials(request: HandshakeRequest) -> Sequence[str | None]:
+    key, _ = listen_credentials(request.header("authorization"), request.subprotocols)
+    return (key,)
 
 
-def _spread(text: str, start: float, end: float) -> list[dict[str, Any]]:
-    """A hypothesis's words timed evenly over its window, with no claimed confidence."""
-    words = split_words(text)
-    if not words:
-        return []
-    step = max(end - start, 0.0) / len(words)
-    return [
-        word_fields(w, start + i * step, start + (i + 1) * step, 0.0) for i, w in enumerate(words)
-    ]
+def prepare(request: HandshakeRequest, model: ModelInfo | None) -> Prepared:
+    try:
+        params = parse_listen_query(
+            request.query,
+            multilingual=model.multilingual if model is not None else True,
+            model_name=model.name if model is not None else "",
+        )
+    except ListenParamError as exc:
+        raise HandshakeRefused(400, str(exc)) from None
+    created = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+    created = created.replace("+00:00", "Z")
+
+    def make_codec(context: CodecContext) -> DeepgramLiveCodec:
+        return DeepgramLiveCodec(context, params, created=created)
+
+    # A browser offers ("token", KEY): echo "token", never the key.
+    return Prepared(make_codec, choose_subprotocol(request, (SUBPROTOCOL,)))
 
 
-__all__ = [
-    "LISTEN_PATH",
-    "Action",
-    "Close",
-    "DeepgramLiveCodec",
-    "FinalizeStream",
-    "ListenParamError",
-    "ListenParams",
-    "ModelIdentity",
-    "Send",
-    "StopStream",
-    "listen_credentials",
-    "parse_flag",
-    "parse_int",
-    "parse_language",
-    "parse_listen_query",
-    "plain_transcript",
-    "word_fields",
-]
+def refusal(status: int, message: str) -> tuple[bytes, str]:
+    """Deepgram's error body shape for a refused handshake."""
+    body = {"err_code": _ERR_CODES.get(status, "REQUEST_REFUSED"), "err_msg": message}
+    return _json(body).encode(), "application/json"
+
+
+_ERR_CODES = {400: "Bad Request", 401: "INVALID_AUTH", 503: "SERVICE_UNAVAILABLE"}
+
+INFO: dict[str, Any] = {
+    "path": LISTEN_PATH,
+    "api": "deepgram/v1/listen",
+    "encodings": list(ENCODINGS),
+    "subprotocol": SUBPROTOCOL,
+}
+
+ROUTE = ProtocolRoute(
+    path=LISTEN_PATH,
+    name="deepgram",
+    credentials=credentials,
+    prepare=prepare,
+    info=INFO,
+    refusal=refusal,
+)
+
+__all__ = ["ROUTE", "DeepgramLiveCodec", "request_id"]

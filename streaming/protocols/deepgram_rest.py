@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from kettle.streaming.protocols.deepgram import (
+from kettle.streaming.protocols.deepgram_wire import (
     DEFAULT_SAMPLE_RATES,
     ENCODINGS,
     ListenParamError,

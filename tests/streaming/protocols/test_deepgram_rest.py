@@ -8,12 +8,12 @@ import pytest
 from deepgram.core.unchecked_base_model import construct_type
 from deepgram.listen.v1.media.types import MediaTranscribeResponse
 from deepgram.types import ListenV1Response
-from kettle.streaming.protocols.deepgram import ListenParamError, ModelIdentity
 from kettle.streaming.protocols.deepgram_rest import (
     PrerecordedParams,
     parse_prerecorded_query,
     render_prerecorded,
 )
+from kettle.streaming.protocols.deepgram_wire import ListenParamError, ModelIdentity
 from kettle.transcribe.audio_io import RawFormat
 from kettle.transcribe.transcript import Segment, Transcript
 from kettle.transcribe.types import Word

@@ -1,0 +1,254 @@
+"""Deepgram's wire vocabulary shared by the live codec and the prerecorded route: query
+parameters, credentials, model identity and word fields. No I/O.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+from kettle.kernels.pcm import MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
+from kettle.streaming.agreement import normalize_word, split_words
+from kettle.streaming.limits import bearer_token
+from kettle.streaming.protocol import LANGUAGES
+from kettle.streaming.session import SessionConfig
+from kettle.transcribe.errors import KettleError
+
+LISTEN_PATH = "/v1/listen"
+# Deepgram's encoding names -> kernels.pcm's.
+ENCODINGS = {"linear16": "pcm_s16le", "mulaw": "mulaw", "alaw": "alaw"}
+DEFAULT_SAMPLE_RATES = {"linear16": 16000, "mulaw": 8000, "alaw": 8000}
+MIN_ENDPOINTING_MS = 200
+MAX_ENDPOINTING_MS = 10000
+MAX_UTTERANCE_END_MS = 600_000
+SUBPROTOCOL = "token"
+
+
+class ListenParamError(KettleError):
+    """A query parameter the endpoint refuses; the message is meant for the peer (HTTP 400)."""
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    """The model that serves, as Deepgram's metadata names it."""
+
+    name: str
+    version: str
+    arch: str = "whisper"
+
+    @property
+    def uuid(self) -> str:
+        # Stable per model name, so a client can tell which model served without a registry.
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"kettle:model/{self.name}"))
+
+    def info(self) -> dict[str, str]:
+        return {"name": self.name, "version": self.version, "arch": self.arch}
+
+
+@dataclass(frozen=True)
+class ListenParams:
+    """The settings of one live connection, from the handshake's query string."""
+
+    encoding: str  # Deepgram's name: linear16, mulaw or alaw
+    sample_rate: int
+    channels: int = 1
+    model: str | None = None
+    language: str | None = "en"  # ISO 639-1, or None to detect (``language=multi``)
+    interim_results: bool = False
+    endpointing_ms: int | None = None  # None: kettle's default endpoint silence
+    endpointing: bool = True  # false: results are never speech_final
+    utterance_end_ms: int | None = None
+    vad_events: bool = False
+    punctuate: bool = False
+    smart_format: bool = False
+
+    @property
+    def pcm_encoding(self) -> str:
+        """The encoding's name in kernels.pcm."""
+        return ENCODINGS[self.encoding]
+
+    @property
+    def frame_bytes(self) -> int:
+        return (2 if self.encoding == "linear16" else 1) * self.channels
+
+    @property
+    def formatted(self) -> bool:
+        """Whisper's punctuated, formatted text (else Deepgram's plain lowercase words)."""
+        return self.punctuate or self.smart_format
+
+    def session_config(self) -> SessionConfig:
+        extra: dict[str, Any] = {}
+        if self.endpointing_ms is not None:
+            ms = min(max(self.endpointing_ms, MIN_ENDPOINTING_MS), MAX_ENDPOINTING_MS)
+            extra["endpoint_silence_ms"] = ms
+        return SessionConfig(
+            language=self.language,
+            partials=self.interim_results,
+            word_timestamps=True,  # every final Results carries words
+            vad_events=True,
+            **extra,
+        )
+
+
+def parse_flag(name: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value == "true":
+        return True
+    if value == "false":
+        return False
+    raise ListenParamError(f"{name} must be true or false, not {raw!r}")
+
+
+def parse_int(name: str, raw: str, low: int, high: int) -> int:
+    text = raw.strip()
+    if not (text.isascii() and text.isdigit()):
+        raise ListenParamError(f"{name} must be an integer, not {raw!r}")
+    value = int(text)
+    if not low <= value <= high:
+        raise ListenParamError(f"{name} must be within {low}..{high}, not {value}")
+    return value
+
+
+def parse_language(raw: str) -> str | None:
+    tag = raw.strip()
+    if tag.lower() == "multi":
+        return None
+    primary = tag.split("-")[0].split("_")[0].lower()
+    if primary not in LANGUAGES:
+        raise ListenParamError(f"language {raw!r} is not one kettle's models know")
+    return primary
+
+
+def parse_listen_query(query: str, *, multilingual: bool, model_name: str) -> ListenParams:
+    """The handshake's query string; ListenParamError (HTTP 400) names what is wrong.
+
+    Parameters kettle does not implement (diarize, keywords, ...) are ignored, as Deepgram
+    ignores those a model does not support; ``multichannel=true`` is refused, because
+    results per channel cannot be given.
+    """
+    try:
+        pairs = parse_qs(query, keep_blank_values=True, errors="strict")
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ListenParamError(f"query string cannot be decoded: {exc}") from None
+    one: dict[str, str] = {}
+    for name, values in pairs.items():
+        if len(set(values)) > 1:
+            raise ListenParamError(f"{name} is given more than once with different values")
+        one[name] = values[0]
+    encoding = one.get("encoding")
+    if encoding is None:
+        raise ListenParamError(
+            "encoding is required: kettle's live endpoint takes raw audio "
+            f"({', '.join(ENCODINGS)}), not containers"
+        )
+    encoding = encoding.strip().lower()
+    if encoding not in ENCODINGS:
+        raise ListenParamError(f"encoding must be one of {', '.join(ENCODINGS)}, not {encoding!r}")
+    rate = DEFAULT_SAMPLE_RATES[encoding]
+    if "sample_rate" in one:
+        rate = parse_int("sample_rate", one["sample_rate"], MIN_SAMPLE_RATE, MAX_SAMPLE_RATE)
+    channels = parse_int("channels", one["channels"], 1, 2) if "channels" in one else 1
+    if "multichannel" in one and parse_flag("multichannel", one["multichannel"]):
+        raise ListenParamError("multichannel=true is not supported: channels are mixed down")
+    language: str | None = "en"
+    if "language" in one:
+        language = parse_language(one["language"])
+    if language not in (None, "en") and not multilingual:
+        raise ListenParamError(f"language {language!r}: model {model_name} is English-only")
+    endpointing, endpointing_ms = True, None
+    if "endpointing" in one:
+        raw = one["endpointing"].strip().lower()
+        if raw == "false":
+            endpointing = False
+        elif raw != "true":
+            endpointing_ms = parse_int("endpointing", raw, 0, MAX_ENDPOINTING_MS)
+    utterance_end_ms = None
+    if "utterance_end_ms" in one:
+        utterance_end_ms = parse_int(
+            "utterance_end_ms", one["utterance_end_ms"], 1, MAX_UTTERANCE_END_MS
+        )
+    flags = {
+        name: parse_flag(name, one[name]) if name in one else False
+        for name in ("interim_results", "vad_events", "punctuate", "smart_format")
+    }
+    return ListenParams(
+        encoding=encoding,
+        sample_rate=rate,
+        channels=channels,
+        model=one.get("model"),
+        language=language,
+        endpointing_ms=endpointing_ms,
+        endpointing=endpointing,
+        utterance_end_ms=utterance_end_ms,
+        **flags,
+    )
+
+
+def listen_credentials(
+    authorization: str | None, subprotocols: Sequence[str]
+) -> tuple[str | None, str | None]:
+    """(the API key presented, the subprotocol to accept) for a Deepgram handshake.
+
+    ``Authorization: Token KEY`` (the SDK's API key) or ``Bearer KEY`` (its access token),
+    else the subprotocol pair ``token``, KEY that browsers use (``token`` is then accepted).
+    """
+    if authorization:
+        scheme, _, credentials = authorization.strip().partition(" ")
+        if scheme.lower() == "token" and credentials.strip():
+            return credentials.strip(), None
+        key = bearer_token(authorization)
+        if key is not None:
+            return key, None
+    offered = [p.strip() for p in subprotocols]
+    if len(offered) >= 2 and offered[0].lower() == SUBPROTOCOL and offered[1]:
+        return offered[1], SUBPROTOCOL
+    return None, None
+
+
+def word_fields(raw: str, start: float, end: float, confidence: float) -> dict[str, Any]:
+    display = raw.strip()
+    return {
+        "word": normalize_word(display),
+        "start": round(start, 3),
+        "end": round(end, 3),
+        "confidence": round(confidence, 4),
+        "punctuated_word": display,
+    }
+
+
+def plain_transcript(text: str) -> str:
+    """Deepgram's unpunctuated transcript: lowercase words, punctuation removed."""
+    plain = (normalize_word(w) for w in split_words(text))
+    return " ".join(w for w in plain if w)
+
+
+def spread_words(text: str, start: float, end: float) -> list[dict[str, Any]]:
+    """A hypothesis's words timed evenly over its window, with no claimed confidence."""
+    words = split_words(text)
+    if not words:
+        return []
+    step = max(end - start, 0.0) / len(words)
+    return [
+        word_fields(w, start + i * step, start + (i + 1) * step, 0.0) for i, w in enumerate(words)
+    ]
+
+
+__all__ = [
+    "DEFAULT_SAMPLE_RATES",
+    "ENCODINGS",
+    "LISTEN_PATH",
+    "ListenParamError",
+    "ListenParams",
+    "ModelIdentity",
+    "listen_credentials",
+    "parse_flag",
+    "parse_int",
+    "parse_language",
+    "parse_listen_query",
+    "plain_transcript",
+    "spread_words",
+    "word_fields",
+]

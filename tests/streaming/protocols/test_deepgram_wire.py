@@ -1,0 +1,82 @@
+"""Deepgram's wire vocabulary: the live handshake's query and credentials."""
+
+from __future__ import annotations
+
+import pytest
+from kettle.streaming.protocols.deepgram_wire import (
+    MIN_ENDPOINTING_MS,
+    ListenParamError,
+    ListenParams,
+    listen_credentials,
+    parse_listen_query,
+)
+
+
+def parse(query: str, *, multilingual: bool = False) -> ListenParams:
+    return parse_listen_query(query, multilingual=multilingual, model_name="tiny.en")
+
+
+def test_query_defaults_and_every_parameter() -> None:
+    p = parse("encoding=linear16")
+    assert (p.sample_rate, p.channels, p.language, p.interim_results) == (16000, 1, "en", False)
+    assert p.endpointing and p.endpointing_ms is None and p.utterance_end_ms is None
+    assert not (p.vad_events or p.punctuate or p.smart_format or p.formatted)
+    assert parse("encoding=mulaw").sample_rate == 8000 == parse("encoding=alaw").sample_rate
+    assert parse("encoding=alaw").pcm_encoding == "alaw"
+    p = parse(
+        "model=nova-3&language=en-US&encoding=linear16&sample_rate=48000&channels=2"
+        "&interim_results=true&endpointing=300&utterance_end_ms=1000&vad_events=True"
+        "&punctuate=true&smart_format=false&diarize=true&multichannel=false"
+    )
+    assert (p.model, p.language, p.sample_rate, p.channels, p.frame_bytes) == (
+        "nova-3",
+        "en",
+        48000,
+        2,
+        4,
+    )
+    assert p.interim_results and p.vad_events and p.punctuate and p.formatted
+    assert (p.endpointing_ms, p.utterance_end_ms) == (300, 1000)
+    config = p.session_config()
+    assert config.endpoint_silence_ms == 300 and config.partials and config.word_timestamps
+    assert config.vad_events and config.language == "en"
+    # Deepgram's default of 10 ms would cut Whisper's windows into word fragments.
+    assert parse("encoding=linear16&endpointing=10").session_config().endpoint_silence_ms == (
+        MIN_ENDPOINTING_MS
+    )
+    off = parse("encoding=linear16&endpointing=false")
+    assert not off.endpointing and off.session_config().endpoint_silence_ms == 500
+    assert parse("encoding=linear16&language=multi", multilingual=True).language is None
+    assert parse("encoding=linear16&language=de", multilingual=True).language == "de"
+
+
+@pytest.mark.parametrize(
+    ("query", "match"),
+    [
+        ("sample_rate=16000", "encoding is required"),
+        ("encoding=opus", "encoding must be one of"),
+        ("encoding=linear16&sample_rate=7000", "sample_rate"),
+        ("encoding=linear16&sample_rate=fast", "sample_rate"),
+        ("encoding=linear16&channels=3", "channels"),
+        ("encoding=linear16&multichannel=true", "multichannel"),
+        ("encoding=linear16&language=de", "English-only"),
+        ("encoding=linear16&language=xx", "language"),
+        ("encoding=linear16&interim_results=yes", "interim_results"),
+        ("encoding=linear16&endpointing=-5", "endpointing"),
+        ("encoding=linear16&utterance_end_ms=0", "utterance_end_ms"),
+        ("encoding=linear16&encoding=mulaw", "more than once"),
+        ("encoding=linear16&model=%ff", "decoded"),
+    ],
+)
+def test_bad_query_is_refused_with_a_reason(query: str, match: str) -> None:
+    with pytest.raises(ListenParamError, match=match):
+        parse(query)
+
+
+def test_credentials_from_header_or_subprotocols() -> None:
+    assert listen_credentials("Token abc", []) == ("abc", None)
+    assert listen_credentials("token  abc ", []) == ("abc", None)
+    assert listen_credentials("bearer jwt.x.y", []) == ("jwt.x.y", None)
+    assert listen_credentials(None, ["token", "abc"]) == ("abc", "token")
+    assert listen_credentials(None, ["token"]) == (None, None)
+    assert listen_credentials("Basic abc", ["realtime"]) == (None, None)

@@ -1,0 +1,236 @@
+"""The official Deepgram SDK, unchanged but for its base URL, against a real `KettleServer`
+with the embedded tiny.en model (slow tests).
+
+The live tests drive the stream by what the server says, not by the wall clock: audio goes in
+pieces as fast as the socket takes them, and each step waits (with a generous deadlock guard)
+for the message it needs. Only the KeepAlive test spends real time, because the idle timeout
+it defeats is a wall-clock rule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from deepgram import AsyncDeepgramClient, DeepgramClient
+from deepgram.core.api_error import ApiError
+from deepgram.environment import DeepgramClientEnvironment
+from kettle.streaming.server import KettleServer, ServerConfig
+from kettle.transcribe.audio_io import load_audio
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosedError
+
+pytestmark = [
+    pytest.mark.slow,
+    # The SDK's async client is built on websockets' legacy API.
+    pytest.mark.filterwarnings("ignore::DeprecationWarning:deepgram"),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning:websockets"),
+]
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+JFK_REFERENCE = (
+    "And so my fellow Americans, ask not what your country can do for you, "
+    "ask what you can do for your country."
+)
+KEY = "dg-test-key"
+GUARD = 120  # seconds: a deadlock guard, never a timing assertion
+PIECE = 3200  # bytes: 100 ms of 16 kHz linear16
+
+
+@pytest.fixture(scope="module")
+def pcm() -> bytes:
+    audio = load_audio(DATA / "jfk.flac")
+    return (np.clip(audio, -1.0, 1.0) * 32767).astype("<i2").tobytes()
+
+
+@pytest.fixture
+async def make_server(tiny_decoder: Any) -> AsyncIterator[Callable[..., Any]]:
+    servers: list[KettleServer] = []
+
+    async def start(**overrides: Any) -> KettleServer:
+        server = KettleServer(
+            ServerConfig(port=0, api_keys=(KEY,), **overrides), lambda: tiny_decoder
+        )
+        await server.start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        await server.shutdown(timeout=10)
+
+
+def environment(url: str) -> DeepgramClientEnvironment:
+    """The only change to the SDK: its base URLs point at kettle."""
+    ws = url.replace("http", "ws", 1)
+    return DeepgramClientEnvironment(base=url, production=ws, agent=ws, agent_rest=url)
+
+
+async def send_audio(socket: Any, data: bytes) -> None:
+    for i in range(0, len(data), PIECE):
+        await socket.send_media(data[i : i + PIECE])
+
+
+async def until(socket: Any, want: Callable[[Any], bool], seen: list[Any]) -> Any:
+    """Receive until a message satisfies `want`; every message is kept in `seen`."""
+
+    async def receive() -> Any:
+        while True:
+            message = await socket.recv()
+            seen.append(message)
+            if want(message):
+                return message
+
+    return await asyncio.wait_for(receive(), GUARD)
+
+
+def is_results(message: Any) -> bool:
+    return getattr(message, "type", None) == "Results"
+
+
+def finals_text(messages: list[Any]) -> str:
+    return " ".join(
+        m.channel.alternatives[0].transcript
+        for m in messages
+        if is_results(m) and m.is_final and m.channel.alternatives[0].transcript
+    )
+
+
+async def test_live_interim_results_finalize_and_close_stream(
+    make_server: Callable[..., Any], pcm: bytes, wer_fn: Any
+) -> None:
+    server = await make_server()
+    client = AsyncDeepgramClient(api_key=KEY, environment=environment(server.url))
+    seen: list[Any] = []
+    async with client.listen.v1.connect(
+        model="nova-3",
+        encoding="linear16",
+        sample_rate=16000,
+        interim_results=True,
+        punctuate=True,
+        vad_events=True,
+    ) as socket:
+        # "And so my fellow Americans": an interim result comes while the phrase is open.
+        await send_audio(socket, pcm[: 2 * 32000])
+        interim = await until(socket, lambda m: is_results(m) and not m.is_final, seen)
+        assert interim.channel.alternatives[0].transcript
+        assert interim.speech_final is False and interim.from_finalize is False
+        assert interim.metadata.model_info.name == "tiny.en"
+        # Finalize ends the utterance now: its final is the answer.
+        await socket.send_finalize()
+        answer = await until(socket, lambda m: is_results(m) and m.from_finalize, seen)
+        assert answer.is_final is True and answer.speech_final is False
+        assert answer.channel.alternatives[0].transcript
+        assert all(w.punctuated_word for w in answer.channel.alternatives[0].words)
+        # The rest, then CloseStream: the remaining finals, Metadata, close 1000.
+        await send_audio(socket, pcm[2 * 32000 :])
+        await socket.send_close_stream()
+        async for message in socket:  # ends cleanly only on a normal close
+            seen.append(message)
+    kinds = [m.type for m in seen]
+    assert kinds[-1] == "Metadata" and kinds.count("Metadata") == 1
+    assert "SpeechStarted" in kinds
+    metadata = seen[-1]
+    assert metadata.duration == pytest.approx(len(pcm) / 32000, abs=0.001)
+    assert metadata.channels == 1 and metadata.request_id == answer.metadata.request_id
+    finals = [m for m in seen if is_results(m) and m.is_final]
+    assert all(f.start + f.duration <= metadata.duration + 0.001 for f in finals)
+    # The pause after "... can do for you" is an endpoint the VAD heard: speech_final.
+    assert any(f.speech_final for f in finals)
+    assert wer_fn([JFK_REFERENCE], [finals_text(seen)]) <= 0.15
+
+
+async def test_keepalive_holds_the_stream_over_15_s_of_silence(
+    make_server: Callable[..., Any], pcm: bytes, wer_fn: Any
+) -> None:
+    server = await make_server(idle_timeout_s=5.0)
+    client = AsyncDeepgramClient(api_key=KEY, environment=environment(server.url))
+    seen: list[Any] = []
+    async with client.listen.v1.connect(
+        model="nova-3", encoding="linear16", sample_rate=16000, punctuate=True
+    ) as socket:
+        half = len(pcm) // 2 // PIECE * PIECE
+        await send_audio(socket, pcm[:half])
+        for _ in range(15):  # 15 s with no audio: only KeepAlive, well inside the 5 s timeout
+            await asyncio.sleep(1.0)
+            await socket.send_keep_alive()
+        await send_audio(socket, pcm[half:])
+        await socket.send_close_stream()
+        async for message in socket:
+            seen.append(message)
+    assert seen[-1].type == "Metadata"
+    assert seen[-1].duration == pytest.approx(len(pcm) / 32000, abs=0.001)
+    assert wer_fn([JFK_REFERENCE], [finals_text(seen)]) <= 0.15
+    # Without KeepAlive the same silence ends the stream: what was said still comes, then
+    # Metadata, then 1011 as Deepgram's idle timeout gives.
+    seen = []
+    with pytest.raises(ConnectionClosedError) as closed:
+        async with client.listen.v1.connect(
+            model="nova-3", encoding="linear16", sample_rate=16000
+        ) as socket:
+            await send_audio(socket, pcm[:half])
+            async for message in socket:
+                seen.append(message)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1011
+    assert seen[-1].type == "Metadata" and finals_text(seen)
+
+
+async def test_handshake_auth_and_parameters(make_server: Callable[..., Any]) -> None:
+    server = await make_server()
+    env = environment(server.url)
+    with pytest.raises(ApiError) as refused:
+        async with AsyncDeepgramClient(api_key="wrong", environment=env).listen.v1.connect(
+            model="nova-3", encoding="linear16", sample_rate=16000
+        ):
+            pass
+    assert refused.value.status_code == 401
+    with pytest.raises(ApiError) as refused:
+        async with AsyncDeepgramClient(api_key=KEY, environment=env).listen.v1.connect(
+            model="nova-3", encoding="opus"
+        ):
+            pass
+    assert refused.value.status_code == 400
+    # A browser's way: the subprotocol pair ("token", KEY); "token" is echoed, never the key.
+    url = server.url.replace("http", "ws", 1) + "/v1/listen?encoding=linear16&sample_rate=16000"
+    async with connect(url, subprotocols=["token", KEY]) as ws:  # type: ignore[list-item]
+        assert ws.subprotocol == "token"
+        await ws.send(json.dumps({"type": "Finalize"}))  # no audio yet: answered at once
+        answer = json.loads(await asyncio.wait_for(ws.recv(), GUARD))
+        assert answer["type"] == "Results" and answer["from_finalize"] is True
+        await ws.send(json.dumps({"type": "CloseStream"}))
+        last = json.loads(await asyncio.wait_for(ws.recv(), GUARD))
+        assert last["type"] == "Metadata" and last["duration"] == 0
+    assert ws.close_code == 1000
+
+
+def run_sync_sdk(url: str, pcm: bytes) -> list[str]:
+    """The synchronous client, as most Deepgram code uses it (run in a worker thread)."""
+    import threading
+
+    client = DeepgramClient(api_key=KEY, environment=environment(url))
+    finals: list[str] = []
+    with client.listen.v1.connect(
+        model="nova-3", encoding="linear16", sample_rate=16000, smart_format=True
+    ) as socket:
+
+        def send() -> None:
+            for i in range(0, len(pcm), PIECE):
+                socket.send_media(pcm[i : i + PIECE])
+            socket.send_close_stream()
+
+        threading.Thread(target=send).start()
+        for message in socket:
+            if message.type == "Results" and message.is_final:
+                finals.append(message.channel.alternatives[0].transcript)
+    return finals
+
+
+async def test_sync_client(make_server: Callable[..., Any], pcm: bytes, wer_fn: Any) -> None:
+    server = await make_server()
+    finals = await asyncio.to_thread(run_sync_sdk, server.url, pcm)
+    assert wer_fn([JFK_REFERENCE], [" ".join(finals)]) <= 0.15

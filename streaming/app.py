@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kettle.streaming import http_routes
+from kettle.streaming import deepgram_http, http_routes
 from kettle.streaming.handshake import ProtocolRoute
 from kettle.streaming.protocols import deepgram, kettle_v1
 from kettle.streaming.ws_endpoint import WebSocketEndpoint, handshake_request, render_refusal
@@ -57,6 +57,7 @@ def _plain_get(server: KettleServer, protocol: ProtocolRoute) -> Callable[[Reque
 # Plain HTTP routes, in order; the assets' catch-all stays last.
 ROUTE_PROVIDERS: tuple[RouteProvider, ...] = (
     http_routes.routes,
+    deepgram_http.routes,
     websocket_routes,
     http_routes.asset_routes,
 )

@@ -81,6 +81,10 @@ class ServerConfig:
     finish_timeout_s: float = 300.0
     retry_after_s: int = 5
     outbox_limit: int = 1000
+    # Uploads (POST /v1/listen): the largest body taken (413 beyond), and how many are
+    # transcribed at once (429 with Retry-After beyond).
+    max_upload_bytes: int = 1 << 30
+    max_uploads: int = 4
     tls_cert: str | None = None
     tls_key: str | None = None
     ping_interval_s: float | None = 20.0
@@ -110,6 +114,8 @@ class ServerConfig:
             problems.append("drain_timeout_s must not be negative")
         if self.retry_after_s < 1:
             problems.append("retry_after_s must be at least 1")
+        if self.max_upload_bytes < 1 or self.max_uploads < 1:
+            problems.append("max_upload_bytes and max_uploads must be at least 1")
         if self.outbox_limit < 1:
             problems.append("outbox_limit must be at least 1")
         if (self.tls_cert is None) != (self.tls_key is None):

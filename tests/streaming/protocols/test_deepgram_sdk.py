@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import shutil
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,8 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::DeprecationWarning:websockets"),
 ]
 
-DATA = Path(__file__).resolve().parents[2] / "data"
+ROOT = Path(__file__).resolve().parents[3]
+DATA = ROOT / "tests" / "data"
 JFK_REFERENCE = (
     "And so my fellow Americans, ask not what your country can do for you, "
     "ask what you can do for your country."
@@ -234,3 +237,50 @@ async def test_sync_client(make_server: Callable[..., Any], pcm: bytes, wer_fn: 
     server = await make_server()
     finals = await asyncio.to_thread(run_sync_sdk, server.url, pcm)
     assert wer_fn([JFK_REFERENCE], [" ".join(finals)]) <= 0.15
+
+
+async def test_transcribe_file(make_server: Callable[..., Any], wer_fn: Any) -> None:
+    server = await make_server()
+    client = AsyncDeepgramClient(api_key=KEY, environment=environment(server.url))
+    response: Any = await client.listen.v1.media.transcribe_file(
+        request=(DATA / "jfk.flac").read_bytes(), model="nova-3", punctuate=True
+    )
+    assert response.metadata.duration == pytest.approx(11.0, abs=0.01)
+    assert response.metadata.model_info[response.metadata.models[0]]["name"] == "tiny.en"
+    alternative = response.results.channels[0].alternatives[0]
+    assert wer_fn([JFK_REFERENCE], [alternative.transcript]) <= 0.15
+    words = alternative.words
+    assert words and all(0 <= w.start <= w.end <= 11.0 for w in words)
+    assert [w.start for w in words] == sorted(w.start for w in words)
+    with pytest.raises(ApiError) as refused:
+        await client.listen.v1.media.transcribe_file(request=b"not audio", model="nova-3")
+    assert refused.value.status_code == 400
+
+
+def readme_snippet(heading: str) -> str:
+    """The first python block after `heading` in README.md, exactly as it stands there."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(re.escape(heading) + r".*?```python\n(.*?)```", text, re.DOTALL)
+    assert match, f"no python block under {heading!r} in README.md"
+    return match.group(1)
+
+
+async def test_readme_snippet_from_the_deepgram_sdk(
+    make_server: Callable[..., Any],
+    pcm: bytes,
+    wer_fn: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    server = await make_server()
+    shutil.copy(DATA / "jfk.flac", tmp_path / "speech.flac")
+    (tmp_path / "speech.pcm").write_bytes(pcm)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KETTLE_URL", server.url)
+    monkeypatch.setenv("KETTLE_KEY", KEY)
+    code = compile(readme_snippet("### From the Deepgram SDK"), "README.md", "exec")
+    await asyncio.to_thread(exec, code, {"__name__": "readme"})
+    prerecorded, *live = capsys.readouterr().out.splitlines()
+    assert wer_fn([JFK_REFERENCE], [prerecorded]) <= 0.15
+    assert wer_fn([JFK_REFERENCE], [" ".join(live)]) <= 0.15

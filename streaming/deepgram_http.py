@@ -1,0 +1,147 @@
+"""POST /v1/listen: Deepgram's prerecorded transcription, on the live engine at the lowest
+priority.
+
+The body is the audio (any container the file reader knows, or raw PCM when the query names
+an ``encoding``); the answer is ``protocols.deepgram_rest``'s body. The file pipeline runs in
+a worker thread and sends its batches to the engine's offline queue, so live streams' finals
+and partials always go first. Errors are Deepgram's ``{"err_code", "err_msg", "request_id"}``:
+401 for a bad key, 400 for bad parameters or audio, 413 for a body over the limit, 429 with
+Retry-After while the upload slots are full, 503 with Retry-After while the model loads or
+the server drains. A JSON body asks kettle to fetch a URL, which it does not do (400).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import hashlib
+import logging
+import uuid
+from typing import TYPE_CHECKING
+
+from kettle.streaming.offline import EngineDecoder
+from kettle.streaming.protocols.deepgram import kettle_version
+from kettle.streaming.protocols.deepgram_rest import (
+    PrerecordedParams,
+    error_body,
+    parse_prerecorded_query,
+    render_prerecorded,
+)
+from kettle.streaming.protocols.deepgram_wire import (
+    LISTEN_PATH,
+    ListenParamError,
+    ModelIdentity,
+    listen_credentials,
+)
+from kettle.transcribe.audio_io import load_audio
+from kettle.transcribe.errors import AudioError, KettleError
+from kettle.transcribe.pipeline import PipelineConfig, transcribe_audio
+from kettle.transcribe.transcript import Transcript
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+if TYPE_CHECKING:
+    from kettle.streaming.engine import Engine
+    from kettle.streaming.server import KettleServer
+
+logger = logging.getLogger(__name__)
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, code: str, message: str, retry: bool = False) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.retry = status, code, message, retry
+
+
+def routes(server: KettleServer) -> list[BaseRoute]:
+    uploads = asyncio.Semaphore(server.config.max_uploads)
+
+    async def listen(request: Request) -> Response:
+        request_id = str(uuid.uuid4())
+        try:
+            return await _transcribe(server, request, request_id, uploads)
+        except _Refused as exc:
+            headers = {"Retry-After": str(server.config.retry_after_s)} if exc.retry else {}
+            if exc.status == 401:
+                headers["WWW-Authenticate"] = "Token"
+            body = {**error_body(exc.message, code=exc.code), "request_id": request_id}
+            return JSONResponse(body, exc.status, headers)
+
+    return [Route(LISTEN_PATH, listen, methods=["POST"])]
+
+
+async def _transcribe(
+    server: KettleServer, request: Request, request_id: str, uploads: asyncio.Semaphore
+) -> Response:
+    key, _ = listen_credentials(request.headers.get("authorization"), ())
+    if not server.authenticator.allows_any((key,)):
+        raise _Refused(401, "INVALID_AUTH", "a valid API key is required")
+    engine, model = server.engine, server.model_info
+    if engine is None or model is None or server.draining:
+        reason = "server is shutting down" if server.draining else "model is loading"
+        raise _Refused(503, "SERVICE_UNAVAILABLE", reason, retry=True)
+    try:
+        params = parse_prerecorded_query(
+            request.url.query, multilingual=model.multilingual, model_name=model.name
+        )
+    except ListenParamError as exc:
+        raise _Refused(400, "Bad Request", str(exc)) from None
+    if request.headers.get("content-type", "").split(";")[0].strip() == "application/json":
+        raise _Refused(
+            400, "Bad Request", "kettle does not fetch URLs: send the audio as the request body"
+        )
+    if uploads.locked():
+        raise _Refused(
+            429, "TOO_MANY_REQUESTS", "as many uploads as kettle takes are running", retry=True
+        )
+    async with uploads:
+        body = await _read_body(request, server.config.max_upload_bytes)
+        transcript = await _run(engine, body, params)
+    finals = engine.final_decoder
+    identity = ModelIdentity(finals.name, kettle_version())
+    created = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+    answer = render_prerecorded(
+        transcript,
+        params,
+        request_id=request_id,
+        created=created.replace("+00:00", "Z"),
+        sha256=hashlib.sha256(body).hexdigest(),
+        channels=params.raw.channels if params.raw is not None else 1,
+        model=identity,
+    )
+    return JSONResponse(answer)
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _Refused(413, "PAYLOAD_TOO_LARGE", f"the body is over the limit of {limit} bytes")
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _Refused(413, "PAYLOAD_TOO_LARGE", f"the body is over the limit of {limit} bytes")
+        parts.append(chunk)
+    body = b"".join(parts)
+    if not body:
+        raise _Refused(400, "Bad Request", "the body is empty: send the audio as the body")
+    return body
+
+
+async def _run(engine: Engine, body: bytes, params: PrerecordedParams) -> Transcript:
+    """Decode the audio and transcribe it, both off the event loop."""
+    try:
+        audio = await asyncio.to_thread(load_audio, body, params.raw)
+    except AudioError as exc:
+        raise _Refused(400, "Bad Request", f"the audio cannot be decoded: {exc}") from None
+    decoder = EngineDecoder(engine, asyncio.get_running_loop())
+    config = PipelineConfig(word_timestamps=True, language=params.language)
+    try:
+        return await asyncio.to_thread(transcribe_audio, audio, decoder, config)
+    except KettleError as exc:
+        logger.warning("upload failed: %s", exc)
+        raise _Refused(
+            503, "SERVICE_UNAVAILABLE", f"transcription failed: {exc}", retry=True
+        ) from None

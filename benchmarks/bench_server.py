@@ -13,6 +13,11 @@ timing), and server CPU seconds per second of audio (from /proc/PID/stat).
 
     python benchmarks/bench_server.py            # N = 1, 4, 8, 16; ~30 s of audio each
     python benchmarks/bench_server.py --quick    # N = 1, 4; ~10 s (smoke run)
+    python benchmarks/bench_server.py --protocols   # per protocol; uploads during live streams
+
+`--protocols` measures instead (section bench_server_protocols): the same track over each
+WebSocket protocol in turn (kettle v1, Deepgram live; rounds interleaved), and 4 concurrent
+uploads (POST /v1/listen) while 2 live streams run, against the same 2 streams alone.
 """
 
 from __future__ import annotations
@@ -216,6 +221,86 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def measure_protocols(args: argparse.Namespace) -> dict[str, Any]:
+    import _protocols
+
+    data_line = require_eval_set(EVAL)
+    tracks = build_tracks(load_clips(), 6, args.seconds)
+    proc, url = start_server(args)
+    base = url.removesuffix("/v1/stream").replace("ws", "http", 1)
+    try:
+        # Warm-up (model caches, first-call costs), not measured.
+        asyncio.run(_protocols.kettle_v1(base, tracks[0].audio[: 5 * SAMPLE_RATE], args.chunk_ms))
+        per = asyncio.run(
+            _protocols.per_protocol(base, tracks[0].audio, args.rounds, args.chunk_ms)
+        )
+        for name, row in per.items():
+            print(
+                f"{name}: partial P50/P95 {row['partial_p50_s']:.2f}/{row['partial_p95_s']:.2f} s,"
+                f" final P50/P95 {row['final_p50_s']:.2f}/{row['final_p95_s']:.2f} s",
+                flush=True,
+            )
+        uploads = asyncio.run(
+            _protocols.uploads_during_live(
+                base,
+                [t.audio for t in tracks[2:6]],
+                [t.audio for t in tracks[:2]],
+                args.chunk_ms,
+            )
+        )
+        print(
+            f"uploads: {uploads['upload_throughput_audio_s_per_s']:.1f} audio s/s; live final "
+            f"P50/P95 {uploads['live_final_p50_s']:.2f}/{uploads['live_final_p95_s']:.2f} s"
+            f" (alone {uploads['live_alone_final_p50_s']:.2f}/"
+            f"{uploads['live_alone_final_p95_s']:.2f} s)",
+            flush=True,
+        )
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return {
+        "data": data_line,
+        "model": args.model,
+        "seconds": args.seconds,
+        "rounds": args.rounds,
+        "chunk_ms": args.chunk_ms,
+        "machine": machine_info(),
+        "protocols": per,
+        "uploads": uploads,
+    }
+
+
+def report_protocols(args: argparse.Namespace, data: dict[str, Any]) -> None:
+    columns = ["protocol", "partials", "partial_p50_s", "partial_p95_s", "finals"]
+    columns += ["final_p50_s", "final_p95_s"]
+    rows = [{"protocol": name, **row} for name, row in data["protocols"].items()]
+    table = markdown_table(rows, columns)
+    up = data["uploads"]
+    up_columns = ["uploads", "upload_audio_s", "uploads_wall_s"]
+    up_columns += ["upload_throughput_audio_s_per_s", "live_streams", "live_final_p50_s"]
+    up_columns += ["live_final_p95_s", "live_alone_final_p50_s", "live_alone_final_p95_s"]
+    up_table = markdown_table([up], up_columns)
+    print(table)
+    print(up_table)
+    if args.quick and not args.write:
+        return
+    (HERE / "bench_server_protocols.json").write_text(json.dumps(data, indent=1), "utf-8")
+    write_section(
+        "bench_server_protocols",
+        f"{data['model']}; the same {args.seconds:g} s track of eval-set speech over each "
+        f"WebSocket protocol with its own client (kettle v1: `kettle.streaming.client`; "
+        f"Deepgram: the official SDK), replayed in real time ({args.chunk_ms} ms chunks), "
+        f"{args.rounds} rounds interleaved; lags from the audio clock to receipt. Then "
+        f"{up['uploads']} uploads (POST /v1/listen, WAV) at once while {up['live_streams']} "
+        "live kettle v1 streams run in real time, against the same streams alone just "
+        "before: upload throughput is audio seconds per wall second until the last upload "
+        "answered.\n\n" + f"{data['data']}.\n\n" + table + "\n" + up_table,
+    )
+
+
 def plot(data: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -273,10 +358,17 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--write", action="store_true", help="with --quick: still write results")
+    parser.add_argument(
+        "--protocols", action="store_true", help="per-protocol lags and uploads (see above)"
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="with --protocols: rounds")
     args = parser.parse_args()
     args.clients = [int(x) for x in args.clients.split(",")]
     if args.quick:
-        args.clients, args.seconds = [1, 4], 10.0
+        args.clients, args.seconds, args.rounds = [1, 4], 10.0, 1
+    if args.protocols:
+        report_protocols(args, measure_protocols(args))
+        return 0
     data = measure(args)
     table_rows = [{k: v for k, v in r.items() if k in COLUMNS} for r in data["rows"]]
     table = markdown_table(table_rows, COLUMNS)

@@ -202,7 +202,12 @@ def measure_live(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         setup: max([r["streams"] for r in rows if r["setup"] == setup and r["holds"]], default=0)
         for setup in urls
     }
-    return {"seconds_per_stream": args.seconds, "rows": rows, "largest_holding": best}
+    return {
+        "command": _command(),
+        "seconds_per_stream": args.seconds,
+        "rows": rows,
+        "largest_holding": best,
+    }
 
 
 # -- batch -----------------------------------------------------------------------------------
@@ -244,33 +249,41 @@ def measure_batch(args: argparse.Namespace) -> dict[str, Any]:
         return time.monotonic() - t0, failed
 
     shortest = min(files, key=lambda p: p.stat().st_size)
-    rows = []
+    runs: dict[int, list[tuple[float, float, int]]] = {w: [] for w in args.workers}
     try:
         # Warm-up, not counted: Ray starts its worker processes and they import kettle.
         run([shortest] * max(args.workers), max(args.workers))
-        for workers in args.workers:  # 1 then 2: the same files, one after the other
-            startup_s, _ = run([shortest] * workers, workers)
-            wall_s, failed = run(files, workers)
-            work_s = max(1e-9, wall_s - startup_s)
-            rows.append(
-                {
-                    "workers": workers,
-                    "files": len(files),
-                    "audio_s": round(audio_s, 1),
-                    "startup_s": startup_s,
-                    "wall_s": wall_s,
-                    "audio_s_per_s": audio_s / work_s,
-                    "audio_s_per_s_incl_startup": audio_s / wall_s,
-                    "failed": failed,
-                }
-            )
-            print(
-                f"{workers} worker(s): start-up {startup_s:.1f} s, run {wall_s:.1f} s,"
-                f" {audio_s / work_s:.1f} audio s/s",
-                flush=True,
-            )
+        # Rounds in ABBA order (1, 2, 2, 1, ...), so drift in the machine's load hits both.
+        for round_ in range(args.repeat):
+            for workers in args.workers if round_ % 2 == 0 else args.workers[::-1]:
+                startup_s, _ = run([shortest] * workers, workers)
+                wall_s, failed = run(files, workers)
+                runs[workers].append((startup_s, wall_s, failed))
+                print(
+                    f"{workers} worker(s): start-up {startup_s:.1f} s, run {wall_s:.1f} s,"
+                    f" {audio_s / max(1e-9, wall_s - startup_s):.1f} audio s/s",
+                    flush=True,
+                )
     finally:
         ray.shutdown()
+    rows = []
+    for workers, measured in runs.items():
+        startup_s = float(np.median([m[0] for m in measured]))
+        throughput = float(np.median([audio_s / max(1e-9, m[1] - m[0]) for m in measured]))
+        wall_s = float(np.median([m[1] for m in measured]))
+        rows.append(
+            {
+                "workers": workers,
+                "files": len(files),
+                "audio_s": round(audio_s, 1),
+                "runs": len(measured),
+                "startup_s": startup_s,
+                "wall_s": wall_s,
+                "audio_s_per_s": throughput,
+                "audio_s_per_s_incl_startup": audio_s / wall_s,
+                "failed": sum(m[2] for m in measured),
+            }
+        )
     base = rows[0]["audio_s_per_s"] / rows[0]["workers"]
     for row in rows:
         row["ideal_audio_s_per_s"] = base * row["workers"]
@@ -280,6 +293,7 @@ def measure_batch(args: argparse.Namespace) -> dict[str, Any]:
         {"workers": w, "audio_s_per_s": per_worker * w, "kind": "projection"} for w in (8, 32)
     ]
     return {
+        "command": _command(),
         "cluster_start_s": cluster_s,
         "rows": rows,
         "per_worker_audio_s_per_s": per_worker,
@@ -288,6 +302,10 @@ def measure_batch(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # -- report ----------------------------------------------------------------------------------
+
+
+def _command() -> str:
+    return "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
 
 
 def plot(live: dict[str, Any] | None, batch: dict[str, Any] | None, path: Path) -> None:
@@ -340,7 +358,7 @@ def plot(live: dict[str, Any] | None, batch: dict[str, Any] | None, path: Path) 
 
 LIVE_COLUMNS = ["setup", "streams", "partial_p50_s", "partial_p95_s", "final_p50_s",
                 "final_p95_s", "finals_lost", "holds"]  # fmt: skip
-BATCH_COLUMNS = ["workers", "files", "audio_s", "startup_s", "wall_s", "audio_s_per_s",
+BATCH_COLUMNS = ["workers", "files", "audio_s", "runs", "startup_s", "wall_s", "audio_s_per_s",
                  "ideal_audio_s_per_s", "efficiency"]  # fmt: skip
 
 
@@ -356,11 +374,11 @@ def report(
     if live is not None:
         best = live["largest_holding"]
         parts.append(
-            f"**Live** ({args.model}, each stream replays {args.seconds:g} s of speech in real "
-            f"time; holds = partial P95 <= {PARTIAL_P95_MAX_S} s, final P95 <= "
+            f"**Live** ({args.model}, each stream replays {live['seconds_per_stream']:g} s of "
+            f"speech in real time; holds = partial P95 <= {PARTIAL_P95_MAX_S} s, final P95 <= "
             f"{FINAL_P95_MAX_S} s, no final lost). Largest number of streams that holds: "
             + ", ".join(f"{k}: **{v}**" for k, v in best.items())
-            + ".\n\n"
+            + f". Measured by `{live['command']}`.\n\n"
             + markdown_table(live["rows"], LIVE_COLUMNS)
         )
     if batch is not None:
@@ -374,7 +392,8 @@ def report(
             f"speech, `transcribe_on_ray` as `kettle transcribe --ray` runs it). Fixed costs, "
             f"apart from the throughput: starting the local Ray cluster "
             f"{batch['cluster_start_s']:.1f} s (once); start-up of a run (actors, models, "
-            "first file) in `startup_s`. Throughput excludes start-up.\n\n"
+            "first file) in `startup_s`. Throughput excludes start-up; medians of `runs` "
+            f"rounds in ABBA order. Measured by `{batch['command']}`.\n\n"
             + markdown_table(rows, BATCH_COLUMNS)
             + f"\n**Projection, not a measurement:** at the measured "
             f"{batch['per_worker_audio_s_per_s']:.1f} audio s/s per worker, with one core per "
@@ -392,18 +411,25 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=15.0, help="live: audio per stream")
     parser.add_argument("--workers", default="1,2", help="batch: worker counts")
     parser.add_argument("--files", type=int, default=24, help="batch: how many eval files")
+    parser.add_argument("--repeat", type=int, default=2, help="batch: rounds (ABBA order)")
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--write", action="store_true", help="with --quick: still write results")
     args = parser.parse_args()
     args.streams = [int(x) for x in args.streams.split(",")]
     args.workers = [int(x) for x in args.workers.split(",")]
     if args.quick:
-        args.streams, args.seconds, args.files = [1, 2], 8.0, 6
+        args.streams, args.seconds, args.files, args.repeat = [1, 2], 8.0, 6, 1
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         live = measure_live(args, Path(tmp)) if args.only in (None, "live") else None
     batch = measure_batch(args) if args.only in (None, "batch") else None
+    # --only runs one half; the other half's last figures stay in the report.
+    saved = HERE / "bench_scale.json"
+    if args.only is not None and saved.is_file():
+        before = json.loads(saved.read_text(encoding="utf-8"))
+        live = live or before.get("live")
+        batch = batch or before.get("batch")
     data = {"model": args.model, "machine": machine_info(), "live": live, "batch": batch}
     print(json.dumps(data, indent=1, default=str))
     text = report(live, batch, args)

@@ -99,9 +99,31 @@ def default_workers(options: RayOptions) -> int:
     import ray
 
     resources = ray.available_resources() or ray.cluster_resources()
+    return max(1, fitting_workers(resources, options))
+
+
+def fitting_workers(resources: dict[str, float], options: RayOptions) -> int:
+    """How many workers of ``options``' shape these resources hold."""
+    fits = int(resources.get("CPU", 0.0) // options.cpus_per_worker)
     if options.gpus_per_worker > 0:
-        return max(1, int(resources.get("GPU", 0.0) // options.gpus_per_worker))
-    return max(1, int(resources.get("CPU", 1.0) // options.cpus_per_worker))
+        fits = min(fits, int(resources.get("GPU", 0.0) // options.gpus_per_worker))
+    return fits
+
+
+def check_fits(workers: int, options: RayOptions) -> None:
+    """A pool the cluster cannot hold would wait for its actors until the start timeout:
+    say so at once instead."""
+    import ray
+
+    total = ray.cluster_resources()
+    if fitting_workers(total, options) >= workers:
+        return
+    gpus = f" and {options.gpus_per_worker:g} GPU" if options.gpus_per_worker else ""
+    raise ConfigError(
+        f"the Ray cluster has {total.get('CPU', 0):g} CPUs and {total.get('GPU', 0):g} GPUs: "
+        f"{workers} worker(s) of {options.cpus_per_worker:g} CPU{gpus} each do not fit "
+        "(lower --workers or --gpus-per-worker, or add nodes)"
+    )
 
 
 def transcribe_on_ray(
@@ -188,6 +210,7 @@ def _run(refs: list[Any], spec: WorkerSpec, options: RayOptions) -> Iterator[dic
     # files spread over all of them and a cluster short of resources fails with a reason.
     context.wait_for_min_actors_s = options.start_timeout_s
     workers = min(options.workers or default_workers(options), len(refs))
+    check_fits(workers, options)
     per_call = options.rows_per_call or _rows_per_call(len(refs), workers, spec)
     with warnings.catch_warnings():
         # max_restarts has no named parameter yet; Ray warns that the catch-all keyword

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from kettle.streaming.cli import main
-from kettle.transcribe.errors import AudioError, ModelError
+from kettle.transcribe.errors import AudioError, ConfigError, ModelError
 from kettle.transcribe.fake import FakeDecoder, synth_voice
 from kettle.transcribe.pipeline import PipelineConfig
 from kettle.transcribe.ray_batch import RayOptions, RemoteJob, transcribe_on_ray
@@ -204,3 +204,11 @@ def test_cluster_options_need_ray(tmp_path: Path, capsys) -> None:
         main(["transcribe", str(path), "--ray", "auto", "--workers", "0"])
     assert info.value.code == 2
     assert "must be at least 1" in capsys.readouterr().err
+
+
+def test_a_pool_the_cluster_cannot_hold_is_refused_at_once() -> None:
+    jobs = [_voice_job(i, 1.0) for i in range(4)]
+    with pytest.raises(ConfigError, match=r"3 worker\(s\) of 1 CPU each do not fit"):
+        list(transcribe_on_ray(jobs, _fake_spec(), RayOptions(workers=3)))  # 2 CPUs
+    with pytest.raises(ConfigError, match="0 GPUs"):
+        list(transcribe_on_ray(jobs, _fake_spec(), RayOptions(workers=1, gpus_per_worker=1)))

@@ -100,6 +100,12 @@ def register_simulate(sub: Any) -> None:
         metavar="MS",
         help="silence that ends an utterance (default 500)",
     )
+    parser.add_argument(
+        "--fixed-cadence",
+        action="store_true",
+        help="partials every --partial-interval exactly, as before scheduler v2 (default: "
+        "stretched where the measured decode cost would keep the model over 60%% busy)",
+    )
     parser.set_defaults(func=_main)
 
 
@@ -120,7 +126,9 @@ def _main(args: argparse.Namespace) -> int:
         partial_interval_s=args.partial_interval,
         endpoint_silence_ms=args.endpoint_ms,
     )
-    engine_config = EngineConfig(SchedulerConfig(max_batch_size=args.batch_size))
+    engine_config = EngineConfig(
+        SchedulerConfig(max_batch_size=args.batch_size), adaptive_cadence=not args.fixed_cadence
+    )
     clips = load_clips(args.files, args.reference, args.manifest, args.raw)
     decoder, final_decoder = _load_models(args)
 

@@ -30,20 +30,24 @@ import dataclasses
 import functools
 import itertools
 import logging
+import math
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Protocol
 
+import numpy as np
 from kettle.streaming.clock import Clock, MonotonicClock
+from kettle.streaming.degrade import STRETCH, DegradeConfig, Degrader, Level
 from kettle.streaming.events import Done, Error, Event, Final, Partial
 from kettle.streaming.scheduler import Priority, Scheduler, SchedulerConfig, Ticket
 from kettle.streaming.session import Session, SessionConfig
 from kettle.streaming.stream import Stream
 from kettle.streaming.worker import InferenceWorker, RetryPolicy
+from kettle.transcribe.costs import CostProfile
 from kettle.transcribe.errors import ConfigError, KettleError
-from kettle.transcribe.types import DecodeKind, Decoder, DecodeRequest, DecodeResult
+from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, Decoder, DecodeRequest, DecodeResult
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +67,14 @@ class EngineConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     # Live finals ask the model for one temperature-fallback round at a time.
     fallback_rounds: bool = True
+    # Measure the model's costs at start (a decoder with measure_costs(); fakes have none).
+    measure_costs: bool = True
+    # Partial cadence from the measured decode cost: each stream's partial interval is at
+    # least what keeps the model's busy fraction from partials at busy_target. False: the
+    # sessions' configured interval only (the cadence before scheduler v2).
+    adaptive_cadence: bool = True
+    busy_target: float = 0.6
+    degrade: DegradeConfig = field(default_factory=DegradeConfig)
 
     def __post_init__(self) -> None:
         if not 8 <= self.event_queue_size <= 1_000_000:
@@ -71,6 +83,8 @@ class EngineConfig:
             )
         if not 0.0 <= self.close_timeout_s <= 3600:
             raise ConfigError(f"close_timeout_s must be within 0..3600, not {self.close_timeout_s}")
+        if not 0.05 <= self.busy_target <= 1.0:
+            raise ConfigError(f"busy_target must be within 0.05..1, not {self.busy_target}")
 
 
 class EngineObserver(Protocol):
@@ -86,6 +100,9 @@ class EngineObserver(Protocol):
     ) -> None: ...
 
     def on_batch_failed(self, size: int, error: str) -> None: ...
+
+    # Optional: ``on_degradation(level: str)`` when the degradation level changes (one of
+    # degrade.Level's labels); observers without it are not told.
 
 
 @dataclass
@@ -170,6 +187,8 @@ class Engine:
         self._observer = observer
         self._clock: Clock = clock or MonotonicClock()
         self._scheduler = Scheduler(self.config.scheduler)
+        self._degrader = Degrader(self.config.degrade)
+        self._cadence_s: float | None = None  # the partial interval hint given to sessions
         self._worker = InferenceWorker(self._clock, self.config.retry)
         self._streams: dict[str, Stream] = {}
         self._offline: set[_OfflineCall] = set()
@@ -186,6 +205,8 @@ class Engine:
             return
         self._wake = asyncio.Event()
         self._worker.start()
+        if self.config.measure_costs:
+            await self._measure_costs()
         self._closing = False
         self._task = asyncio.create_task(self._run(), name="kettle-engine")
 
@@ -214,6 +235,22 @@ class Engine:
             await task
         self._worker.shutdown()
 
+    async def _measure_costs(self) -> None:
+        """Profile each model that has measure_costs() (the real adapter) on its thread."""
+        profiles: dict[DecodeKind, CostProfile] = {}
+        for kind, decoder in (
+            (DecodeKind.PARTIAL, self._decoder),
+            (DecodeKind.FINAL, self.final_decoder),
+        ):
+            measure = getattr(decoder, "measure_costs", None)
+            if measure is None:
+                continue
+            try:
+                profiles[kind] = await self._worker.call(measure)
+            except Exception:  # no profile: batches are sized from measured times instead
+                logger.exception("could not measure the costs of %s", decoder.name)
+        self._scheduler.costs.profiles.update(profiles)
+
     async def __aenter__(self) -> Engine:
         await self.start()
         return self
@@ -232,8 +269,10 @@ class Engine:
             raise KettleError("the engine is not running")
         stream_id = f"s{next(_STREAM_IDS)}"
         session = Session(config or SessionConfig(), session_id=stream_id)
+        session.interval_hint_s = self._cadence_s
         stream = Stream(self, stream_id, session, self.config.event_queue_size)
         self._streams[stream_id] = stream
+        self._update_cadence()
         return stream
 
     async def decode_offline(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
@@ -276,6 +315,20 @@ class Engine:
     def healthy(self) -> bool:
         """Running, and the model is not failing."""
         return self._task is not None and not self._closing and not self._worker.model_failing
+
+    @property
+    def degradation(self) -> Level:
+        """The current degradation level (degrade.py); Level.FULL when none."""
+        return self._degrader.level
+
+    @property
+    def partial_interval_hint_s(self) -> float | None:
+        """The partial interval sessions are asked to keep at least (None: their own)."""
+        return self._cadence_s
+
+    @property
+    def cost_profiles(self) -> dict[DecodeKind, CostProfile]:
+        return dict(self._scheduler.costs.profiles)
 
     @property
     def queue_depth(self) -> int:
@@ -348,13 +401,11 @@ class Engine:
         tag: _Tag | None = None,
     ) -> None:
         live = not isinstance(owner, _OfflineCall)
-        if (
-            live
-            and self.config.fallback_rounds
-            and request.kind is DecodeKind.FINAL
-            and request.fallback_round is None
-        ):
-            request = dataclasses.replace(request, fallback_round=0)
+        if live and request.kind is DecodeKind.FINAL:
+            if self.config.fallback_rounds and request.fallback_round is None:
+                request = dataclasses.replace(request, fallback_round=0)
+            if self._degrader.level >= Level.FINALS_GREEDY and request.beam_size != 1:
+                request = dataclasses.replace(request, beam_size=1)
         ticket = self._scheduler.submit(request, now, owner=owner, priority=priority)
         self._tags[ticket.seq] = tag or _Tag()
 
@@ -382,6 +433,7 @@ class Engine:
                     await asyncio.sleep(0)
                     continue
                 deadline = self._scheduler.next_deadline(now)
+                deadline = self._check_pressure(now, deadline)
             self._wake.clear()
             await self._clock.wait(self._wake, deadline)
 
@@ -407,7 +459,13 @@ class Engine:
         outcome = await self._worker.run(decoder, [t.request for t in batch])
         if outcome.results is not None:
             kind = DecodeKind.FINAL if final else DecodeKind.PARTIAL
-            self._scheduler.observe(kind, len(batch), outcome.decode_s)
+            self._scheduler.observe_batch([t.request for t in batch], outcome.decode_s)
+            live = batch[0].priority <= Priority.PARTIAL  # the latency targets apply
+            now = self._clock.now()
+            if live and self._degrader.observe(now, kind, max(waits), outcome.decode_s):
+                self._level_changed()
+            if kind is DecodeKind.PARTIAL:
+                self._update_cadence()
             hits = sum(1 for r in outcome.results if r.encoder_cache_hit)
             finals = len(batch) if final else 0
             self._notify(lambda o: o.on_batch(len(batch), finals, waits, outcome.decode_s, hits))
@@ -419,6 +477,59 @@ class Engine:
         self._notify(lambda o: o.on_batch_failed(len(batch), error))
         for ticket in batch:
             self._guarded(ticket, functools.partial(self._on_failure, ticket, error))
+
+    # --- load: degradation and cadence ---------------------------------------------------
+    def _check_pressure(self, now: float, deadline: float | None) -> float | None:
+        """Step the degradation on queued finals' age or calm; the next time to look again."""
+        cfg = self._degrader.config
+        oldest = self._scheduler.oldest(Priority.FINAL)
+        changed = False
+        if oldest is not None and now - oldest > cfg.share * cfg.final_target_s:
+            changed = self._degrader.pressure(now)
+        else:
+            changed = self._degrader.tick(now)
+        if changed:
+            self._level_changed()
+        if self._degrader.level is not Level.FULL:
+            wake = now + min(cfg.calm_s, cfg.step_s)
+            deadline = wake if deadline is None else min(deadline, wake)
+        return deadline
+
+    def _level_changed(self) -> None:
+        level = self._degrader.level
+        logger.warning("degradation level: %s", level.label)
+        hook = getattr(self._observer, "on_degradation", None)
+        if hook is not None:
+            try:
+                hook(level.label)
+            except Exception:
+                logger.exception("engine observer failed")
+        self._update_cadence()
+        if level is not Level.FULL:
+            for stream in list(self._streams.values()):
+                stream.deliver([Error("overloaded", level.notice)])
+
+    def _update_cadence(self) -> None:
+        """Give every session the partial interval the model can afford (and the level)."""
+        hint: float | None = None
+        if self.config.adaptive_cadence and self._streams:
+            like = _TYPICAL_PARTIAL
+            cost = self._scheduler.costs.predict([like] * len(self._streams))
+            if cost is not None:
+                hint = cost / self.config.busy_target
+        level = self._degrader.level
+        if level >= Level.PARTIALS_PAUSED:
+            hint = math.inf
+        elif level >= Level.PARTIALS_STRETCHED:
+            base = max(
+                hint or 0.0,
+                *(s.session.config.partial_interval_s for s in self._streams.values()),
+                0.0,
+            )
+            hint = base * STRETCH
+        self._cadence_s = hint
+        for stream in self._streams.values():
+            stream.session.interval_hint_s = hint
 
     # --- per-request outcomes ------------------------------------------------------------
     def _on_result(self, ticket: Ticket, result: DecodeResult) -> None:
@@ -517,6 +628,15 @@ class Engine:
                 call(observer)
             except Exception:  # a metrics hook must not take the engine down
                 logger.exception("engine observer failed")
+
+
+# What one stream's partial typically decodes, for the cadence: a few seconds of speech.
+_TYPICAL_PARTIAL = DecodeRequest(
+    audio=np.zeros(3 * SAMPLE_RATE, dtype=np.float32),
+    kind=DecodeKind.PARTIAL,
+    beam_size=1,
+    max_new_tokens=96,
+)
 
 
 def _pick_after_fallback(rounds: Sequence[DecodeResult]) -> DecodeResult:

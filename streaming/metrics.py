@@ -83,6 +83,20 @@ class ServerMetrics:
             ["kind"],
             registry=r,
         )
+        self.degradation = Gauge(
+            "kettle_degradation",
+            "1 for the engine's current degradation step (full, partials_stretched, "
+            "partials_paused, finals_greedy), 0 for the others",
+            ["step"],
+            registry=r,
+        )
+        self.degradation.labels(step="full").set(1)
+        self.degradation_changes = Counter(
+            "kettle_degradation_changes",
+            "Times the engine entered a degradation step, by step",
+            ["step"],
+            registry=r,
+        )
 
     # EngineObserver ---------------------------------------------------------------------
 
@@ -103,6 +117,11 @@ class ServerMetrics:
 
     def on_batch_failed(self, size: int, error: str) -> None:
         self.batches_failed.inc()
+
+    def on_degradation(self, level: str) -> None:
+        for step in ("full", "partials_stretched", "partials_paused", "finals_greedy"):
+            self.degradation.labels(step=step).set(1 if step == level else 0)
+        self.degradation_changes.labels(step=level).inc()
 
     # -------------------------------------------------------------------------------------
 

@@ -13,6 +13,9 @@ highest first (``Priority``):
 
 And within the live classes:
 
+- a batch's size comes from the cost model measured at start-up (``cost_model.py``: small on
+  a CPU, where batching buys little, full on a GPU), else from the measured time per request
+  (``max_batch_s``);
 - a batch goes out when it is full or its oldest request has waited its budget
   (``final_budget_s`` / ``partial_budget_s``), so a lone request still goes promptly while
   simultaneous ones share one model call;
@@ -35,11 +38,12 @@ import dataclasses
 import enum
 import itertools
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
+from kettle.streaming.cost_model import CostModel
 from kettle.transcribe.errors import ConfigError
-from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest
+from kettle.transcribe.types import DecodeKind, DecodeRequest
 
 OVERLOAD_WINDOW_S = 5.0
 
@@ -51,12 +55,9 @@ class SchedulerConfig:
     final_budget_s: float = 0.0
     partial_max_wait_s: float = 0.75
     max_final_batch_size: int | None = None  # None: max_batch_size
-    # Cap on the padded audio of one batch (size x longest window, seconds; one request always
-    # goes): on a CPU the encoder's cost grows with it, so one huge batch delays all of it.
-    max_batch_audio_s: float | None = 30.0
-    # Cap on a batch's predicted decode time (seconds per request, measured, times size):
-    # where batching buys little (a CPU) batches stay small so no request waits behind a
-    # long one; where it is cheap per request (a GPU) they fill up to max_batch_size.
+    # Without a measured cost profile (a test fake): cap on a batch's predicted decode time
+    # (seconds per request, measured, times size). With one, batch sizes come from the cost
+    # model (cost_model.py): small where batching buys little (a CPU), full on a GPU.
     max_batch_s: float | None = 0.75
 
     def __post_init__(self) -> None:
@@ -68,8 +69,6 @@ class SchedulerConfig:
             value = getattr(self, name)
             if not 0.0 <= value <= 10.0:
                 raise ConfigError(f"{name} must be within 0..10 s, not {value}")
-        if self.max_batch_audio_s is not None and not 1.0 <= self.max_batch_audio_s <= 3600:
-            raise ConfigError("max_batch_audio_s must be within 1..3600 s (or None)")
         if self.max_batch_s is not None and not 0.01 <= self.max_batch_s <= 600:
             raise ConfigError("max_batch_s must be within 0.01..600 s (or None)")
         if not self.partial_max_wait_s > self.partial_budget_s:
@@ -121,8 +120,11 @@ class Dropped:
 
 
 class Scheduler:
-    def __init__(self, config: SchedulerConfig | None = None) -> None:
+    def __init__(
+        self, config: SchedulerConfig | None = None, cost_model: CostModel | None = None
+    ) -> None:
         self.config = config or SchedulerConfig()
+        self.costs = cost_model or CostModel()
         self._queues: dict[Priority, list[Ticket]] = {p: [] for p in Priority}
         self._dropped: list[Dropped] = []
         self._seq = itertools.count()
@@ -150,6 +152,11 @@ class Scheduler:
         """Queued requests of live streams (every class but offline)."""
         return len(self) - len(self._queues[Priority.OFFLINE])
 
+    def oldest(self, priority: Priority) -> float | None:
+        """When the oldest queued request of a class was submitted (None: none queued)."""
+        queue = self._queues[priority]
+        return min(t.submitted for t in queue) if queue else None
+
     def overloaded(self, now: float) -> bool:
         """True while partials have been skipped within the last few seconds."""
         return self._last_overload is not None and now - self._last_overload < OVERLOAD_WINDOW_S
@@ -162,9 +169,19 @@ class Scheduler:
         old = self._per_request_s.get(kind)
         self._per_request_s[kind] = per if old is None else 0.7 * old + 0.3 * per
 
-    def batch_limit(self, kind: DecodeKind) -> int:
+    def observe_batch(self, requests: Sequence[DecodeRequest], seconds: float) -> None:
+        """Record a finished batch: the cap's average and the cost model's correction."""
+        if requests:
+            self.observe(requests[0].kind, len(requests), seconds)
+            self.costs.observe(requests, seconds)
+
+    def batch_limit(self, kind: DecodeKind, queue: Sequence[Ticket] = ()) -> int:
+        """How many of ``queue`` (oldest first) the next batch of this kind takes at most."""
         cfg = self.config
         size = cfg.final_batch_size if kind is DecodeKind.FINAL else cfg.max_batch_size
+        best = self.costs.best_batch([t.request for t in queue], size) if queue else None
+        if best is not None:
+            return max(1, best)
         per = self._per_request_s.get(kind)
         if cfg.max_batch_s is not None and per:
             size = min(size, max(1, int(cfg.max_batch_s / per)))
@@ -250,9 +267,9 @@ class Scheduler:
         finals = self._queues[Priority.FINAL]
         partials = self._queues[Priority.PARTIAL]
         if finals and self._due(finals, now, self.config.final_budget_s, DecodeKind.FINAL):
-            return self._take(finals, self.batch_limit(DecodeKind.FINAL))
+            return self._take(finals, self.batch_limit(DecodeKind.FINAL, finals))
         if partials and self._due(partials, now, self.config.partial_budget_s, DecodeKind.PARTIAL):
-            return self._take(partials, self.batch_limit(DecodeKind.PARTIAL))
+            return self._take(partials, self.batch_limit(DecodeKind.PARTIAL, partials))
         if finals or partials:
             return None  # live work is waiting for its budget: the model is not idle
         for prio in _IDLE_ONLY:
@@ -260,24 +277,19 @@ class Scheduler:
             if queue:
                 kind = queue[0].kind
                 same = [t for t in queue if t.kind is kind]
-                return self._take(queue, self.batch_limit(kind), same)
+                return self._take(queue, self.batch_limit(kind, same), same)
         return None
 
     def _due(self, queue: list[Ticket], now: float, budget: float, kind: DecodeKind) -> bool:
-        return len(queue) >= self.batch_limit(kind) or now - queue[0].submitted >= budget
+        return len(queue) >= self.batch_limit(kind, queue) or now - queue[0].submitted >= budget
 
     def _take(
         self, queue: list[Ticket], size: int, candidates: list[Ticket] | None = None
     ) -> list[Ticket]:
-        """Pop the oldest candidates of a queue, up to size and the audio cap."""
-        cap = self.config.max_batch_audio_s
-        limit = math.inf if cap is None else cap * SAMPLE_RATE
+        """Pop the oldest candidates of a queue, up to size; a solo ticket goes alone."""
         batch: list[Ticket] = []
-        longest = 0
         for ticket in (queue if candidates is None else candidates)[:size]:
-            # The batch is padded to its longest window: that is what the encoder pays for.
-            longest = max(longest, len(ticket.request.audio))
-            if batch and (ticket.solo or (len(batch) + 1) * longest > limit):
+            if batch and ticket.solo:
                 break
             batch.append(ticket)
             if ticket.solo:

@@ -32,6 +32,7 @@ utterance's partials then replace, and finals stay 0, 1, 2, ... without gaps.
 from __future__ import annotations
 
 import logging
+import math
 from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass, field
@@ -182,6 +183,9 @@ class Session:
         self._stop_reason: str | None = None
         self._done = False
         self.endpoints: dict[int, int] = {}  # final number -> position of the end decision
+        # Set by the engine: a longer partial interval than the config's (from the measured
+        # decode cost, or stretched under load); math.inf pauses partials.
+        self.interval_hint_s: float | None = None
 
     # --- queries -------------------------------------------------------------------------
     @property
@@ -393,7 +397,10 @@ class Session:
         # 3. Partials of the open utterance.
         if not self.config.partials:
             return
-        interval = int(self.config.partial_interval_s * self._backoff * SAMPLE_RATE)
+        base = max(self.config.partial_interval_s, self.interval_hint_s or 0.0)
+        if math.isinf(base):
+            return  # partials paused
+        interval = int(base * self._backoff * SAMPLE_RATE)
         # Near the max length no more partials: stable words then always lie before any
         # cut point the segmenter may choose, so the next utterance cannot repeat them.
         limit = utt.start + int(

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kettle.streaming.clock import Clock
 from kettle.transcribe.errors import ConfigError, KettleError
 from kettle.transcribe.types import Decoder, DecodeRequest, DecodeResult
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,12 @@ class InferenceWorker:
         return self._last_failure + self.policy.backoff_s(self._failures)
 
     # --- work ----------------------------------------------------------------------------
+    async def call(self, fn: Callable[[], T]) -> T:
+        """Run anything else that touches the model (start-up measurements) on its thread."""
+        if self._executor is None:
+            raise KettleError("the inference worker is not running")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+
     async def run(self, decoder: Decoder, requests: Sequence[DecodeRequest]) -> Outcome:
         if self._executor is None:
             raise KettleError("the inference worker is not running")

@@ -13,12 +13,14 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from kettle.transcribe import decoding
+from kettle.transcribe.costs import CostProfile
 from kettle.transcribe.decoding import Hypothesis, Thresholds
 from kettle.transcribe.encoder_cache import EncoderCache, window_key
 from kettle.transcribe.errors import ConfigError, DecodeError, KettleError, ModelError
@@ -206,6 +208,7 @@ class WhisperAdapter:
             compression_ratio=config.compression_ratio_threshold,
         )
         self._lock = threading.Lock()
+        self._costs: CostProfile | None = None
         logger.info(
             "loaded %s from %s on %s (%s, threads=%d)",
             config.name,
@@ -248,6 +251,62 @@ class WhisperAdapter:
         """Forget cached encoder outputs (counts stay): for measurements that must not reuse
         the work of an earlier run over the same audio."""
         self._cache.clear()
+
+    def measure_costs(self) -> CostProfile:
+        """Time the encoder per batch size and the decoder per token per row count on this
+        device (about a second on a 2-core CPU; measured once per adapter, then cached).
+
+        Batch sizes 1 and 2 for the encoder; where two cost clearly less than twice one (a
+        GPU), 8 as well. The decoder is timed greedy over 1 and 8 rows with end-of-text
+        suppressed, so it generates exactly as many tokens as asked.
+        """
+        if self._costs is None:
+            with self._lock:
+                self._costs = self._measure_costs()
+        return self._costs
+
+    def _measure_costs(self) -> CostProfile:
+        rng = np.random.default_rng(0)
+        n_mels = int(self._ct2.n_mels)
+
+        def encode(n: int, to_cpu: bool = False) -> tuple[float, Any]:
+            feats = (rng.standard_normal((n, n_mels, _N_FRAMES)) * 0.1).astype(np.float32)
+            storage = self._fw.storage(feats)
+            t0 = time.perf_counter()
+            out = self._ct2.encode(storage, to_cpu=to_cpu)
+            return time.perf_counter() - t0, out
+
+        _, encoded = encode(
+            1, to_cpu=True
+        )  # warm-up (first calls allocate); its output feeds the decoder
+        enc = {n: encode(n)[0] for n in (1, 2)}
+        if enc[2] < 1.5 * enc[1]:
+            enc[8] = encode(8)[0]
+        tok = self._tokenizer("en")
+        prompt = [*list(tok.sot_sequence), tok.no_timestamps]
+        suppress = [*self._suppress_tokens(), tok.eot]
+        one = self._fw.to_numpy(encoded)
+        steps: dict[int, float] = {}
+        for rows in (1, 8):
+            rows_enc = self._fw.storage(np.ascontiguousarray(np.repeat(one, rows, axis=0)))
+            timing = []
+            for want in (2, 18):
+                t0 = time.perf_counter()
+                res = self._ct2.generate(
+                    rows_enc,
+                    [prompt] * rows,
+                    max_length=max(2 * want, len(prompt) - 1 + want),
+                    beam_size=1,
+                    suppress_tokens=suppress,
+                    suppress_blank=False,
+                )
+                got = len(res[0].sequences_ids[0])
+                timing.append((got, time.perf_counter() - t0))
+            (n0, t0_), (n1, t1_) = timing
+            steps[rows] = max(0.0, (t1_ - t0_) / max(1, n1 - n0))
+        profile = CostProfile(tuple(enc.items()), tuple(steps.items()), device=self._device)
+        logger.info("measured model costs: %s", profile.to_dict())
+        return profile
 
     def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
         """Decode every request; results come back in request order.

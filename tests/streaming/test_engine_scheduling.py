@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 from kettle.streaming.clock import ManualClock
+from kettle.streaming.degrade import DegradeConfig, Level
 from kettle.streaming.engine import Engine, EngineConfig, Stream
 from kettle.streaming.events import Done, Error, Event, Final
 from kettle.streaming.scheduler import SchedulerConfig
@@ -238,3 +239,60 @@ async def test_decode_offline_needs_a_running_engine() -> None:
 
 def test_audio_fixture_is_voiced() -> None:
     assert float(np.abs(offline(1)[0].audio).max()) > 0.1
+
+
+class LevelLog:
+    def __init__(self) -> None:
+        self.levels: list[str] = []
+
+    def on_batch(self, *args: object) -> None:
+        pass
+
+    def on_batch_failed(self, size: int, error: str) -> None:
+        pass
+
+    def on_degradation(self, level: str) -> None:
+        self.levels.append(level)
+
+
+async def test_degradation_reaches_clients_and_full_quality_returns_when_calm() -> None:
+    dec = HeldDecoder()
+    dec.gate.clear()
+    clock = ManualClock()
+    log = LevelLog()
+    config = EngineConfig(degrade=DegradeConfig(final_target_s=1.5, step_s=1.0, calm_s=5.0))
+    async with Engine(dec, config, clock=clock, observer=log) as engine:
+        upload = asyncio.create_task(engine.decode_offline(offline(1)))
+        await hold_first_batch(dec)
+        stream = engine.open_stream(SessionConfig(speculative_final=False))
+        stream.feed_audio(scripted_audio([("voice", 1.5)]))
+        stream.stop()
+        await clock.advance(1.3)  # the final waits behind the running batch, past its share
+        dec.gate.set()
+        events = await drain(stream)
+        await asyncio.wait_for(upload, GUARD_S)
+        assert engine.degradation is Level.PARTIALS_STRETCHED
+        await clock.advance(5.0)
+        await until(lambda: engine.degradation is Level.FULL)
+    notices = [e for e in events if isinstance(e, Error)]
+    assert [(e.code, e.fatal) for e in notices] == [("overloaded", False)]
+    assert [type(e) for e in events][-2:] == [Final, Done]
+    assert log.levels == ["partials_stretched", "full"]
+
+
+async def test_stretched_and_paused_partials_reach_the_sessions() -> None:
+    clock = ManualClock()
+    config = EngineConfig(degrade=DegradeConfig(step_s=0.0), adaptive_cadence=False)
+    async with Engine(FakeDecoder(), config, clock=clock) as engine:
+        stream = engine.open_stream(SessionConfig(partial_interval_s=0.5))
+        assert stream.session.interval_hint_s is None
+        degrader = engine._degrader  # driven directly: pressure comes from real waits elsewhere
+        degrader.pressure(clock.now())
+        engine._level_changed()
+        assert stream.session.interval_hint_s == pytest.approx(1.0)
+        degrader.pressure(clock.now())
+        engine._level_changed()
+        assert stream.session.interval_hint_s == float("inf")
+        stream.feed_audio(scripted_audio([("voice", 3.0)]))
+        assert engine.queue_depth == 0  # no partial asked for
+        stream.abort()

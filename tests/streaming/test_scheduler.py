@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from kettle.streaming.cost_model import CostModel
 from kettle.streaming.scheduler import Priority, Scheduler, SchedulerConfig
+from kettle.transcribe.costs import CostProfile
 from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.types import DecodeKind, DecodeRequest
 
@@ -142,26 +144,33 @@ def test_batch_goes_at_once_when_no_one_else_could_join() -> None:
     assert ids(s.next_batch(1.0, sources=1)) == ["p3"]
 
 
-def test_batch_audio_is_capped_but_one_request_always_goes() -> None:
-    s = Scheduler(SchedulerConfig(max_batch_size=8, max_batch_audio_s=2.0, partial_budget_s=0))
-    for i in range(3):
+def profiled(encode: dict[int, float], step: dict[int, float]) -> Scheduler:
+    kinds = (DecodeKind.PARTIAL, DecodeKind.FINAL)
+    profile = CostProfile(tuple(encode.items()), tuple(step.items()))
+    config = SchedulerConfig(max_batch_size=8, partial_budget_s=0.0, partial_max_wait_s=5)
+    return Scheduler(config, CostModel(dict.fromkeys(kinds, profile)))
+
+
+def test_where_a_batch_costs_the_sum_of_its_requests_they_go_one_by_one() -> None:
+    # A CPU: the encoder pass grows with the batch, so the first result should not wait.
+    s = profiled({1: 0.35, 2: 0.70}, {1: 0.005, 8: 0.04})
+    for i in range(4):
+        s.submit(req(f"p{i}"), now=0.0, owner=i)
+    assert [ids(s.next_batch(0.0)) for _ in range(4)] == [["p0"], ["p1"], ["p2"], ["p3"]]
+
+
+def test_where_batching_is_nearly_free_batches_fill_up() -> None:
+    # A GPU: a batch of 8 costs little more than one request; no padded-audio cap applies.
+    s = profiled({1: 0.02, 2: 0.021, 8: 0.025}, {1: 0.004, 8: 0.0045})
+    long_audio = np.zeros(29 * 16000, dtype=np.float32)
+    for i in range(10):
         s.submit(
-            DecodeRequest(
-                audio=np.zeros(16000, np.float32), kind=DecodeKind.PARTIAL, request_id=f"p{i}"
-            ),
+            DecodeRequest(audio=long_audio, kind=DecodeKind.FINAL, request_id=f"f{i}"),
             now=0.0,
             owner=i,
         )
-    s.submit(
-        DecodeRequest(
-            audio=np.zeros(5 * 16000, np.float32), kind=DecodeKind.FINAL, request_id="long"
-        ),
-        now=0.0,
-        owner="x",
-    )
-    assert ids(s.next_batch(0.0)) == ["long"]
-    assert ids(s.next_batch(0.0)) == ["p0", "p1"]
-    assert ids(s.next_batch(0.0)) == ["p2"]
+    assert len(ids(s.next_batch(0.0))) == 8
+    assert len(ids(s.next_batch(0.0))) == 2
 
 
 def test_batches_shrink_to_the_measured_decode_time_cap() -> None:

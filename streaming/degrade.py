@@ -8,9 +8,12 @@ Levels (``Level``), each a step further:
 
 Pressure is read from what requests experienced: a batch whose oldest request waited (plus
 the batch's own decode time) past its share of the latency target (``partial_target_s`` for
-partials, ``final_target_s`` for finals) is pressure. The controller steps up at most once per
-``step_s`` while pressure lasts, and steps down one level after ``calm_s`` without any, so full
-quality returns when the load falls. Pure: every call is given ``now``.
+partials, ``final_target_s`` for finals), having spent at least half of that share queued
+(degrading cannot shorten a decode, only the queue), is pressure; ``streak`` such batches in a
+row step the level up, as does a final still queued past its share (the engine checks). The
+controller steps up at most once per ``step_s`` while pressure lasts, and steps down one level
+after ``calm_s`` without any, so full quality returns when the load falls. Pure: every call is
+given ``now``.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ class DegradeConfig:
     share: float = 0.8
     step_s: float = 2.0
     calm_s: float = 5.0
+    streak: int = 2  # pressured batches in a row that count as pressure
     max_level: Level = Level.FINALS_GREEDY
 
     def __post_init__(self) -> None:
@@ -64,6 +68,8 @@ class DegradeConfig:
             raise ConfigError("latency targets must be within 0.05..60 s")
         if not 0.1 <= self.share <= 1.0:
             raise ConfigError("share must be within 0.1..1")
+        if not 1 <= self.streak <= 100:
+            raise ConfigError("streak must be within 1..100")
         if not 0.0 <= self.step_s <= 600 or not 0.0 <= self.calm_s <= 3600:
             raise ConfigError("step_s and calm_s must be within 0..600 / 0..3600 s")
 
@@ -74,14 +80,20 @@ class Degrader:
         self.level = Level.FULL
         self._changed_at: float | None = None
         self._last_pressure: float | None = None
+        self._streak = 0
 
     def observe(self, now: float, kind: DecodeKind, oldest_wait_s: float, decode_s: float) -> bool:
         """A live batch finished; True if the level changed."""
-        target = (
-            self.config.final_target_s if kind is DecodeKind.FINAL else self.config.partial_target_s
+        cfg = self.config
+        budget = cfg.share * (
+            cfg.final_target_s if kind is DecodeKind.FINAL else cfg.partial_target_s
         )
-        if oldest_wait_s + decode_s > self.config.share * target:
-            return self.pressure(now)
+        if oldest_wait_s + decode_s > budget and oldest_wait_s >= budget / 2:
+            self._streak += 1
+            if self._streak >= cfg.streak:
+                return self.pressure(now)
+            return False
+        self._streak = 0
         return self.tick(now)
 
     def pressure(self, now: float) -> bool:

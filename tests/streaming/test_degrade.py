@@ -11,6 +11,7 @@ P, F = DecodeKind.PARTIAL, DecodeKind.FINAL
 def test_steps_up_in_order_at_most_once_per_step_and_stops_at_the_top() -> None:
     d = Degrader(DegradeConfig(partial_target_s=1.0, share=0.8, step_s=2.0, calm_s=5.0))
     assert not d.observe(0.0, P, 0.3, 0.4)  # 0.7 s <= 0.8 s: fine
+    assert not d.observe(0.5, P, 0.5, 0.4)  # over, but one batch is no streak
     assert d.observe(1.0, P, 0.5, 0.4) and d.level is Level.PARTIALS_STRETCHED
     assert not d.observe(2.0, P, 0.5, 0.4)  # within step_s of the last change
     assert d.observe(3.0, F, 1.0, 0.3) and d.level is Level.PARTIALS_PAUSED
@@ -22,6 +23,12 @@ def test_steps_up_in_order_at_most_once_per_step_and_stops_at_the_top() -> None:
         "partials_paused",
         "finals_greedy",
     ]
+
+
+def test_a_slow_decode_without_queueing_is_no_pressure() -> None:
+    d = Degrader(DegradeConfig(partial_target_s=1.0, share=0.8, streak=1))
+    assert not d.observe(0.0, P, 0.1, 2.0)  # degrading partials would not shorten this
+    assert d.observe(0.0, P, 0.4, 0.5) and d.level is Level.PARTIALS_STRETCHED
 
 
 def test_full_quality_returns_one_step_per_calm_period() -> None:

@@ -1,0 +1,145 @@
+"""Scheduler v2 scenarios for bench_streaming.py (--scenarios): burst, mixed load, one stream.
+
+- burst: N streams whose utterances end at the same moment (each clip is padded in front so
+  all speech stops together). The time from the last endpoint decision to the last final of
+  the burst is compared with the decode cost of the same finals run back to back (one at a
+  time, cold encoder cache), measured in the same run. Target: at most 1.3 times.
+- mixed: 8 streams of different audio against 1 stream; final lag P95 at most 2 times the
+  1-stream final lag (P50), no final lost.
+- one: one stream, before (fixed 0.5 s cadence, the old one) and after (cadence from the
+  measured decode cost), interleaved; CPU seconds per audio second and partial lag P50/P95.
+  Target on a 2-core CPU: at most 0.8 CPU-s per audio second, partial lag P95 at most 1.0 s.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+BURST_TARGET = 1.3
+
+
+async def run(decoder: Any, plan: list[list[Any]], **engine_kw: Any) -> Any:
+    from kettle.streaming.engine import Engine, EngineConfig
+    from kettle.streaming.simulate import run_simulation
+
+    async with Engine(decoder, EngineConfig(**engine_kw)) as engine:
+        return await run_simulation(engine, plan, realtime=True)
+
+
+def burst_plan(clips: list[Any], n: int, longest_s: float = 8.0) -> list[list[Any]]:
+    """n clips of at most longest_s (one utterance each, mostly), padded to end together."""
+    from kettle.streaming.simulate import Clip
+
+    fitting = sorted((c for c in clips if 2.0 <= c.seconds <= longest_s), key=lambda c: c.name)
+    chosen = [fitting[(i * 5) % len(fitting)] for i in range(n)]
+    end = max(len(c.audio) for c in chosen) + 8000  # 0.5 s lead-in for the longest
+    plan = []
+    for c in chosen:
+        pad = np.zeros(end - len(c.audio), dtype=np.float32)
+        plan.append([Clip(c.name, np.concatenate([pad, c.audio]), c.reference)])
+    return plan
+
+
+def burst_figures(decoder: Any, plan: list[list[Any]], result: Any) -> dict[str, Any]:
+    """Last endpoint -> last final of the burst, and the same finals decoded back to back."""
+    from kettle.streaming.simulate import GAP_SECONDS
+    from kettle.transcribe.types import DecodeKind, DecodeRequest
+
+    last_endpoint, last_final, windows = 0.0, 0.0, []
+    for log, clips in zip(result.logs, plan, strict=True):
+        finals = log.finals()
+        if not finals:
+            continue
+        final = max(finals, key=lambda f: f.end)  # the utterance that ends in the burst
+        decided = log.endpoints.get(final.utterance)
+        at = log.wall_at(decided) if decided is not None else None
+        got = next(w for w, e in log.events if e is final)
+        if at is not None:
+            last_endpoint = max(last_endpoint, at)
+        last_final = max(last_final, got)
+        audio = np.concatenate(
+            [clips[0].audio, np.zeros(int(GAP_SECONDS * 16000), dtype=np.float32)]
+        )
+        windows.append(audio[final.start : final.end])
+    span = last_final - last_endpoint
+    clear = getattr(decoder, "clear_encoder_cache", None)
+    if clear is not None:
+        clear()
+    t0 = time.perf_counter()
+    for i, w in enumerate(windows):
+        decoder.decode_batch(
+            [DecodeRequest(audio=w, kind=DecodeKind.FINAL, request_id=i, beam_size=5)]
+        )
+    back_to_back = time.perf_counter() - t0
+    ratio = span / back_to_back if back_to_back > 0 else None
+    return {
+        "finals": len(windows),
+        "last_endpoint_to_last_final_s": round(span, 3),
+        "back_to_back_decode_s": round(back_to_back, 3),
+        "ratio": round(ratio, 3) if ratio is not None else None,
+        "final_lag_p50": result.summary["final_lag_s"]["p50"],
+        "finals_lost": result.summary["finals_lost"],
+        "mean_batch": result.summary["mean_batch_size"],
+    }
+
+
+async def scenarios(
+    decoder: Any, clips: list[Any], which: set[str], seconds: float, plan_fn: Any
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if "one" in which:
+        one_plan = plan_fn(clips, 1, seconds)
+        rows = []
+        # Interleaved: before, after, before, after.
+        for rep in range(2):
+            for mode, adaptive in (("before (fixed 0.5 s)", False), ("after (measured)", True)):
+                s = (await run(decoder, one_plan, adaptive_cadence=adaptive)).summary
+                rows.append(
+                    {
+                        "mode": mode,
+                        "rep": rep,
+                        "cpu_per_audio_s": s["cpu_per_audio_s"],
+                        "partial_p50": s["partial_lag_s"]["p50"],
+                        "partial_p95": s["partial_lag_s"]["p95"],
+                        "partials": s["partials"],
+                        "final_p50": s["final_lag_s"]["p50"],
+                        "wer": s["wer"],
+                    }
+                )
+                print(f"one stream {mode} rep {rep}: {rows[-1]}", flush=True)
+        out["one"] = rows
+    if "burst" in which:
+        rows = []
+        for n in (4, 8):
+            plan = burst_plan(clips, n)
+            result = await run(decoder, plan)
+            row = {"streams": n, **burst_figures(decoder, plan, result)}
+            row["target_met"] = row["ratio"] is not None and row["ratio"] <= BURST_TARGET
+            rows.append(row)
+            print(f"burst N={n}: {row}", flush=True)
+        out["burst"] = rows
+    if "mixed" in which:
+        rows = []
+        for n in (1, 8):
+            s = (await run(decoder, plan_fn(clips, n, seconds))).summary
+            rows.append(
+                {
+                    "streams": n,
+                    "final_p50": s["final_lag_s"]["p50"],
+                    "final_p95": s["final_lag_s"]["p95"],
+                    "partial_p95": s["partial_lag_s"]["p95"],
+                    "finals": s["finals"],
+                    "finals_lost": s["finals_lost"],
+                    "overloaded": s["errors"].get("overloaded", 0),
+                    "mean_batch": s["mean_batch_size"],
+                }
+            )
+            print(f"mixed N={n}: {rows[-1]}", flush=True)
+        one, eight = rows
+        if one["final_p50"] and eight["final_p95"] is not None:
+            out["mixed_ratio"] = round(eight["final_p95"] / one["final_p50"], 3)
+        out["mixed"] = rows
+    return out

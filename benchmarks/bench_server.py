@@ -228,6 +228,7 @@ def measure_protocols(args: argparse.Namespace) -> dict[str, Any]:
     tracks = build_tracks(load_clips(), 6, args.seconds)
     proc, url = start_server(args)
     base = url.removesuffix("/v1/stream").replace("ws", "http", 1)
+    load_before = os.getloadavg()[0]
     try:
         # Warm-up (model caches, first-call costs), not measured.
         asyncio.run(_protocols.kettle_v1(base, tracks[0].audio[: 5 * SAMPLE_RATE], args.chunk_ms))
@@ -270,6 +271,9 @@ def measure_protocols(args: argparse.Namespace) -> dict[str, Any]:
         "machine": machine_info(),
         "protocols": per,
         "uploads": uploads,
+        # Other jobs on the machine weigh on every figure: the 1-minute load, before and after.
+        "load_average": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+        "cpus": os.cpu_count(),
     }
 
 
@@ -297,7 +301,13 @@ def report_protocols(args: argparse.Namespace, data: dict[str, Any]) -> None:
         f"{up['uploads']} uploads (POST /v1/listen, WAV) at once while {up['live_streams']} "
         "live kettle v1 streams run in real time, against the same streams alone just "
         "before: upload throughput is audio seconds per wall second until the last upload "
-        "answered.\n\n" + f"{data['data']}.\n\n" + table + "\n" + up_table,
+        "answered. The machine's 1-minute load average was "
+        f"{data['load_average'][0]:g} before and {data['load_average'][1]:g} after, on "
+        f"{data['cpus']} CPUs: other jobs shared it, so compare rows of one run, not runs.\n\n"
+        + f"{data['data']}.\n\n"
+        + table
+        + "\n"
+        + up_table,
     )
 
 

@@ -13,7 +13,7 @@ import platform
 import re
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
@@ -36,7 +36,7 @@ def machine_info() -> dict[str, object]:
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
     }
     try:
         import ctranslate2

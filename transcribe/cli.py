@@ -25,7 +25,12 @@ from kettle.transcribe.audio_io import (
     load_audio,
     read_input,
 )
-from kettle.transcribe.cli_args import non_negative_float, non_negative_int, positive_int
+from kettle.transcribe.cli_args import (
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.pipeline import FileJob, FileOutcome, PipelineConfig, transcribe_files
 from kettle.transcribe.progress import Progress
@@ -62,6 +67,8 @@ timestamps and cache:
   --word-timestamps also puts the words into json output. Results are cached
   (KETTLE_CACHE_DIR, default ~/.cache/kettle/results.sqlite) by audio content, model and
   options, so a second run over the same audio is instant; --no-cache skips the cache.
+  The cache keeps at most --cache-max-mb (KETTLE_CACHE_MAX_MB, default 256) MB of results and
+  evicts the least recently used first.
 
 exit status: 0 all inputs transcribed, 1 some input failed, 2 usage or model error.
 """
@@ -106,6 +113,14 @@ def register_transcribe(sub: Any) -> None:
         "--raw", default=None, metavar="ENC:RATE:CH", help="layout of headerless PCM input"
     )
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
+    parser.add_argument(
+        "--cache-max-mb",
+        type=positive_float,
+        default=None,
+        metavar="MB",
+        help="cap the result cache; least recently used results go first "
+        "(default: KETTLE_CACHE_MAX_MB or 256)",
+    )
     parser.add_argument(
         "--fast",
         action="store_true",
@@ -273,7 +288,7 @@ def run(args: argparse.Namespace) -> int:
     if out_dir is not None:
         _check_collisions(inputs, out_dir, formats)
 
-    cache = None if args.no_cache else ResultCache()
+    cache = None if args.no_cache else _open_cache(args.cache_max_mb)
     progress = Progress()
     by_name = {item.name: item for item in inputs}
     failed = len(errors)
@@ -416,6 +431,13 @@ def _loader(item: Input, raw: RawFormat | None) -> Callable[[], np.ndarray]:
         return load_audio(item.path, raw)
 
     return load
+
+
+def _open_cache(max_mb: float | None) -> ResultCache:
+    try:
+        return ResultCache(max_bytes=None if max_mb is None else max(1, int(max_mb * (1 << 20))))
+    except ValueError as exc:  # a bad KETTLE_CACHE_MAX_MB
+        raise ConfigError(str(exc)) from None
 
 
 def _key(item: Input, raw: RawFormat | None, identity: str, config: PipelineConfig) -> str | None:

@@ -180,6 +180,23 @@ def test_cache_second_run_does_not_decode(tmp_path: Path, fake_model, _own_cache
     assert (_own_cache / "results.sqlite").exists()
 
 
+def test_cache_cap_from_the_command_line_and_environment(
+    tmp_path: Path, capsys, monkeypatch, fake_model, _own_cache: Path
+) -> None:
+    a = speechlike(tmp_path / "a.wav")
+    out = tmp_path / "out"
+    # A cap smaller than one result keeps nothing: the second run decodes again.
+    for _ in range(2):
+        assert main(["transcribe", str(a), "-o", str(out), "--cache-max-mb", "0.000001"]) == 0
+    assert fake_model["decodes"] == 2
+    with pytest.raises(SystemExit) as info:
+        main(["transcribe", str(a), "--cache-max-mb", "0"])
+    assert info.value.code == 2
+    monkeypatch.setenv("KETTLE_CACHE_MAX_MB", "lots")
+    assert main(["transcribe", str(a), "-o", str(out)]) == 2
+    assert "KETTLE_CACHE_MAX_MB" in capsys.readouterr().err
+
+
 # --- the real model on the eval set ---------------------------------------------------------
 
 

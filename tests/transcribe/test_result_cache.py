@@ -101,3 +101,75 @@ def test_two_processes_write_at_once(tmp_path: Path) -> None:
                 assert cache.get(f"{w}-{i}") == _transcript(w * 1000 + i)
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def _size(t: Transcript) -> int:
+    return len(t.to_json(indent=None).encode())
+
+
+def test_size_cap_evicts_least_recently_used(tmp_path: Path) -> None:
+    one = _size(_transcript(1))
+    clock = _Clock()
+    # Room for three entries, not four.
+    with ResultCache(tmp_path / "c.sqlite", max_bytes=3 * one + one // 2, clock=clock) as cache:
+        for i in (1, 2, 3):
+            cache.put(f"k{i}", _transcript(i))
+        assert len(cache) == 3 and cache.evictions == 0
+        assert cache.get("k1") == _transcript(1)  # k1 is now the most recently used
+        cache.put("k4", _transcript(4))
+        assert cache.get("k2") is None  # the least recently used went
+        assert [cache.get(k) is not None for k in ("k1", "k3", "k4")] == [True, True, True]
+        assert cache.evictions == 1
+        assert cache.size_bytes <= cache.max_bytes
+
+
+def test_many_writes_stay_under_the_cap(tmp_path: Path) -> None:
+    one = _size(_transcript(100))
+    with ResultCache(tmp_path / "c.sqlite", max_bytes=10 * one, clock=_Clock()) as cache:
+        for i in range(100, 300):
+            cache.put(f"k{i}", _transcript(i))
+            assert cache.size_bytes <= cache.max_bytes
+        assert 8 <= len(cache) <= 10
+        assert cache.get("k299") == _transcript(299)  # the newest is always kept
+        assert cache.get("k100") is None
+
+
+def test_an_entry_larger_than_the_cap_is_not_kept(tmp_path: Path) -> None:
+    with ResultCache(tmp_path / "c.sqlite", max_bytes=10) as cache:
+        cache.put("k", _transcript(1))
+        assert cache.get("k") is None
+        assert len(cache) == 0
+
+
+def test_store_from_before_the_cap_is_migrated(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "CREATE TABLE results (key TEXT PRIMARY KEY, created REAL NOT NULL, payload TEXT NOT NULL)"
+    )
+    payload = _transcript(7).to_json(indent=None)
+    conn.execute("INSERT INTO results VALUES ('old', 5.0, ?)", (payload,))
+    conn.commit()
+    conn.close()
+    with ResultCache(path, max_bytes=1 << 20) as cache:
+        assert cache.get("old") == _transcript(7)
+        assert cache.size_bytes == len(payload.encode())
+
+
+def test_cap_from_the_environment(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("KETTLE_CACHE_MAX_MB", "1.5")
+    assert ResultCache(tmp_path / "c.sqlite").max_bytes == int(1.5 * (1 << 20))
+    monkeypatch.setenv("KETTLE_CACHE_MAX_MB", "-3")
+    with pytest.raises(ValueError, match="KETTLE_CACHE_MAX_MB"):
+        ResultCache(tmp_path / "c.sqlite")
+    monkeypatch.delenv("KETTLE_CACHE_MAX_MB")
+    assert ResultCache(tmp_path / "c.sqlite").max_bytes == 256 << 20

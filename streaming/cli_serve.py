@@ -109,7 +109,7 @@ def _serve(args: argparse.Namespace) -> int:
         if fake:
             from kettle.transcribe.fake import FakeDecoder
 
-            return FakeDecoder()
+            return FakeDecoder(keep_requests=16)  # bounded: a demo server may run for days
         from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
 
         decoder = WhisperAdapter(ModelConfig(name=model, threads=threads))

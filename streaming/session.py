@@ -68,6 +68,7 @@ logger = logging.getLogger(__name__)
 OVERLOAD_NOTICE_INTERVAL = 5 * SAMPLE_RATE  # samples of stream audio between notices
 MAX_BACKOFF = 8.0
 PROMPT_CHARS = 200
+ENDPOINTS_KEPT = 256  # end-decision positions kept for latency measurement (simulate)
 # A partial's window may serve as the speculative final's if it reaches this far past the
 # last voiced frame (the rest of the tail is silence).
 SPEC_MARGIN = 5 * FRAME_SAMPLES
@@ -182,7 +183,8 @@ class Session:
         self._stopping = False
         self._stop_reason: str | None = None
         self._done = False
-        self.endpoints: dict[int, int] = {}  # final number -> position of the end decision
+        # final number -> position of the end decision, for the last ENDPOINTS_KEPT finals
+        self.endpoints: dict[int, int] = {}
         # Set by the engine: a longer partial interval than the config's (from the measured
         # decode cost, or stretched under load); math.inf pauses partials.
         self.interval_hint_s: float | None = None
@@ -551,6 +553,8 @@ class Session:
         self._finals += 1
         if utt.decided_at is not None:
             self.endpoints[utt.number] = utt.decided_at
+            if len(self.endpoints) > ENDPOINTS_KEPT:  # bounded: only recent finals are asked
+                del self.endpoints[next(iter(self.endpoints))]
         self._prompt = f"{self._prompt} {text}".strip()[-PROMPT_CHARS:]
         self._events.append(
             Final(utt.number, utt.start, utt.end, text, words, language, utt.end_reason)

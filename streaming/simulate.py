@@ -410,6 +410,11 @@ async def _play(
         async for event in stream:
             wall = time.monotonic() - start
             log.events.append((wall, event))
+            if isinstance(event, Final):
+                # Asked as each final arrives: the session keeps only recent end decisions.
+                decided = stream.endpoint_sample(event.utterance)
+                if decided is not None:
+                    log.endpoints[event.utterance] = decided
             if on_event is not None:
                 on_event(event_record(event, stream=log.index, wall=wall))
 
@@ -434,10 +439,3 @@ async def _play(
         if not reader.done():
             stream.abort()
             reader.cancel()
-    for event in (e for _, e in log.events):
-        if isinstance(event, Final):
-            decided = stream.endpoint_sample(event.utterance)
-            if decided is not None:
-                log.endpoints[event.utterance] = decided
-        elif isinstance(event, Done):
-            break

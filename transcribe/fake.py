@@ -8,12 +8,17 @@ the session, scheduler and engine (and the server's tests) need. A request's con
 prefix are forced over the window's first words, and the context's words are left out of the
 result, as the real adapter does. It can sleep to simulate model time (in the calling thread,
 i.e. the engine's inference thread), fail on demand, and counts what it was asked.
+
+What it remembers is bounded (`kettle serve --fake-model` may run for days): the last
+``keep_requests`` requests (with their audio), the last ``history`` batches' sizes and kinds,
+and the last ``_CACHE_KEYS`` encoder-cache keys; the counters are plain integers.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
@@ -51,6 +56,7 @@ WORDS = [
 ]
 
 _FRAME = SAMPLE_RATE // 50
+_CACHE_KEYS = 4096
 
 
 @dataclass(frozen=True)
@@ -63,9 +69,15 @@ class CacheStats:
 class FakeDecoderStats:
     calls: int = 0
     requests: int = 0
-    batch_sizes: list[int] = field(default_factory=list)
-    kinds: list[tuple[DecodeKind, ...]] = field(default_factory=list)
     failures: int = 0
+    history: int = 1000
+    # The most recent `history` batches, oldest first.
+    batch_sizes: deque[int] = field(init=False)
+    kinds: deque[tuple[DecodeKind, ...]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.batch_sizes = deque(maxlen=self.history)
+        self.kinds = deque(maxlen=self.history)
 
 
 class FakeDecoder:
@@ -82,9 +94,13 @@ class FakeDecoder:
         fail: Callable[[Sequence[DecodeRequest]], bool] | None = None,
         text_for: Callable[[DecodeRequest], str] | None = None,
         fallback_rounds: Callable[[DecodeRequest], int] | None = None,
+        keep_requests: int = 100,
+        history: int = 1000,
     ) -> None:
         if seconds_per_word <= 0:
             raise ValueError("seconds_per_word must be positive")
+        if keep_requests < 0 or history < 0:
+            raise ValueError("keep_requests and history must not be negative")
         self._name = name
         self.seconds_per_word = seconds_per_word
         self.voiced_rms = voiced_rms
@@ -95,9 +111,10 @@ class FakeDecoder:
         # How many temperature-fallback rounds a final needs before it passes; a request
         # with ``fallback_round`` set gets one round per call (``next_round`` says if more).
         self.fallback_rounds = fallback_rounds
-        self.stats = FakeDecoderStats()
-        self.requests_seen: list[DecodeRequest] = []
-        self._cache: set[Hashable] = set()
+        self.stats = FakeDecoderStats(history=history)
+        # The most recent requests, oldest first (their audio included, hence the bound).
+        self.requests_seen: deque[DecodeRequest] = deque(maxlen=keep_requests)
+        self._cache: OrderedDict[Hashable, None] = OrderedDict()
         self._hits = 0
         self._misses = 0
         self._lock = threading.Lock()
@@ -156,7 +173,10 @@ class FakeDecoder:
         if key is not None:
             with self._lock:
                 hit = key in self._cache
-                self._cache.add(key)
+                self._cache[key] = None
+                self._cache.move_to_end(key)
+                if len(self._cache) > _CACHE_KEYS:
+                    self._cache.popitem(last=False)
                 if hit:
                     self._hits += 1
                 else:

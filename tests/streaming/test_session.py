@@ -398,3 +398,20 @@ def test_bad_audio_is_refused_and_loses_nothing() -> None:
 def test_bad_session_config_is_refused(kwargs: dict[str, object]) -> None:
     with pytest.raises(ConfigError):
         SessionConfig(**kwargs)
+
+
+def test_end_decisions_kept_are_bounded(monkeypatch) -> None:
+    import kettle.streaming.session as session_module
+
+    monkeypatch.setattr(session_module, "ENDPOINTS_KEPT", 2)
+    session = Session(SessionConfig(), session_id="t", classifier=EnergyClassifier())
+    dec = FakeDecoder()
+    audio = scripted_audio([("silence", 0.5)] + [("voice", 1.0), ("silence", 1.0)] * 4)
+    finals: list[Final] = []
+    for pos in range(0, len(audio), 320):
+        session.feed_audio(audio[pos : pos + 320])
+        for request in session.poll_requests():
+            session.on_result(dec.decode_batch([request])[0])
+        finals += [e for e in session.poll_events() if isinstance(e, Final)]
+    assert [f.utterance for f in finals] == [0, 1, 2, 3]
+    assert list(session.endpoints) == [2, 3]  # only the most recent finals' decisions

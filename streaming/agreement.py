@@ -76,6 +76,10 @@ class Agreement:
         norm = normalized(words)
         if self._previous is not None:
             agreed = common_prefix_len(self._previous, norm)
+            # A text of punctuation only ("-") is one word with nothing to say; it must not
+            # become stable, or the first real word (which it would stick to) could not follow.
+            while agreed > len(self._stable) and not norm[agreed - 1]:
+                agreed -= 1
             if agreed > len(self._stable):
                 # Words up to `agreed` are the same in both; their display form is fixed now.
                 self._stable.extend(words[len(self._stable) : agreed])

@@ -1,11 +1,14 @@
 """Admission and rate policy of the server: API keys, session slots, message rate. No I/O.
 
-Keys are compared in constant time against every configured key (no early exit on the first
-match, no length shortcut), and no function here logs or formats a key.
+Keys are kept only as SHA-256 digests and compared digest to digest in constant time against
+every configured key (no early exit on the first match; digests all have one length, so the
+comparison's time says nothing about a key's length), and no function here logs or formats a
+key.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import math
 from collections.abc import Sequence
@@ -23,43 +26,56 @@ def bearer_token(authorization: str | None) -> str | None:
     return credentials or None
 
 
-def key_matches(presented: str | None, keys: Sequence[str]) -> bool:
-    """True when `presented` equals one of `keys`; time does not depend on which or where."""
+def key_digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).digest()
+
+
+def digest_matches(presented: str | None, digests: Sequence[bytes]) -> bool:
+    """True when `presented` hashes to one of `digests`; time does not depend on which."""
     if presented is None:
         return False
-    given = presented.encode("utf-8", "surrogateescape")
+    given = key_digest(presented)
     matched = False
-    for key in keys:
+    for digest in digests:
         # compare_digest on every key: the loop never stops early, so timing reveals nothing.
-        matched |= hmac.compare_digest(given, key.encode("utf-8", "surrogateescape"))
+        matched |= hmac.compare_digest(given, digest)
     return matched
+
+
+def key_matches(presented: str | None, keys: Sequence[str]) -> bool:
+    """True when `presented` equals one of `keys` (compared as digests, in constant time)."""
+    return digest_matches(presented, [key_digest(k) for k in keys])
 
 
 @dataclass(frozen=True)
 class Authenticator:
-    """The configured keys; with none, every client is let in."""
+    """The configured keys, held as digests; with none, every client is let in."""
 
-    keys: tuple[str, ...] = field(default=(), repr=False)
+    digests: tuple[bytes, ...] = field(default=(), repr=False)
+
+    @classmethod
+    def from_keys(cls, keys: Sequence[str]) -> Authenticator:
+        return cls(tuple(key_digest(k) for k in keys))
 
     @property
     def required(self) -> bool:
-        return bool(self.keys)
+        return bool(self.digests)
 
     def allows(self, authorization: str | None, token: str | None) -> bool:
-        if not self.keys:
+        if not self.digests:
             return True
         # Evaluate both credentials, so the answer's timing does not say which one was given.
-        by_header = key_matches(bearer_token(authorization), self.keys)
-        by_query = key_matches(token, self.keys)
+        by_header = digest_matches(bearer_token(authorization), self.digests)
+        by_query = digest_matches(token, self.digests)
         return by_header or by_query
 
     def allows_any(self, presented: Sequence[str | None]) -> bool:
         """True when any presented key is valid; every one is checked, whichever matched."""
-        if not self.keys:
+        if not self.digests:
             return True
         matched = False
         for key in presented:
-            matched |= key_matches(key, self.keys)
+            matched |= digest_matches(key, self.digests)
         return matched
 
 

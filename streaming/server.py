@@ -172,7 +172,7 @@ class KettleServer:
     ) -> None:
         self.config = config
         self.metrics = ServerMetrics()
-        self.authenticator = Authenticator(config.api_keys)
+        self.authenticator = Authenticator.from_keys(config.api_keys)
         self._load = load
         self._engine_config = engine_config
         self._slots = SessionSlots(config.max_sessions)

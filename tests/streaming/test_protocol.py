@@ -15,6 +15,7 @@ from kettle.streaming.limits import (
     SessionSlots,
     TokenBucket,
     bearer_token,
+    key_digest,
     key_matches,
 )
 from kettle.streaming.metrics import ArrivalLog, ServerMetrics
@@ -282,10 +283,11 @@ def test_bearer_token() -> None:
 
 
 def test_authenticator() -> None:
-    open_door = Authenticator(())
+    open_door = Authenticator()
     assert not open_door.required and open_door.allows(None, None)
-    auth = Authenticator(("k1", "secret-2"))
-    assert "secret" not in repr(auth)
+    auth = Authenticator.from_keys(("k1", "secret-2"))
+    assert "secret" not in repr(auth) and auth.digests[0] == key_digest("k1")
+    assert all(len(d) == 32 for d in auth.digests)  # one length whatever the key's
     assert auth.allows("Bearer secret-2", None)
     assert auth.allows("BEARER k1", None)
     assert auth.allows(None, "k1")

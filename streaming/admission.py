@@ -1,0 +1,87 @@
+"""Audio admission in audio seconds: how fast a connection may feed audio. No I/O, no clock.
+
+A token bucket counted in seconds of audio. It starts full with `burst_s` (a client may send a
+file's first ~10 s at once, or catch up after a network stall), then refills at
+`realtime_factor` audio seconds per wall second. Audio that was read is always accepted; the
+bucket may go negative, and `admit` answers how long the reader should pause before it reads
+again. While the reader pauses, the socket's buffers fill and TCP pushes back on the client:
+a client that sends too fast is slowed down, loses nothing and sees no error.
+
+Two limits end a session instead, each with a clear reason, never by dropping audio:
+- `max_backlog_s`: the audio the session holds but has not yet transcribed (the safety net for
+  a server that falls behind even at the admitted rate);
+- `max_audio_s`: the session's length counted in audio time (the wall-time limit lives with
+  the connection's other timers).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kettle.transcribe.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class AdmissionConfig:
+    realtime_factor: float = 2.0  # sustained audio seconds admitted per wall second
+    burst_s: float = 10.0  # audio seconds admitted at once before the rate applies
+    max_backlog_s: float = 120.0  # undecoded audio a session may hold (> one 30 s utterance)
+    max_audio_s: float = 4 * 3600.0  # session length in audio time
+
+    def __post_init__(self) -> None:
+        for name in ("realtime_factor", "burst_s", "max_backlog_s", "max_audio_s"):
+            value = getattr(self, name)
+            if not (value > 0 and math.isfinite(value)):
+                raise ConfigError(f"admission {name} must be a positive number, got {value!r}")
+
+
+class AudioAdmission:
+    """One connection's audio budget. Every call is given `now` (any monotonic seconds)."""
+
+    def __init__(self, config: AdmissionConfig, now: float) -> None:
+        self.config = config
+        self._tokens = config.burst_s
+        self._last = now
+        self.audio_s = 0.0  # audio admitted so far
+        self.paused_s = 0.0  # total pause asked for (observability)
+
+    def _refill(self, now: float) -> None:
+        elapsed = max(0.0, now - self._last)
+        self._last = max(self._last, now)
+        self._tokens = min(
+            self.config.burst_s, self._tokens + elapsed * self.config.realtime_factor
+        )
+
+    def admit(self, audio_s: float, now: float) -> float:
+        """Charge `audio_s` just read; the seconds to wait before reading more (0: read on)."""
+        if audio_s < 0:
+            raise ValueError("audio_s must not be negative")
+        self._refill(now)
+        self._tokens -= audio_s
+        self.audio_s += audio_s
+        pause = self.pause_s(now)
+        self.paused_s += pause
+        return pause
+
+    def pause_s(self, now: float) -> float:
+        """How long until the budget is back to zero (0 when it is not in debt)."""
+        self._refill(now)
+        if self._tokens >= 0:
+            return 0.0
+        return -self._tokens / self.config.realtime_factor
+
+    def over_length(self) -> bool:
+        """The session has sent its maximum length of audio."""
+        return self.audio_s >= self.config.max_audio_s
+
+    def over_backlog(self, undecoded_s: float) -> bool:
+        """The session holds more untranscribed audio than the safety net allows."""
+        return undecoded_s > self.config.max_backlog_s
+
+    def backlog_message(self, undecoded_s: float) -> str:
+        return (
+            f"the server holds {undecoded_s:.1f} s of this session's audio not yet transcribed, "
+            f"over the limit of {self.config.max_backlog_s:g} s; the session is finishing what "
+            "it holds and closing. Send audio no faster than real time."
+        )

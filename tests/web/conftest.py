@@ -383,7 +383,8 @@ class PageTools:
     def read_download(folder: Path, suffix: str, timeout: float = 15.0) -> str:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:  # the browser writes the file; nothing to await
-            done = [p for p in folder.glob(f"*{suffix}") if p.is_file()]
+            # Chromium may create the file before it writes it: wait for content.
+            done = [p for p in folder.glob(f"*{suffix}") if p.is_file() and p.stat().st_size]
             if done:
                 return done[0].read_text(encoding="utf-8")
             time.sleep(0.1)

@@ -71,13 +71,25 @@ class FakeDecoderStats:
     requests: int = 0
     failures: int = 0
     history: int = 1000
-    # The most recent `history` batches, oldest first.
-    batch_sizes: deque[int] = field(init=False)
-    kinds: deque[tuple[DecodeKind, ...]] = field(init=False)
+    _sizes: deque[int] = field(init=False, repr=False)
+    _kinds: deque[tuple[DecodeKind, ...]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.batch_sizes = deque(maxlen=self.history)
-        self.kinds = deque(maxlen=self.history)
+        self._sizes = deque(maxlen=self.history)
+        self._kinds = deque(maxlen=self.history)
+
+    def record(self, kinds: tuple[DecodeKind, ...]) -> None:
+        self._sizes.append(len(kinds))
+        self._kinds.append(kinds)
+
+    @property
+    def batch_sizes(self) -> list[int]:
+        """Sizes of the most recent `history` batches, oldest first."""
+        return list(self._sizes)
+
+    @property
+    def kinds(self) -> list[tuple[DecodeKind, ...]]:
+        return list(self._kinds)
 
 
 class FakeDecoder:
@@ -136,8 +148,7 @@ class FakeDecoder:
             self.threads_used.add(threading.get_ident())
             self.stats.calls += 1
             self.stats.requests += len(requests)
-            self.stats.batch_sizes.append(len(requests))
-            self.stats.kinds.append(tuple(r.kind for r in requests))
+            self.stats.record(tuple(r.kind for r in requests))
             self.requests_seen.extend(requests)
         delay = self.batch_delay_s + self.per_request_delay_s * len(requests)
         if delay > 0:

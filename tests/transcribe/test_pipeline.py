@@ -47,7 +47,7 @@ def test_windows_are_batched_across_files_and_results_come_in_order() -> None:
     jobs = [job(f"f{i}", tone(40)) for i in range(3)]  # 30 s + 10 s windows each
     outcomes = list(transcribe_files(jobs, fake, cfg))
     assert [o.name for o in outcomes] == ["f0", "f1", "f2"]
-    assert list(fake.stats.batch_sizes) == [4, 2]
+    assert fake.stats.batch_sizes == [4, 2]
     for o in outcomes:
         assert o.ok and o.transcript is not None
         words = [w for s in o.transcript.segments for w in s.words]

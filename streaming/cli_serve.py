@@ -37,11 +37,18 @@ def register_serve(sub: Any) -> None:
     parser.add_argument("--final-model", default=None, help="a second model for finals only")
     parser.add_argument("--fake-model", action="store_true", help="a fake model (tests, demos)")
     parser.add_argument(
+        "--api-key-file",
+        default=None,
+        metavar="FILE",
+        help="require one of the keys in FILE (one a line; # comments). Keys may also come "
+        "from KETTLE_API_KEYS (comma-separated); both keep them out of `ps`",
+    )
+    parser.add_argument(
         "--api-key",
         action="append",
         default=[],
         metavar="KEY",
-        help="require this key (repeatable; also KETTLE_API_KEYS, comma-separated)",
+        help="require this key (repeatable; visible in `ps`: prefer --api-key-file)",
     )
     parser.add_argument("--max-sessions", type=positive_int, default=64)
     parser.add_argument(
@@ -51,14 +58,48 @@ def register_serve(sub: Any) -> None:
         "--idle-timeout", type=positive_float, default=60.0, metavar="S", help="seconds"
     )
     parser.add_argument(
-        "--max-session-seconds", type=positive_float, default=4 * 3600.0, metavar="S"
+        "--max-session-seconds",
+        type=positive_float,
+        default=4 * 3600.0,
+        metavar="S",
+        help="longest session, in wall time and in audio time alike",
     )
     parser.add_argument(
         "--max-messages-per-second",
         type=positive_float,
         default=20.0,
         metavar="N",
-        help="text messages per session per second (audio is not rate-limited)",
+        help="text messages per session per second (audio has its own budget: --audio-rate)",
+    )
+    parser.add_argument(
+        "--audio-rate",
+        type=positive_float,
+        default=2.0,
+        metavar="X",
+        help="audio a connection may send, in multiples of real time after its first "
+        "--audio-burst seconds; faster clients are slowed down (reads pause), never cut",
+    )
+    parser.add_argument("--audio-burst", type=positive_float, default=10.0, metavar="S")
+    parser.add_argument(
+        "--max-backlog-seconds",
+        type=positive_float,
+        default=120.0,
+        metavar="S",
+        help="audio a session may hold not yet transcribed; beyond, it gets an error, its "
+        "finals and a close",
+    )
+    parser.add_argument(
+        "--allowed-origins",
+        action="append",
+        default=[],
+        metavar="ORIGINS",
+        help="web pages (scheme://host[:port], comma-separated, or *) that may open "
+        "WebSockets here besides this server's own page and localhost",
+    )
+    parser.add_argument(
+        "--metrics-require-key",
+        action="store_true",
+        help="/metrics asks for an API key too (Authorization: Bearer or ?token=)",
     )
     parser.add_argument(
         "--shutdown-timeout",
@@ -82,15 +123,16 @@ def register_serve(sub: Any) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from kettle.streaming.credentials import load_api_keys
     from kettle.streaming.server import ServerConfig, serve_until_signalled
 
-    keys = list(args.api_key)
-    env_keys = os.environ.get("KETTLE_API_KEYS", "")
-    keys += [k.strip() for k in env_keys.split(",") if k.strip()]
+    loaded = load_api_keys(args.api_key, args.api_key_file, os.environ)
+    for warning in loaded.warnings:
+        print(f"kettle: warning: {warning}", file=sys.stderr, flush=True)
     config = ServerConfig(
         host=args.host,
         port=args.port,
-        api_keys=tuple(dict.fromkeys(keys)),
+        api_keys=loaded.keys,
         max_sessions=args.max_sessions,
         max_frame_bytes=args.max_frame_bytes,
         max_message_bytes=max(16 << 20, args.max_frame_bytes),
@@ -101,6 +143,11 @@ def _serve(args: argparse.Namespace) -> int:
         drain_timeout_s=args.drain_timeout,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
+        allowed_origins=tuple(args.allowed_origins),
+        metrics_require_key=args.metrics_require_key,
+        audio_rate=args.audio_rate,
+        audio_burst_s=args.audio_burst,
+        max_backlog_s=args.max_backlog_seconds,
     )
     engine_config = _engine_config(args.batch_size)
     fake, model, final_model, threads = args.fake_model, args.model, args.final_model, args.threads

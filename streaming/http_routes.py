@@ -39,6 +39,19 @@ _ASSET_TYPES = {
 }
 _ASSET_SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
+# The page runs only its own files: no inline script or style, no plug-ins, no framing; it
+# talks to this server only ('self' covers ws:// and wss:// to the same host and port).
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; media-src 'self' blob:; worker-src 'self'; object-src 'none'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+PAGE_SECURITY_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
 
 def _text(status: int, text: str, headers: dict[str, str] | None = None) -> Response:
     return PlainTextResponse(text + "\n", status, {**_NO_CACHE, **(headers or {})})
@@ -72,6 +85,9 @@ def info(server: KettleServer) -> dict[str, Any]:
             "idle_timeout_s": cfg.idle_timeout_s,
             "max_session_s": cfg.max_session_s,
             "max_messages_per_second": cfg.max_messages_per_second,
+            "audio_rate_x_realtime": cfg.audio_rate,
+            "audio_burst_s": cfg.audio_burst_s,
+            "max_backlog_s": cfg.max_backlog_s,
         },
         "protocols": {route.name: dict(route.info) for route in websocket_protocols()},
     }
@@ -87,6 +103,10 @@ def routes(server: KettleServer) -> list[BaseRoute]:
         return _text(503, server.unready_reason())
 
     async def metrics(request: Request) -> Response:
+        if server.config.metrics_require_key and not server.authenticator.allows_any(
+            (bearer_token(request.headers.get("authorization")), request.query_params.get("token"))
+        ):
+            return _text(401, "a valid API key is required", {"WWW-Authenticate": "Bearer"})
         server.metrics.sessions_active.set(server.sessions_active)
         return Response(server.metrics.render(), 200, _NO_CACHE, METRICS_CONTENT_TYPE)
 
@@ -131,4 +151,4 @@ def _asset(root: Path, path: str) -> Response:
         body = target.read_bytes()
     except OSError:
         return _text(404, "not found")
-    return Response(body, 200, _NO_CACHE, content_type)
+    return Response(body, 200, {**_NO_CACHE, **PAGE_SECURITY_HEADERS}, content_type)

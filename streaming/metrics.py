@@ -20,6 +20,8 @@ _LAG_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 3
 _WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 5.0)
 _DECODE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 5.0, 10.0)
 _BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64)
+# Fine around the 20 ms responsiveness target: lag is a few ms when all is well.
+_LOOP_LAG_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
 
 
 class ServerMetrics:
@@ -95,6 +97,23 @@ class ServerMetrics:
             "kettle_degradation_changes",
             "Times the engine entered a degradation step, by step",
             ["step"],
+            registry=r,
+        )
+
+        self.loop_lag = Histogram(
+            "kettle_event_loop_lag_seconds",
+            "How late the event loop woke a task that slept (server responsiveness)",
+            buckets=_LOOP_LAG_BUCKETS,
+            registry=r,
+        )
+        self.admission_paused = Counter(
+            "kettle_admission_paused_seconds",
+            "Time reads were paused because clients sent audio faster than admitted",
+            registry=r,
+        )
+        self.backlog_closes = Counter(
+            "kettle_backlog_closes",
+            "Sessions ended because they held too much audio not yet transcribed",
             registry=r,
         )
 

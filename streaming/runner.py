@@ -11,6 +11,13 @@ Three tasks per connection:
 - the writer sends what the outbox holds, measures each partial's and final's lag, and closes
   the connection after the codec's closing message.
 
+Audio admission (admission.py): after each audio message the reader charges its audio
+seconds to the connection's budget and, when the client is ahead of it, pauses before the
+next read, so TCP slows the client down and nothing is dropped. The session's length counts
+in audio time too (a stop with reason max_duration), and a session holding more audio not yet
+transcribed than the safety net allows gets an `audio_backlog` error, its finals and a close
+with 1008: never a silent loss.
+
 Failures: an unexpected exception in any task ends this connection with the codec's fatal
 error and close 1011, never the server. A peer that reads nothing while its finals pile up
 past the outbox limit is closed with 1008.
@@ -25,8 +32,14 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kettle.streaming.connection import FINISH_TIMEOUT, ConnectionLimits, ConnectionState
-from kettle.streaming.events import Done
+from kettle.streaming.admission import AudioAdmission
+from kettle.streaming.connection import (
+    FINISH_TIMEOUT,
+    MAX_DURATION,
+    ConnectionLimits,
+    ConnectionState,
+)
+from kettle.streaming.events import Done, Error
 from kettle.streaming.ingress import AudioIngress
 from kettle.streaming.outbox import FINAL, PARTIAL, Outbox, OutMessage
 from kettle.streaming.protocols.base import (
@@ -41,12 +54,15 @@ from kettle.streaming.protocols.base import (
     Send,
     Stop,
 )
+from kettle.transcribe.types import SAMPLE_RATE
 
 if TYPE_CHECKING:
     from kettle.streaming.engine import Engine, Stream
     from kettle.streaming.metrics import ServerMetrics
 
 logger = logging.getLogger(__name__)
+
+AUDIO_BACKLOG = "audio_backlog"  # error code and done reason: too much audio not transcribed
 
 
 class PeerGone(Exception):
@@ -79,6 +95,8 @@ class ConnectionRunner:
         outbox_limit: int = 1000,
         metrics: ServerMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
+        admission: AudioAdmission | None = None,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
         self.transport = transport
         self.codec = codec
@@ -86,6 +104,8 @@ class ConnectionRunner:
         self.session_id = session_id
         self.metrics = metrics
         self.clock = clock
+        self.sleep = sleep
+        self.admission = admission
         self.state = ConnectionState(limits, clock())
         self.outbox = Outbox(outbox_limit)
         self.ingress = AudioIngress(
@@ -191,6 +211,7 @@ class ConnectionRunner:
         while True:
             # Handshake-time and per-read admission checks (audio budgets that pause reading
             # so that TCP pushes back) belong here, before the next receive.
+            await self._hold_back()
             deadline = self.state.deadline()
             try:
                 if deadline is None:
@@ -227,7 +248,10 @@ class ConnectionRunner:
             elif isinstance(action, FeedAudio):
                 if not self.state.stopped:
                     self._open_stream()
-                    self.ingress.feed(action.data, self.clock())
+                    before = self.ingress.received.input_frames
+                    now = self.clock()
+                    self.ingress.feed(action.data, now)
+                    self._admit_audio(before, now)
             elif isinstance(action, Finalize):
                 if not self.state.stopped:
                     self.ingress.finalize()
@@ -236,6 +260,43 @@ class ConnectionRunner:
             elif isinstance(action, Close):
                 self._release_stream()
                 self._close_soon(action.code, action.reason)
+
+    # -- audio admission ------------------------------------------------------------------
+
+    def _admit_audio(self, frames_before: int, now: float) -> None:
+        """Charge the audio just fed; end the session if it is over a limit."""
+        admission = self.admission
+        if admission is None:
+            return
+        received = self.ingress.received
+        admission.admit((received.input_frames - frames_before) / received.sample_rate, now)
+        stream = self.ingress.stream
+        if admission.over_length():
+            logger.info("session %s: maximum length of audio, stopping", self.session_id)
+            self._stop(MAX_DURATION)
+        elif stream is not None:
+            backlog_s = stream.session.undecoded_samples / SAMPLE_RATE
+            if admission.over_backlog(backlog_s):
+                logger.warning("session %s: %.1f s not transcribed", self.session_id, backlog_s)
+                if self.metrics is not None:
+                    self.metrics.backlog_closes.inc()
+                error = Error(AUDIO_BACKLOG, admission.backlog_message(backlog_s))
+                self._apply(self.codec.on_event(error, received))
+                self.state.close_code = CLOSE_POLICY
+                self._stop(AUDIO_BACKLOG)
+
+    async def _hold_back(self) -> None:
+        """Pause before the next read while the client is ahead of its audio budget."""
+        if self.admission is None or self.state.stopped:
+            return
+        pause = self.admission.pause_s(self.clock())
+        if pause <= 0:
+            return
+        if self.metrics is not None:
+            self.metrics.admission_paused.inc(pause)
+        await self.sleep(pause)
+        # The client was held by us, not idle: its idle time starts after the pause.
+        self.state.on_message(self.clock())
 
     def _open_stream(self) -> Stream:
         stream, _, _ = self.ingress.open()

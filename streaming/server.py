@@ -19,6 +19,7 @@ import contextlib
 import logging
 import signal
 import socket
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import uvicorn
+from kettle.streaming.admission import AdmissionConfig, AudioAdmission
 from kettle.streaming.connection import ConnectionLimits
 from kettle.streaming.handshake import (
     HandshakeRefused,
@@ -34,7 +36,9 @@ from kettle.streaming.handshake import (
     ProtocolRoute,
 )
 from kettle.streaming.limits import Authenticator, SessionSlots
+from kettle.streaming.looplag import LoopLagMonitor
 from kettle.streaming.metrics import ServerMetrics
+from kettle.streaming.origins import OriginPolicy
 from kettle.streaming.protocols.base import (
     CLOSE_GOING_AWAY,
     CLOSE_SERVICE_RESTART,
@@ -89,6 +93,13 @@ class ServerConfig:
     tls_key: str | None = None
     ping_interval_s: float | None = 20.0
     web_root: Path | None = None  # None: the kettle.web package folder
+    # Web pages that may open WebSockets, beyond this server's own and localhost's (origins.py)
+    allowed_origins: tuple[str, ...] = ()
+    metrics_require_key: bool = False  # /metrics asks for an API key too
+    # Audio admission (admission.py): sustained x real time, initial burst, undecoded cap.
+    audio_rate: float = 2.0
+    audio_burst_s: float = 10.0
+    max_backlog_s: float = 120.0
 
     def __post_init__(self) -> None:
         problems = []
@@ -122,12 +133,26 @@ class ServerConfig:
             problems.append("TLS needs both a certificate and a key")
         if any(not k or any(c.isspace() for c in k) for k in self.api_keys):
             problems.append("API keys must be non-empty and contain no whitespace")
+        try:
+            self.admission_config()
+            OriginPolicy.parse(self.allowed_origins)
+        except ConfigError as exc:
+            problems.append(str(exc))
         if problems:
             raise ConfigError("invalid server configuration: " + "; ".join(problems))
 
     @property
     def scheme(self) -> str:
         return "https" if self.tls_cert else "http"
+
+    def admission_config(self) -> AdmissionConfig:
+        """Audio admission per connection; the session length limit counts audio time too."""
+        return AdmissionConfig(
+            realtime_factor=self.audio_rate,
+            burst_s=self.audio_burst_s,
+            max_backlog_s=self.max_backlog_s,
+            max_audio_s=self.max_session_s,
+        )
 
 
 @dataclass(frozen=True)
@@ -169,10 +194,15 @@ class KettleServer:
         config: ServerConfig,
         load: Callable[[], DecoderLoad],
         engine_config: EngineConfig | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
+        self.clock = clock  # every connection's timers and audio budget run on it
         self.metrics = ServerMetrics()
         self.authenticator = Authenticator.from_keys(config.api_keys)
+        self.origins = OriginPolicy.parse(config.allowed_origins)
+        self._loop_lag = LoopLagMonitor(self.metrics.loop_lag.observe)
         self._load = load
         self._engine_config = engine_config
         self._slots = SessionSlots(config.max_sessions)
@@ -195,6 +225,7 @@ class KettleServer:
 
     async def start(self) -> None:
         """Listen, then load the model and start the engine; returns once sessions are taken."""
+        self._loop_lag.start()
         await self.listen()
         await self.load()
 
@@ -386,6 +417,7 @@ class KettleServer:
             await uv.shutdown(sockets=self._sockets)
         if self._engine is not None:
             await self._engine.close()
+        await self._loop_lag.stop()
         logger.info("server stopped")
 
     # -- admission -------------------------------------------------------------------------
@@ -408,6 +440,10 @@ class KettleServer:
         decision = self.check(route, request)
         if isinstance(decision, Refusal):
             return decision
+        origin = request.header("origin")
+        if not self.origins.allows(origin, request.header("host")):
+            # A page from another site, driving a visitor's browser: refused before capacity.
+            return self._reject(Refusal(403, f"pages from {origin} may not connect here", "origin"))
         if not request.upgrade:
             return self._reject(
                 Refusal(
@@ -466,6 +502,8 @@ class KettleServer:
             limits=self.connection_limits(),
             outbox_limit=self.config.outbox_limit,
             metrics=self.metrics,
+            clock=self.clock,
+            admission=AudioAdmission(self.config.admission_config(), self.clock()),
         )
         self._runners.add(runner)
         self.metrics.sessions_total.inc()

@@ -207,6 +207,12 @@ class Session:
         return self._in_flight
 
     @property
+    def undecoded_samples(self) -> int:
+        """Audio held for decodes still to come: from the oldest utterance without its final
+        (or what the VAD still needs) to the end of the audio fed."""
+        return max(0, self._fed - self._keep_from())
+
+    @property
     def finals_sent(self) -> int:
         return self._finals
 
@@ -460,13 +466,16 @@ class Session:
                 if self.config.vad_events:
                     self._events.append(SpeechStopped(utt.start, d.end))
 
-    def _trim(self) -> None:
+    def _keep_from(self) -> int:
         keep = self._segmenter.earliest_needed()
         if self._open is not None:
             keep = min(keep, self._open.start)
         if self._closed:
             keep = min(keep, self._closed[0].start)
-        self._buf.trim(keep)
+        return keep
+
+    def _trim(self) -> None:
+        self._buf.trim(self._keep_from())
 
     # --- results -------------------------------------------------------------------------
     def _usable_text(self, result: DecodeResult) -> str:

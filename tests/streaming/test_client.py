@@ -26,12 +26,25 @@ def _kettle(*args: str) -> list[str]:
 
 
 @pytest.fixture
-def served() -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """`kettle serve --fake-model --port 0` with an API key from the environment."""
+def served(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`kettle serve --fake-model --port 0` with API keys from the environment, a key file
+    and the command line."""
     env = dict(os.environ, KETTLE_API_KEYS="env-key, other-key")
+    key_file = tmp_path / "keys.txt"
+    key_file.write_text("# kettle keys\nfile-key\n")
     proc = subprocess.Popen(
         # -vv: even debug logging must not reveal a key
-        _kettle("-vv", "serve", "--fake-model", "--port", "0", "--api-key", "cli-key"),
+        _kettle(
+            "-vv",
+            "serve",
+            "--fake-model",
+            "--port",
+            "0",
+            "--api-key",
+            "cli-key",
+            "--api-key-file",
+            str(key_file),
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -60,11 +73,13 @@ def test_serve_prints_ready_line_and_stops_on_sigint(
     ws_url = url.replace("http", "ws") + "/v1/stream"
 
     async def scenario() -> None:
-        # keys from --api-key and from KETTLE_API_KEYS both work; no key is refused
+        # keys from --api-key, the key file and KETTLE_API_KEYS all work; no key is refused
         with pytest.raises(StreamClientError, match="401"):
             await stream_audio(AUDIO, ClientOptions(url=ws_url))
         done = await stream_audio(AUDIO, ClientOptions(url=ws_url, api_key="other-key"))
         assert len(done.finals) == 2 and done.close_code == 1000
+        from_file = await stream_audio(AUDIO, ClientOptions(url=ws_url, api_key="file-key"))
+        assert len(from_file.finals) == 2
         # a session in flight at Ctrl-C gets its finals, then 1001 (SIGTERM drains: test_drain)
         first_partial = asyncio.Event()
 
@@ -95,6 +110,8 @@ def test_serve_prints_ready_line_and_stops_on_sigint(
     assert proc.stderr is not None
     log = proc.stderr.read()
     assert "cli-key" not in log and "env-key" not in log and "other-key" not in log
+    assert "file-key" not in log
+    assert "prefer --api-key-file" in log  # --api-key shows in ps: the user is told
 
 
 def test_stream_command_prints_finals(

@@ -36,9 +36,12 @@ TIMEOUT = 30
 async def make_server() -> AsyncIterator[Callable[..., Any]]:
     servers: list[KettleServer] = []
 
-    async def start(decoder: Any = None, **overrides: Any) -> KettleServer:
+    async def start(
+        decoder: Any = None, clock: Callable[[], float] | None = None, **overrides: Any
+    ) -> KettleServer:
         config = ServerConfig(port=0, **overrides)
-        server = KettleServer(config, lambda: decoder or FakeDecoder())
+        kw = {} if clock is None else {"clock": clock}
+        server = KettleServer(config, lambda: decoder or FakeDecoder(), **kw)
         await server.start()
         servers.append(server)
         return server
@@ -369,7 +372,7 @@ async def test_abrupt_disconnects_leak_nothing(server: KettleServer) -> None:
 
 
 async def test_slow_reader_gets_every_final(make_server: Callable[..., Any]) -> None:
-    server = await make_server()
+    server = await make_server(audio_rate=1000.0)  # about reading, not admission
     slow = await open_ws(server, max_queue=1)  # the client stops reading from the socket
     await slow.send(json.dumps({"type": "config", "word_timestamps": True}))
     long_pcm = PCM * 8
@@ -384,10 +387,23 @@ async def test_slow_reader_gets_every_final(make_server: Callable[..., Any]) -> 
     assert len(check_finals(messages)) == 24
 
 
+class ManualClock:
+    """The server's clock in a test: time moves only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 async def test_idle_timeout_acts_as_stop(make_server: Callable[..., Any]) -> None:
-    server = await make_server(idle_timeout_s=0.5)
+    clock = ManualClock()
+    server = await make_server(idle_timeout_s=0.5, clock=clock)
     ws = await open_ws(server)
     await send_chunks(ws, PCM[: 16000 * 2 * 2])  # 2 s, ends in voice
+    await (await ws.ping())  # the pong comes once the server has read everything before it
+    clock.now += 0.6  # however long the sending took in wall time, only now is it idle
     messages, code = await read_all(ws)
     assert code == 1000
     assert messages[-1]["type"] == "done" and messages[-1]["reason"] == "idle"
@@ -395,11 +411,17 @@ async def test_idle_timeout_acts_as_stop(make_server: Callable[..., Any]) -> Non
 
 
 async def test_keepalive_resets_idle_timer(make_server: Callable[..., Any]) -> None:
-    server = await make_server(idle_timeout_s=0.6)
+    clock = ManualClock()
+    server = await make_server(idle_timeout_s=0.6, clock=clock)
     ws = await open_ws(server)
-    for _ in range(6):
+    for _ in range(6):  # 1.2 s in all, never 0.6 s without a message
+        clock.now += 0.2
         await ws.send('{"type": "keepalive"}')
-        await asyncio.sleep(0.2)
+        await (await ws.ping())  # the pong comes once the server has read the keepalive
+    # Let the reader wake on its 0.6 s wait and check its deadline on the frozen clock (were
+    # the keepalives not counted, it would stop for idle now). A slow machine only makes the
+    # check later, never wrong.
+    await asyncio.sleep(0.8)
     await ws.send('{"type": "stop"}')
     messages, _ = await read_all(ws)
     assert messages[-1] == {"type": "done", "audio_seconds": 0.0, "utterances": 0}
@@ -796,3 +818,105 @@ async def test_no_subprotocol_offered_none_echoed(server: KettleServer) -> None:
     ws = await open_ws(server)
     assert ws.subprotocol is None
     await ws.close()
+
+
+# -- hardening: audio admission, origins, metrics key, page headers, loop lag ------------------
+
+
+async def test_fast_client_is_slowed_down_and_loses_nothing(
+    make_server: Callable[..., Any],
+) -> None:
+    server = await make_server(audio_rate=10.0, audio_burst_s=1.0)
+    long_pcm = PCM * 4  # ~30 s of audio, sent as fast as the socket takes it
+    ws = await open_ws(server)
+    await send_chunks(ws, long_pcm)
+    await ws.send('{"type": "stop"}')
+    messages, code = await read_all(ws)
+    assert code == 1000
+    assert errors(messages) == []  # merely fast: no error
+    assert len(check_finals(messages)) == 12  # and nothing lost
+    assert messages[-1]["audio_seconds"] == round(len(long_pcm) / 2 / 16000, 3)
+    # Reads paused: the server made the client wait (TCP pushed back on it).
+    assert server.metrics.value("kettle_admission_paused_seconds_total") > 1.0
+
+
+async def test_session_length_counts_audio_time(make_server: Callable[..., Any]) -> None:
+    clock = ManualClock()  # frozen: only audio time can reach the limit
+    server = await make_server(max_session_s=3.0, clock=clock)
+    ws = await open_ws(server)
+    await send_chunks(ws, PCM)  # 7.6 s of audio in no time at all
+    messages, code = await read_all(ws)
+    assert code == 1000
+    done = messages[-1]
+    assert done["type"] == "done" and done["reason"] == "max_duration"
+    assert 3.0 <= done["audio_seconds"] < 3.2  # stopped at the message that reached 3 s
+    check_finals(messages)
+
+
+async def test_backlog_over_the_cap_gets_an_error_its_finals_and_a_close(
+    make_server: Callable[..., Any],
+) -> None:
+    import threading
+
+    gate = threading.Event()  # the model answers nothing until the test opens the gate
+    decoder = FakeDecoder(fail=lambda _requests: not gate.wait(TIMEOUT))
+    server = await make_server(decoder, max_backlog_s=2.0)
+    ws = await open_ws(server)
+    await send_chunks(ws, PCM)
+    await ws.send('{"type": "stop"}')
+    messages: list[dict[str, Any]] = []
+    while not errors(messages):
+        messages.append(json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT)))
+    gate.set()
+    rest, code = await read_all(ws)
+    messages += rest
+    assert errors(messages) == ["audio_backlog"]
+    assert "not yet transcribed" in messages[-len(rest) - 1]["message"]
+    assert code == 1008
+    done = messages[-1]
+    assert done["type"] == "done" and done["reason"] == "audio_backlog"
+    assert 2.0 < done["audio_seconds"] < len(AUDIO) / 16000
+    assert len(check_finals(messages)) >= 1  # what it held was transcribed, not dropped
+    assert server.metrics.value("kettle_backlog_closes_total") == 1
+
+
+async def test_origin_check_at_the_handshake(make_server: Callable[..., Any]) -> None:
+    server = await make_server(allowed_origins=("https://app.example",))
+    with pytest.raises(InvalidStatus) as info:
+        await open_ws(server, origin="https://evil.example")
+    assert info.value.response.status_code == 403
+    assert server.metrics.value("kettle_sessions_rejected_total", {"reason": "origin"}) == 1
+    for origin in [None, server.url, "http://localhost:3000", "https://app.example"]:
+        ws = await open_ws(server, origin=origin)
+        assert json.loads(await ws.recv())["type"] == "ready", origin
+        await ws.close()
+
+
+async def test_metrics_may_require_the_key(make_server: Callable[..., Any]) -> None:
+    server = await make_server(api_keys=("k-one",), metrics_require_key=True)
+    assert (await get(server, "/metrics"))[0] == 401
+    assert (await get(server, "/metrics?token=wrong"))[0] == 401
+    assert (await get(server, "/metrics?token=k-one"))[0] == 200
+    status, _, body = await get(server, "/metrics", headers={"Authorization": "Bearer k-one"})
+    assert status == 200 and b"kettle_sessions_active" in body
+    assert (await get(server, "/healthz"))[0] == 200  # probes stay open
+    open_server = await make_server(api_keys=("k-one",))  # by default /metrics is open
+    assert (await get(open_server, "/metrics"))[0] == 200
+
+
+async def test_page_has_csp_and_nosniff(server: KettleServer) -> None:
+    status, headers, _ = await get(server, "/")
+    assert status == 200
+    csp = headers["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
+    assert headers["X-Content-Type-Options"] == "nosniff"
+
+
+async def test_event_loop_lag_is_exported(server: KettleServer) -> None:
+    async def observed() -> None:
+        while server.metrics.value("kettle_event_loop_lag_seconds_count") < 3:
+            await asyncio.sleep(0.05)
+
+    await asyncio.wait_for(observed(), TIMEOUT)
+    _, _, body = await get(server, "/metrics")
+    assert b'kettle_event_loop_lag_seconds_bucket{le="0.02"}' in body

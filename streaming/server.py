@@ -60,6 +60,10 @@ logger = logging.getLogger(__name__)
 # older "websockets" one is deprecated and buffers up to 32 messages ahead of the app).
 WS_IMPLEMENTATION = "websockets-sansio"
 
+# The kernel's receive buffer per connection (Linux doubles it for bookkeeping): ~4 s of
+# 16 kHz 16-bit audio, far more than any link needs for audio.
+RECEIVE_BUFFER_BYTES = 128 * 1024
+
 # What a loader returns: the model, or (partials model, finals model or None).
 DecoderLoad: TypeAlias = Decoder | tuple[Decoder, Decoder | None]
 
@@ -240,7 +244,10 @@ class KettleServer:
             ws_max_size=cfg.max_message_bytes,
             ws_per_message_deflate=False,
             ws_ping_interval=cfg.ping_interval_s,
-            ws_ping_timeout=cfg.ping_interval_s,
+            # Pings keep idle paths (NAT) open but never time out: a client held back by
+            # audio admission has its pong queued behind audio we read slowly on purpose.
+            # Dead peers are found by TCP keepalive and the user timeout instead (see _bind).
+            ws_ping_timeout=None,
             access_log=False,
             log_config=None,
             server_header=False,
@@ -518,6 +525,24 @@ class KettleServer:
 _BEARER_CHALLENGE = {"WWW-Authenticate": "Bearer"}
 
 
+def _dead_peer_detection(sock: socket.socket) -> None:
+    """TCP keepalive probes after 30 s of silence, and a 60 s limit on unacknowledged data:
+    a peer that vanished is dropped within about a minute, however much of its audio is
+    still queued (the kernel answers probes, whatever the application has read). Accepted
+    connections inherit these; where the platform lacks an option it is left out."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (
+        ("TCP_KEEPIDLE", 30),
+        ("TCP_KEEPINTVL", 10),
+        ("TCP_KEEPCNT", 3),
+        ("TCP_USER_TIMEOUT", 60_000),
+    ):
+        option = getattr(socket, name, None)
+        if option is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, option, value)
+
+
 def _bind(host: str, port: int) -> socket.socket:
     """A listening-ready socket on host:port (the first address the host resolves to)."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -525,6 +550,12 @@ def _bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted connections inherit a bounded receive buffer. Autotuning would let the
+        # kernel hold megabytes per connection for a client that sends faster than it is
+        # read (audio admission pauses reads); bounded, TCP pushes back after a few seconds
+        # of audio, and the client's pong to a keepalive ping is never queued behind more.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER_BYTES)
+        _dead_peer_detection(sock)
         if family == socket.AF_INET6:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         sock.bind(address)

@@ -1,0 +1,61 @@
+"""The soak benchmark's short version: 2 minutes of honest streams beside abusive clients on
+`kettle serve --fake-model` (real VAD, real WebSockets), checked for what must hold however
+loaded the machine: nothing lost, nothing leaked, abusers answered and slowed, not obeyed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.soak, pytest.mark.timeout(900)]
+
+
+def test_two_minute_soak_with_the_fake_model(tmp_path: Path) -> None:
+    out = tmp_path / "soak.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "soak.py"),
+            "--fake-model",
+            "--minutes",
+            "2",
+            "--block-s",
+            "30",
+            "--streams",
+            "4",
+            "--audio",
+            str(ROOT / "tests" / "data" / "jfk.flac"),
+            "--json",
+            str(out),
+            "--no-write",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=800,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["finals_lost"] == 0
+    assert result["sessions_leaked"] == 0
+    assert result["honest_finals"] > 0
+    # Honest clients see at most "overloaded" (partials thinned on a busy box), nothing else.
+    assert set(result["honest_errors"]) <= {"overloaded"}
+    # The flooder is slowed by admission, silently: no error, far below its 50x.
+    assert result["flood_audio_s"] > 0 and result["flood_errors"] == {}
+    # What the server transcribed of it: at most its 10 s burst plus 2x real time (a 30 s block).
+    assert result["flood_rate_x_realtime"] < 3.0
+    assert result["flood_sent_s"] > result["flood_audio_s"]
+    # Held back, not dropped: no keepalive timeout while its pong waits behind its audio.
+    assert not [f for f in result["client_failures"] if f.startswith("flooder")]
+    # Garbage is answered with errors, and the session still ends normally.
+    assert {"bad_message", "bad_audio"} <= set(result["garbage_errors"])
+    assert set(result["garbage_closes"]) == {"1000"}
+    assert result["disconnects"] >= 1
+    assert result["server_errors"].get("internal", 0) == 0

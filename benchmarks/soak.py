@@ -16,7 +16,7 @@ It reports:
 - event-loop lag P99 (from the server's `kettle_event_loop_lag_seconds` histogram);
 - finals lost (0): honest sessions whose finals had gaps or did not match `done`, plus
   finals the server failed (`kettle_errors{code="internal"}`), and sessions leaked (0):
-  `kettle_sessions_active` once every client is gone;
+  `kettle_sessions_active` + `kettle_engine_streams_open` once every client is gone;
 - the honest streams' final lag P95 in abusive blocks beside quiet blocks (at most 20 %
   worse): the blocks interleave, so load from other jobs on the machine hits both alike.
 
@@ -160,9 +160,10 @@ def load_speech(args: argparse.Namespace) -> list[np.ndarray]:
     from kettle.transcribe.audio_io import load_audio
 
     paths = [Path(p) for p in args.audio] if args.audio else []
-    if not paths:
-        eval_dir = Path(os.environ.get("KETTLE_EVAL_DIR", ROOT.parent / "shared" / "eval"))
-        paths = sorted((eval_dir / "audio").glob("ls__*.flac"))[:12] if eval_dir.exists() else []
+    if not paths:  # LibriSpeech read speech: the full eval set if named, else the tests' own
+        env = os.environ.get("KETTLE_EVAL_DIR")
+        eval_dir = Path(env) if env else ROOT / "tests" / "data" / "speech"
+        paths = sorted((eval_dir / "audio").glob("ls__*"))[:12]
     if not paths:
         paths = [ROOT / "tests" / "data" / "jfk.flac"]
     return [load_audio(p) for p in paths]
@@ -400,7 +401,10 @@ async def soak(args: argparse.Namespace, base: str, pid: int) -> dict[str, Any]:
     final = None
     for _ in range(100):
         final = await asyncio.to_thread(scrape, base)
-        if metric(final, "kettle_sessions_active") == 0:
+        if (
+            metric(final, "kettle_sessions_active") + metric(final, "kettle_engine_streams_open")
+            == 0
+        ):
             break
         await asyncio.sleep(0.2)
     assert final is not None
@@ -425,7 +429,9 @@ async def soak(args: argparse.Namespace, base: str, pid: int) -> dict[str, Any]:
             histogram_quantile(b, a, "kettle_event_loop_lag_seconds", 0.99) for _, b, a in snapshots
         ],
         "finals_lost": tally.honest_lost + int(internal),
-        "sessions_leaked": int(metric(final, "kettle_sessions_active")),
+        "sessions_leaked": int(
+            metric(final, "kettle_sessions_active") + metric(final, "kettle_engine_streams_open")
+        ),
         "honest_sessions": tally.honest_sessions,
         "honest_finals": tally.honest_finals,
         "honest_errors": tally.honest_errors,

@@ -108,6 +108,8 @@ def routes(server: KettleServer) -> list[BaseRoute]:
         ):
             return _text(401, "a valid API key is required", {"WWW-Authenticate": "Bearer"})
         server.metrics.sessions_active.set(server.sessions_active)
+        if server.engine is not None:
+            server.metrics.engine_streams.set(server.engine.streams_open)
         return Response(server.metrics.render(), 200, _NO_CACHE, METRICS_CONTENT_TYPE)
 
     async def info_endpoint(request: Request) -> Response:

@@ -106,6 +106,11 @@ class ServerMetrics:
             buckets=_LOOP_LAG_BUCKETS,
             registry=r,
         )
+        self.engine_streams = Gauge(
+            "kettle_engine_streams_open",
+            "Streams the engine holds now (after every client left: 0, or a leak)",
+            registry=r,
+        )
         self.admission_paused = Counter(
             "kettle_admission_paused_seconds",
             "Time reads were paused because clients sent audio faster than admitted",

@@ -116,6 +116,8 @@ export function describeClose(code, reason) {
       return `The server refused a message as too large${why}.`;
     case 1011:
       return `The server hit an internal error${why}.`;
+    case 1012:
+      return "The server is restarting (it finished this session's text first).";
     case 1006:
       return "The connection was lost.";
     default:

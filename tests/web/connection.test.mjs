@@ -119,5 +119,6 @@ test("messages in plain words", () => {
   assert.match(describeServerError({ code: "new_code", message: "m" }), /new_code: m/);
   assert.match(describeClose(1001, ""), /shutting down/);
   assert.match(describeClose(1006, ""), /lost/);
+  assert.match(describeClose(1012, "server shutting down"), /restarting/);
   assert.match(describeClose(4000, "why"), /code 4000\) \(why\)|code 4000.*why/);
 });

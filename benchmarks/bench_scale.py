@@ -174,8 +174,12 @@ def measure_live(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 if setup not in holding:
                     continue
                 chosen = tracks[:n]
+                cpu0 = sum(tree_cpu_seconds(proc.pid) for proc, _ in replicas)
                 results = asyncio.run(run_clients(urls[setup], chosen, True, 100))
+                cpu = sum(tree_cpu_seconds(proc.pid) for proc, _ in replicas) - cpu0
                 row = live_row(setup, n, chosen, results, expected[:n])
+                # Load-independent: the replicas' CPU per audio second streamed.
+                row["replica_cpu_s_per_audio_s"] = cpu / row["audio_s"]
                 rows.append(row)
                 print(
                     f"{setup:22s} N={n:2d}: partial P95 {row['partial_p95_s']:.2f} s, final P95"
@@ -242,26 +246,30 @@ def measure_batch(args: argparse.Namespace) -> dict[str, Any]:
     def jobs(paths: list[Path]) -> list[RemoteJob]:
         return [RemoteJob(p.name, functools.partial(p.read_bytes), p.name) for p in paths]
 
-    def run(paths: list[Path], workers: int) -> tuple[float, int]:
-        t0 = time.monotonic()
+    def run(paths: list[Path], workers: int) -> tuple[float, int, float]:
+        """Wall seconds, failed files, and CPU seconds of this process and all it started
+        (the Ray cluster, whose raylet reaps the workers: their CPU lands in its total)."""
+        cpu0, t0 = tree_cpu_seconds(os.getpid()), time.monotonic()
         outcomes = list(transcribe_on_ray(jobs(paths), spec, RayOptions(workers=workers)))
+        wall = time.monotonic() - t0
         failed = sum(1 for o in outcomes if o.transcript is None)
-        return time.monotonic() - t0, failed
+        return wall, failed, tree_cpu_seconds(os.getpid()) - cpu0
 
     shortest = min(files, key=lambda p: p.stat().st_size)
-    runs: dict[int, list[tuple[float, float, int]]] = {w: [] for w in args.workers}
+    runs: dict[int, list[tuple[float, float, int, float]]] = {w: [] for w in args.workers}
     try:
         # Warm-up, not counted: Ray starts its worker processes and they import kettle.
         run([shortest] * max(args.workers), max(args.workers))
         # Rounds in ABBA order (1, 2, 2, 1, ...), so drift in the machine's load hits both.
         for round_ in range(args.repeat):
             for workers in args.workers if round_ % 2 == 0 else args.workers[::-1]:
-                startup_s, _ = run([shortest] * workers, workers)
-                wall_s, failed = run(files, workers)
-                runs[workers].append((startup_s, wall_s, failed))
+                startup_s, _, startup_cpu = run([shortest] * workers, workers)
+                wall_s, failed, cpu_s = run(files, workers)
+                runs[workers].append((startup_s, wall_s, failed, cpu_s - startup_cpu))
                 print(
                     f"{workers} worker(s): start-up {startup_s:.1f} s, run {wall_s:.1f} s,"
-                    f" {audio_s / max(1e-9, wall_s - startup_s):.1f} audio s/s",
+                    f" {audio_s / max(1e-9, wall_s - startup_s):.1f} audio s/s,"
+                    f" {(cpu_s - startup_cpu) / audio_s:.3f} CPU s per audio s",
                     flush=True,
                 )
     finally:
@@ -282,6 +290,9 @@ def measure_batch(args: argparse.Namespace) -> dict[str, Any]:
                 "audio_s_per_s": throughput,
                 "audio_s_per_s_incl_startup": audio_s / wall_s,
                 "failed": sum(m[2] for m in measured),
+                # CPU of the run beyond start-up, per audio second: flat when adding workers
+                # costs no extra work, whatever share of the cores the machine could give.
+                "cpu_s_per_audio_s": float(np.median([m[3] for m in measured])) / audio_s,
             }
         )
     base = rows[0]["audio_s_per_s"] / rows[0]["workers"]
@@ -298,7 +309,32 @@ def measure_batch(args: argparse.Namespace) -> dict[str, Any]:
         "rows": rows,
         "per_worker_audio_s_per_s": per_worker,
         "projection": projection,
+        # What one worker would do with a core of its own: 1 / (CPU s per audio s).
+        "per_core_audio_s_per_s": 1.0 / float(np.median([r["cpu_s_per_audio_s"] for r in rows])),
     }
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """utime+stime (own and reaped children's) of ``root`` and every live descendant."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        pid = int(stat.parent.name)
+        parents[pid] = int(fields[1])
+        times[pid] = sum(int(fields[i]) for i in (11, 12, 13, 14)) / tick
+    total = 0.0
+    for pid, cpu in times.items():
+        walk = pid
+        while walk > 1 and walk != root:
+            walk = parents.get(walk, 0)
+        if walk == root:
+            total += cpu
+    return total
 
 
 # -- report ----------------------------------------------------------------------------------
@@ -357,9 +393,9 @@ def plot(live: dict[str, Any] | None, batch: dict[str, Any] | None, path: Path) 
 
 
 LIVE_COLUMNS = ["setup", "streams", "partial_p50_s", "partial_p95_s", "final_p50_s",
-                "final_p95_s", "finals_lost", "holds"]  # fmt: skip
+                "final_p95_s", "finals_lost", "holds", "replica_cpu_s_per_audio_s"]  # fmt: skip
 BATCH_COLUMNS = ["workers", "files", "audio_s", "runs", "startup_s", "wall_s", "audio_s_per_s",
-                 "ideal_audio_s_per_s", "efficiency"]  # fmt: skip
+                 "ideal_audio_s_per_s", "efficiency", "cpu_s_per_audio_s"]  # fmt: skip
 
 
 def report(
@@ -378,8 +414,10 @@ def report(
             f"speech in real time; holds = partial P95 <= {PARTIAL_P95_MAX_S} s, final P95 <= "
             f"{FINAL_P95_MAX_S} s, no final lost). Largest number of streams that holds: "
             + ", ".join(f"{k}: **{v}**" for k, v in best.items())
-            + f". Measured by `{live['command']}`.\n\n"
-            + markdown_table(live["rows"], LIVE_COLUMNS)
+            + f". Measured by `{live['command']}`. `replica_cpu_s_per_audio_s` is the "
+            "replicas' CPU time per second of audio streamed, which the machine's other load "
+            "does not change: a core carries about 1 / that many real-time streams, latency "
+            "aside.\n\n" + markdown_table(live["rows"], LIVE_COLUMNS)
         )
     if batch is not None:
         rows = batch["rows"]
@@ -393,12 +431,20 @@ def report(
             f"apart from the throughput: starting the local Ray cluster "
             f"{batch['cluster_start_s']:.1f} s (once); start-up of a run (actors, models, "
             "first file) in `startup_s`. Throughput excludes start-up; medians of `runs` "
-            f"rounds in ABBA order. Measured by `{batch['command']}`.\n\n"
+            f"rounds in ABBA order. Measured by `{batch['command']}`. `cpu_s_per_audio_s` is "
+            "the CPU time of the driver and the whole Ray cluster per audio second, beyond "
+            "start-up: when it stays flat as workers are added, the work did not grow, and "
+            "what the throughput lacks of the ideal is cores the machine did not give.\n\n"
             + markdown_table(rows, BATCH_COLUMNS)
             + f"\n**Projection, not a measurement:** at the measured "
             f"{batch['per_worker_audio_s_per_s']:.1f} audio s/s per worker, with one core per "
             f"worker and nothing shared that saturates (object store, driver, network): {proj}. "
-            "Only 1 and 2 workers were measured (this machine has 2 cores)."
+            "Only 1 and 2 workers were measured (this machine has 2 cores). The CPU time says "
+            f"what a worker with a core of its own would do: "
+            f"{batch['per_core_audio_s_per_s']:.1f} audio s/s (1 / `cpu_s_per_audio_s`), so "
+            f"{8 * batch['per_core_audio_s_per_s']:.0f} and "
+            f"{32 * batch['per_core_audio_s_per_s']:.0f} audio s/s for 8 and 32 such workers, "
+            "also a projection."
         )
     return "\n\n".join(parts) + "\n\n![scaling](scale.png)\n"
 

@@ -399,13 +399,15 @@ BATCH_COLUMNS = ["workers", "files", "audio_s", "runs", "startup_s", "wall_s", "
 
 
 def report(
-    live: dict[str, Any] | None, batch: dict[str, Any] | None, args: argparse.Namespace
+    live: dict[str, Any] | None, batch: dict[str, Any] | None, args: argparse.Namespace, load: float
 ) -> str:
     parts = [
         speech_files()[1] + ".",
         "The machine was shared with other jobs (other helpers' tests and benchmarks) while "
-        "this ran, on 2 cores: the figures are noisy, and the ratios between setups measured "
-        "in the same run mean more than their absolute values.",
+        f"this ran: its 5-minute load average was {load:.1f} at the end, on 2 cores, so each "
+        "process got a fraction of a core. The latency figures are far worse than on a quiet "
+        "machine (see bench_server), and the ratios between setups measured in the same run, "
+        "and the CPU times, mean more than the absolute values.",
     ]
     if live is not None:
         best = live["largest_holding"]
@@ -476,9 +478,16 @@ def main() -> int:
         before = json.loads(saved.read_text(encoding="utf-8"))
         live = live or before.get("live")
         batch = batch or before.get("batch")
-    data = {"model": args.model, "machine": machine_info(), "live": live, "batch": batch}
+    data = {
+        "model": args.model,
+        "machine": machine_info(),
+        # The machine's 5-minute load average at the end: 2 means both cores busy.
+        "load_avg_5min": os.getloadavg()[1],
+        "live": live,
+        "batch": batch,
+    }
     print(json.dumps(data, indent=1, default=str))
-    text = report(live, batch, args)
+    text = report(live, batch, args, data["load_avg_5min"])
     print(text)
     if args.quick and not args.write:
         return 0

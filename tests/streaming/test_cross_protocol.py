@@ -1,7 +1,9 @@
 """One recording through every protocol kettle speaks gives the same final text (slow).
 
 Live protocols share the session, so their finals must match word for word; uploads go
-through the file pipeline's own windows, and on these recordings say the same. Each client is
+through the file pipeline's own windows, and on these recordings say the same. Partials are
+off: their stable words are forced into the finals, and which partials get decoded depends on
+the machine's speed, so with them the finals may differ by timing, not by protocol. Each client is
 the protocol's own: kettle's `stream_audio` for PROTOCOL.md, the official Deepgram SDK for
 `/v1/listen` (WebSocket and POST). Texts are compared after PROTOCOL.md's normalisation
 (lowercase, punctuation removed), since each API formats its own way.
@@ -51,7 +53,8 @@ def deepgram(server: KettleServer) -> AsyncDeepgramClient:
 
 
 async def kettle_v1(server: KettleServer, path: Path) -> str:
-    result = await stream_audio(load_audio(path), ClientOptions(url=server.ws_url))
+    options = ClientOptions(url=server.ws_url, partials=False)
+    result = await stream_audio(load_audio(path), options)
     assert result.close_code == 1000
     return " ".join(f["text"] for f in result.finals)
 
@@ -60,7 +63,7 @@ async def deepgram_live(server: KettleServer, path: Path) -> str:
     pcm = to_s16le(load_audio(path))
     finals = []
     async with deepgram(server).listen.v1.connect(
-        model="nova-3", encoding="linear16", sample_rate=16000, interim_results=True
+        model="nova-3", encoding="linear16", sample_rate=16000, interim_results=False
     ) as socket:
         for i in range(0, len(pcm), PIECE):
             await socket.send_media(pcm[i : i + PIECE])

@@ -1,10 +1,11 @@
 """The official Deepgram SDK, unchanged but for its base URL, against a real `KettleServer`
 with the embedded tiny.en model (slow tests).
 
-The live tests drive the stream by what the server says, not by the wall clock: audio goes in
-pieces as fast as the socket takes them, and each step waits (with a generous deadlock guard)
-for the message it needs. Only the KeepAlive test spends real time, because the idle timeout
-it defeats is a wall-clock rule.
+The live tests drive the stream by what the server says, not by the wall clock: each step
+waits (with a generous deadlock guard) for the message it needs, and no assertion is about
+time. Audio goes as fast as the socket takes it, except before the first interim result (paced
+at twice real time, so that the stream does not run past the partials) and in the KeepAlive
+test, whose idle timeout is a wall-clock rule.
 """
 
 from __future__ import annotations
@@ -79,19 +80,6 @@ async def send_audio(socket: Any, data: bytes) -> None:
         await socket.send_media(data[i : i + PIECE])
 
 
-async def until(socket: Any, want: Callable[[Any], bool], seen: list[Any]) -> Any:
-    """Receive until a message satisfies `want`; every message is kept in `seen`."""
-
-    async def receive() -> Any:
-        while True:
-            message = await socket.recv()
-            seen.append(message)
-            if want(message):
-                return message
-
-    return await asyncio.wait_for(receive(), GUARD)
-
-
 def is_results(message: Any) -> bool:
     return getattr(message, "type", None) == "Results"
 
@@ -110,6 +98,7 @@ async def test_live_interim_results_finalize_and_close_stream(
     server = await make_server()
     client = AsyncDeepgramClient(api_key=KEY, environment=environment(server.url))
     seen: list[Any] = []
+    first_interim, finalized = asyncio.Event(), asyncio.Event()
     async with client.listen.v1.connect(
         model="nova-3",
         encoding="linear16",
@@ -118,23 +107,38 @@ async def test_live_interim_results_finalize_and_close_stream(
         punctuate=True,
         vad_events=True,
     ) as socket:
-        # "And so my fellow Americans": an interim result comes while the phrase is open.
-        await send_audio(socket, pcm[: 2 * 32000])
-        interim = await until(socket, lambda m: is_results(m) and not m.is_final, seen)
+
+        async def read() -> None:
+            async for message in socket:  # ends cleanly only on a normal close
+                seen.append(message)
+                if is_results(message) and not message.is_final:
+                    first_interim.set()
+                if is_results(message) and message.from_finalize:
+                    finalized.set()
+
+        reader = asyncio.create_task(read())
+        # Audio goes until the first interim result has come: how much that takes depends on
+        # the partial cadence the engine can afford here, so the server decides, not a clock.
+        # (Paced at twice real time only so that the stream does not run ahead of it.)
+        sent = 0
+        while sent < len(pcm) and not first_interim.is_set():
+            await socket.send_media(pcm[sent : sent + PIECE])
+            sent += PIECE
+            await asyncio.sleep(0.05)
+        await asyncio.wait_for(first_interim.wait(), GUARD)
+        interim = next(m for m in seen if is_results(m) and not m.is_final)
         assert interim.channel.alternatives[0].transcript
         assert interim.speech_final is False and interim.from_finalize is False
         assert interim.metadata.model_info.name == "tiny.en"
         # Finalize ends the utterance now: its final is the answer.
         await socket.send_finalize()
-        answer = await until(socket, lambda m: is_results(m) and m.from_finalize, seen)
+        await asyncio.wait_for(finalized.wait(), GUARD)
+        answer = next(m for m in seen if is_results(m) and m.from_finalize)
         assert answer.is_final is True and answer.speech_final is False
-        assert answer.channel.alternatives[0].transcript
-        assert all(w.punctuated_word for w in answer.channel.alternatives[0].words)
         # The rest, then CloseStream: the remaining finals, Metadata, close 1000.
-        await send_audio(socket, pcm[2 * 32000 :])
+        await send_audio(socket, pcm[sent:])
         await socket.send_close_stream()
-        async for message in socket:  # ends cleanly only on a normal close
-            seen.append(message)
+        await asyncio.wait_for(reader, GUARD)
     kinds = [m.type for m in seen]
     assert kinds[-1] == "Metadata" and kinds.count("Metadata") == 1
     assert "SpeechStarted" in kinds
@@ -145,6 +149,7 @@ async def test_live_interim_results_finalize_and_close_stream(
     assert all(f.start + f.duration <= metadata.duration + 0.001 for f in finals)
     # The pause after "... can do for you" is an endpoint the VAD heard: speech_final.
     assert any(f.speech_final for f in finals)
+    assert all(w.punctuated_word for f in finals for w in f.channel.alternatives[0].words)
     assert wer_fn([JFK_REFERENCE], [finals_text(seen)]) <= 0.15
 
 

@@ -223,7 +223,8 @@ async def flooder(ws_url: str, audio: np.ndarray, phase: Phase, tally: Tally) ->
         if phase.ending.is_set():
             return
         try:
-            async with connect(ws_url, max_size=16 << 20) as ws:
+            # No client pings: our pong would wait behind the audio the server reads slowly.
+            async with connect(ws_url, max_size=16 << 20, ping_interval=None) as ws:
                 furthest = [0.0]
 
                 async def read(ws: Any = ws, furthest: list[float] = furthest) -> None:
@@ -519,6 +520,7 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> None:
         "sender, 10 abrupt disconnects a minute); warm-up is the first quiet + abusive pair. "
         "The machine was shared with other jobs during the run (a 2-core box running other "
         "helpers' test suites), which the interleaved blocks share alike.\n\n"
+        + (f"{args.note}\n\n" if args.note else "")
         + table
         + "\n![soak RSS](soak.png)\n"
     )
@@ -556,6 +558,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--audio", nargs="*", default=None, help="speech files (default: eval)")
     parser.add_argument("--json", default=None, metavar="PATH", help="write the result here")
     parser.add_argument("--no-write", action="store_true", help="leave RESULTS.md alone")
+    parser.add_argument("--note", default="", help="a paragraph for RESULTS.md (conditions)")
     args = parser.parse_args(argv)
     proc, base = start_server(args)
     try:

@@ -23,10 +23,11 @@ def register_serve(sub: Any) -> None:
         help="run the streaming WebSocket server",
         description=(
             "Serve PROTOCOL.md on ws://HOST:PORT/v1/stream, the browser page on /, and "
-            "/healthz, /readyz, /metrics. Prints 'kettle serving on http://HOST:PORT' once "
-            "ready. SIGTERM drains: /readyz turns 503, new sessions get 503, live sessions go "
-            "on for up to --drain-timeout, then get their finals and close 1012 (clients "
-            "reconnect elsewhere). Ctrl-C finishes open sessions' finals now and exits."
+            "/v1/info, /healthz, /readyz, /metrics. Prints 'kettle serving on "
+            "http://HOST:PORT' once ready. SIGTERM drains: /readyz turns 503, new sessions "
+            "get 503, live sessions go on for up to --drain-timeout, then get their finals "
+            "and close 1012 (clients reconnect elsewhere). Ctrl-C finishes open sessions' "
+            "finals now and exits."
         ),
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")

@@ -128,8 +128,8 @@ class ConnectionRunner:
     async def run(self) -> None:
         self._apply(self.codec.start())
         logger.info("session %s opened", self.session_id)
-        reader = asyncio.create_task(self._guard(self._read_loop()))
-        writer = asyncio.create_task(self._guard(self._write_loop()))
+        reader = asyncio.create_task(self._guard(self._read_loop))
+        writer = asyncio.create_task(self._guard(self._write_loop))
         self._tasks = [reader, writer]
         try:
             # Either the writer closed the connection after the closing message (or a fatal
@@ -153,10 +153,10 @@ class ConnectionRunner:
             self.closed.set()
             logger.info("session %s closed (code %s)", self.session_id, self.close_code)
 
-    async def _guard(self, work: Awaitable[None]) -> None:
+    async def _guard(self, work: Callable[[], Awaitable[None]]) -> None:
         """Unexpected exceptions end this connection with a fatal error and 1011."""
         try:
-            await work
+            await work()
         except PeerGone:
             pass
         except asyncio.CancelledError:
@@ -301,7 +301,7 @@ class ConnectionRunner:
     def _open_stream(self) -> Stream:
         stream, _, _ = self.ingress.open()
         if self._pump is None:
-            self._pump = asyncio.create_task(self._guard(self._pump_loop(stream)))
+            self._pump = asyncio.create_task(self._guard(lambda: self._pump_loop(stream)))
         return stream
 
     def _stop(self, reason: str | None) -> None:

@@ -3,13 +3,15 @@
 The baseline is a git commit (default: the last one served by websockets' own server, before
 Starlette + uvicorn), checked out into a temporary git worktree with its own virtual
 environment. Both `kettle serve` processes run side by side on 127.0.0.1; real-time clients
-(PROTOCOL.md v1, which both speak) replay the same ../shared/eval speech, one stack at a time,
-alternating the order every round (new, old, old, new, ...) so that both see the same machine.
+(PROTOCOL.md v1, which both speak) replay the same ../shared/eval speech to both stacks at the
+same moment, round after round, so that both see the same machine load even when other jobs
+come and go (`--alternate`: one stack at a time, alternating the order every round).
 Per stack: partial and final lag at the client (receive time - (stream start + event end)),
 and server CPU seconds per second of audio. With the fake model the decode is instant, so the
 lag is the pipeline itself: scheduler budget plus the stack; with tiny.en it is the real thing.
 
-    python benchmarks/bench_stack.py            # fake x1, fake x4, tiny.en x1; 2 rounds of 15 s
+    python benchmarks/bench_stack.py            # fake x1 and x4; 4 rounds of 12 s
+    python benchmarks/bench_stack.py --runs tiny.en:1   # the real model (needs a quiet machine)
     python benchmarks/bench_stack.py --quick    # fake x1 only, 1 round of 8 s (smoke run)
 """
 
@@ -125,14 +127,23 @@ def measure_pair(
         for name in names:  # warm-up: first decodes, imports, caches
             asyncio.run(run_clients(servers[name][1], chosen[:1], False, args.chunk_ms))
         for round_ in range(args.rounds):
-            order = names if round_ % 2 == 0 else names[::-1]
-            for name in order:
-                proc, url = servers[name]
-                cpu0 = cpu_seconds(proc.pid)
-                results = asyncio.run(run_clients(url, chosen, True, args.chunk_ms))
-                cpu[name] += cpu_seconds(proc.pid) - cpu0
-                partial[name] += [x for r in results for x in lags(r, "partial")]
-                final[name] += [x for r in results for x in lags(r, "final")]
+            if not args.alternate:
+                # Both stacks at once, the same audio at the same moment: the same load.
+                cpu0s = {name: cpu_seconds(servers[name][0].pid) for name in names}
+                both = asyncio.run(_paired([servers[n][1] for n in names], chosen, args.chunk_ms))
+                for name, results in zip(names, both, strict=True):
+                    cpu[name] += cpu_seconds(servers[name][0].pid) - cpu0s[name]
+                    partial[name] += [x for r in results for x in lags(r, "partial")]
+                    final[name] += [x for r in results for x in lags(r, "final")]
+            else:
+                order = names if round_ % 2 == 0 else names[::-1]
+                for name in order:
+                    proc, url = servers[name]
+                    cpu0 = cpu_seconds(proc.pid)
+                    results = asyncio.run(run_clients(url, chosen, True, args.chunk_ms))
+                    cpu[name] += cpu_seconds(proc.pid) - cpu0
+                    partial[name] += [x for r in results for x in lags(r, "partial")]
+                    final[name] += [x for r in results for x in lags(r, "final")]
             audio_s += sum(len(t.audio) for t in chosen) / SAMPLE_RATE
     finally:
         for proc, _ in servers.values():
@@ -165,6 +176,11 @@ def measure_pair(
     return rows
 
 
+async def _paired(urls: list[str], tracks: list[Track], chunk_ms: int) -> list[list[Any]]:
+    runs = [run_clients(url, tracks, True, chunk_ms) for url in urls]
+    return list(await asyncio.gather(*runs))
+
+
 COLUMNS = [
     "model",
     "clients",
@@ -183,11 +199,16 @@ COLUMNS = [
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline", default=DEFAULT_BASELINE, help="git commit to compare")
-    parser.add_argument("--runs", default="fake:1,fake:4,tiny.en:1", help="MODEL:CLIENTS,...")
-    parser.add_argument("--rounds", type=int, default=2, help="runs per stack, alternating")
-    parser.add_argument("--seconds", type=float, default=15.0, help="audio per client per run")
+    parser.add_argument("--runs", default="fake:1,fake:4", help="MODEL:CLIENTS,...")
+    parser.add_argument("--rounds", type=int, default=4, help="runs per stack, alternating")
+    parser.add_argument("--seconds", type=float, default=12.0, help="audio per client per run")
     parser.add_argument("--chunk-ms", type=int, default=100)
-    parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="model threads per server")
+    parser.add_argument(
+        "--alternate",
+        action="store_true",
+        help="stream to one stack at a time, alternating, instead of both at once",
+    )
     parser.add_argument("--quick", action="store_true", help="fake x1, 1 round of 8 s")
     parser.add_argument("--write", action="store_true", help="with --quick: still write results")
     args = parser.parse_args()
@@ -224,20 +245,24 @@ def main() -> int:
         "rows": rows,
     }
     (HERE / "bench_stack.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
+    mode = "one stack at a time, alternating" if args.alternate else "both stacks at once"
     write_section(
         "bench_stack",
         "Serving-stack overhead: this tree's server (Starlette on uvicorn, websockets sans-I/O, "
         f"codec + runner) against baseline {commit} (websockets' own server), both running "
-        f"side by side; {args.rounds} alternating rounds per stack, each client replaying "
-        f"{args.seconds:g} s of ../shared/eval speech in real time ({args.chunk_ms} ms chunks). "
-        "Lags at the client; `fake` decodes instantly, so its lag is the pipeline itself "
-        "(scheduler budget + stack). The machine was shared with other jobs (2 cores, several "
-        "helpers' test runs), so absolute figures are noisy; the interleaving keeps the "
-        "comparison fair.\n\n"
+        f"side by side ({args.threads} model thread each); {args.rounds} rounds, each client "
+        f"replaying {args.seconds:g} s of ../shared/eval speech in real time ({args.chunk_ms} ms "
+        f"chunks) to {mode}. Lags at the client; `fake` decodes instantly, so its lag is the "
+        "pipeline itself (scheduler budget + stack), which is what this compares. The machine "
+        "was shared with other jobs (2 cores, load average above 10 from other helpers' test "
+        "runs); tiny.en runs (`--runs tiny.en:1`) on it skipped nearly every partial and their "
+        "lags moved by hundreds of ms between runs in either direction, so they measure the "
+        "load, not the stack, and are not reported here.\n\n"
         + table
         + "\nNew minus old:\n\n"
         + "".join(f"- {d}\n" for d in deltas),
     )
+
     return 0
 
 

@@ -259,9 +259,8 @@ class KettleServer:
         uv_config.load()
         server = _Uvicorn(uv_config)
         server.lifespan = uv_config.lifespan_class(uv_config)
-        sock = _bind(cfg.host, cfg.port)
-        self._sockets = [sock]
-        self._port = int(sock.getsockname()[1])
+        self._sockets = _bind(cfg.host, cfg.port)
+        self._port = int(self._sockets[0].getsockname()[1])
         await server.on_tick(0)  # default headers (Date, Server) before the first request
         await server.startup(sockets=self._sockets)
         self._uvicorn = server
@@ -543,27 +542,40 @@ def _dead_peer_detection(sock: socket.socket) -> None:
                 sock.setsockopt(socket.IPPROTO_TCP, option, value)
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    """A listening-ready socket on host:port (the first address the host resolves to)."""
+def _bind(host: str, port: int) -> list[socket.socket]:
+    """Sockets on every address `host` resolves to (localhost: IPv4 and IPv6), one port.
+
+    With port 0 the first socket picks a free port and the others take the same one.
+    """
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    family, kind, proto, _, address = infos[0]
-    sock = socket.socket(family, kind, proto)
+    sockets: list[socket.socket] = []
+    seen: set[tuple[int, object]] = set()
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # Accepted connections inherit a bounded receive buffer. Autotuning would let the
-        # kernel hold megabytes per connection for a client that sends faster than it is
-        # read (audio admission pauses reads); bounded, TCP pushes back after a few seconds
-        # of audio, and the client's pong to a keepalive ping is never queued behind more.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER_BYTES)
-        _dead_peer_detection(sock)
-        if family == socket.AF_INET6:
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-        sock.bind(address)
+        for family, kind, proto, _, address in infos:
+            if (int(family), address[0]) in seen:
+                continue
+            seen.add((int(family), address[0]))
+            if sockets:
+                address = (address[0], sockets[0].getsockname()[1], *address[2:])
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            # Accepted connections inherit a bounded receive buffer. Autotuning would let the
+            # kernel hold megabytes per connection for a client that sends faster than it is
+            # read (audio admission pauses reads); bounded, TCP pushes back after a few
+            # seconds of audio, and the client's pong to a keepalive ping is never queued
+            # behind more.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER_BYTES)
+            _dead_peer_detection(sock)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            sock.setblocking(False)
     except OSError:
-        sock.close()
+        for sock in sockets:
+            sock.close()
         raise
-    sock.setblocking(False)
-    return sock
+    return sockets
 
 
 def _default_web_root() -> Path:

@@ -248,8 +248,9 @@ def main() -> int:
     mode = "one stack at a time, alternating" if args.alternate else "both stacks at once"
     write_section(
         "bench_stack",
-        "Serving-stack overhead: this tree's server (Starlette on uvicorn, websockets sans-I/O, "
-        f"codec + runner) against baseline {commit} (websockets' own server), both running "
+        "Serving-stack overhead: this tree's server as it stands (Starlette on uvicorn, "
+        f"websockets sans-I/O, codec + runner) against baseline {commit} (websockets' own "
+        "server), both running "
         f"side by side ({args.threads} model thread each); {args.rounds} rounds, each client "
         f"replaying {args.seconds:g} s of ../shared/eval speech in real time ({args.chunk_ms} ms "
         f"chunks) to {mode}. Lags at the client; `fake` decodes instantly, so its lag is the "

@@ -193,6 +193,7 @@ class Engine:
         self._streams: dict[str, Stream] = {}
         self._offline: set[_OfflineCall] = set()
         self._tags: dict[int, _Tag] = {}  # ticket seq -> tag, for tickets queued or running
+        self._keys: dict[str, Hashable] = {}  # stream id -> stream key of its latest request
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._closing = False
@@ -357,6 +358,8 @@ class Engine:
             requests = []  # released (failed or finished): nothing more runs for it
         now = self._clock.now()
         for request in requests:
+            if request.stream_key is not None:
+                self._track_key(stream.stream_id, request.stream_key)
             self._submit(request, now, stream.stream_id)
         if not released and session.final_due and session.in_flight is not None:
             # The utterance ended on the speculated window: the speculation is the final.
@@ -386,6 +389,7 @@ class Engine:
     def _release(self, stream: Stream, keep_events: bool = False) -> None:
         if self._streams.pop(stream.stream_id, None) is None:
             return
+        self._track_key(stream.stream_id, None)
         if not keep_events:
             for ticket in self._scheduler.cancel(stream.stream_id):
                 self._tags.pop(ticket.seq, None)
@@ -590,6 +594,20 @@ class Engine:
             return  # aborted meanwhile
         stream.session.on_result(result)
         self.stream_changed(stream)
+
+    def _track_key(self, stream_id: str, key: Hashable | None) -> None:
+        """A stream's requests carry one stream key per utterance, in order: when a new key
+        appears (or the stream ends) the previous utterance is over and the model may drop
+        its incremental features. The adapter itself knows no lifecycles."""
+        previous = self._keys.get(stream_id)
+        if previous is not None and previous != key:
+            release = getattr(self._decoder, "release_stream", None)
+            if release is not None:
+                release(previous)
+        if key is None:
+            self._keys.pop(stream_id, None)
+        else:
+            self._keys[stream_id] = key
 
     def _owner_alive(self, owner: Hashable) -> bool:
         if isinstance(owner, _OfflineCall):

@@ -1,11 +1,17 @@
 """The Whisper model adapter: batched encode and generate over windows of at most 30 s.
 
-``WhisperAdapter.decode_batch`` serves the file pipeline and the streaming engine alike. One
-batched ``encode()`` for the windows that miss the encoder cache, then batched ``generate()``
-calls: one for the partials (greedy, token cap, no fallback) and one per beam size for the
-finals (beam search, temperature fallback for the finals that fail the checks, the retries of
-a round batched together), then word alignment for the finals that ask for it. Everything of
-faster-whisper is reached through ``kettle.transcribe.fw``.
+``WhisperAdapter.decode_batch`` serves the file pipeline and the streaming engine alike. It
+is a thin orchestrator over parts that each do one job, the way openai/whisper's decoding
+module is split:
+
+- ``encoder.Encoder``: log-mel features and the encoder pass, with its cache;
+- ``prompts.PromptBuilder``: tokenizers, languages, each request's prompt;
+- ``generate.Generator``: the one place that calls the model's ``generate``;
+- ``fallback.FallbackPolicy``: temperature fallback of finals (all rounds, or one per call);
+- ``aligner.WordAligner``: word timestamps.
+
+It knows nothing of streaming lifecycles. Everything of faster-whisper is reached through
+``kettle.transcribe.fw``.
 """
 
 from __future__ import annotations
@@ -13,19 +19,24 @@ from __future__ import annotations
 import logging
 import math
 import threading
-import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from kettle.transcribe import decoding
+from kettle.transcribe import cost_probe, decoding
+from kettle.transcribe.aligner import WordAligner
 from kettle.transcribe.costs import CostProfile
-from kettle.transcribe.decoding import Hypothesis, Thresholds
-from kettle.transcribe.encoder_cache import EncoderCache, window_key
+from kettle.transcribe.decoding import Thresholds
+from kettle.transcribe.encoder import Encoder
+from kettle.transcribe.encoder_cache import EncoderCache
 from kettle.transcribe.errors import ConfigError, DecodeError, KettleError, ModelError
+from kettle.transcribe.fallback import FallbackPolicy
 from kettle.transcribe.features import FeatureComputer
+from kettle.transcribe.generate import Generator
+from kettle.transcribe.job import Job
 from kettle.transcribe.models import resolve_model
+from kettle.transcribe.prompts import MAX_LENGTH, PROMPT_BUCKETS, PromptBuilder
 from kettle.transcribe.types import (
     MAX_WINDOW_SAMPLES,
     SAMPLE_RATE,
@@ -33,8 +44,9 @@ from kettle.transcribe.types import (
     DecodeKind,
     DecodeRequest,
     DecodeResult,
-    Word,
 )
+
+__all__ = ["MAX_LENGTH", "PROMPT_BUCKETS", "CacheStats", "ModelConfig", "WhisperAdapter"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,14 +63,6 @@ _COMPUTE_TYPES = (
     "bfloat16",
     "float32",
 )
-MAX_LENGTH = 448  # Whisper's decoder context, prompt included
-_HOP = 160
-_N_FRAMES = 3000
-# CTranslate2 needs <|startoftranscript|> at the same position across a generate() batch, so
-# requests are grouped by prompt length; to keep the groups few, previous-text prompts of 8
-# tokens or more are cut (keeping the most recent tokens, at least half of them) to one of
-# these lengths. Shorter prompts are kept whole.
-PROMPT_BUCKETS = (8, 16, 32, 64, 128, 223)
 # Whisper generates at most MAX_LENGTH // 2 tokens, forced ones included, so a request's
 # context text is bounded (about 140 tokens of English) to leave room for new words.
 MAX_CONTEXT_CHARS = 600
@@ -148,29 +152,6 @@ class CacheStats:
     misses: int
 
 
-@dataclass
-class _Job:
-    """One request on its way through the batch."""
-
-    index: int
-    request: DecodeRequest
-    audio: np.ndarray
-    cache_hit: bool = False
-    encoded: np.ndarray | None = None
-    language: str = "en"
-    prompt: list[int] = field(default_factory=list)
-    n_prefix: int = 0  # forced tokens: context and prefix
-    context: list[int] = field(default_factory=list)  # forced tokens left out of the result
-    attempts: list[Hypothesis] = field(default_factory=list)
-    chosen: Hypothesis | None = None
-    words: tuple[Word, ...] = ()
-    next_round: int | None = None  # the fallback round the caller should ask for next
-
-    @property
-    def final(self) -> bool:
-        return self.request.kind is DecodeKind.FINAL
-
-
 class WhisperAdapter:
     """A Whisper model that decodes batches of windows (implements ``types.Decoder``).
 
@@ -197,16 +178,26 @@ class WhisperAdapter:
         self._compute_type = compute_type
         self._path = path
         self._multilingual = bool(self._ct2.is_multilingual)
-        self._features = FeatureComputer(int(self._ct2.n_mels), device=device)
-        self._cache = EncoderCache(config.encoder_cache_size)
-        self._tokenizers: dict[tuple[str, str], Any] = {}
-        self._suppress: list[int] | None = None
         self._languages = frozenset(fw.LANGUAGE_CODES) if self._multilingual else frozenset()
         self._th = Thresholds(
             no_speech=config.no_speech_threshold,
             log_prob=config.log_prob_threshold,
             compression_ratio=config.compression_ratio_threshold,
         )
+        self._encoder = Encoder(
+            self._ct2,
+            fw,
+            FeatureComputer(int(self._ct2.n_mels), device=device),
+            EncoderCache(config.encoder_cache_size),
+        )
+        self._prompts = PromptBuilder(
+            self._wm, fw, multilingual=self._multilingual, model_name=config.name
+        )
+        self._generate = Generator(self._ct2, fw, self._prompts, self._encoder.stack)
+        self._fallback = FallbackPolicy(
+            config.temperatures, config.beam_size, config.best_of, self._th
+        )
+        self._aligner = WordAligner(self._wm, fw, self._prompts, self._encoder.stack, self._th)
         self._lock = threading.Lock()
         self._costs: CostProfile | None = None
         logger.info(
@@ -244,69 +235,32 @@ class WhisperAdapter:
     def path(self) -> Any:
         return self._path
 
+    @property
+    def features(self) -> FeatureComputer:
+        """The log-mel computer (its counters tell how often streams reused frames)."""
+        return self._encoder.features
+
     def cache_stats(self) -> CacheStats:
-        return CacheStats(hits=self._cache.hits, misses=self._cache.misses)
+        cache = self._encoder.cache
+        return CacheStats(hits=cache.hits, misses=cache.misses)
 
     def clear_encoder_cache(self) -> None:
         """Forget cached encoder outputs (counts stay): for measurements that must not reuse
         the work of an earlier run over the same audio."""
-        self._cache.clear()
+        self._encoder.cache.clear()
+
+    def release_stream(self, stream_key: Hashable) -> None:
+        """The caller is done with a stream key (its utterance ended): its incremental
+        log-mel state goes before the next batch. Safe from any thread."""
+        self._encoder.release_stream(stream_key)
 
     def measure_costs(self) -> CostProfile:
-        """Time the encoder per batch size and the decoder per token per row count on this
-        device (about a second on a 2-core CPU; measured once per adapter, then cached).
-
-        Batch sizes 1 and 2 for the encoder; where two cost clearly less than twice one (a
-        GPU), 8 as well. The decoder is timed greedy over 1 and 8 rows with end-of-text
-        suppressed, so it generates exactly as many tokens as asked.
-        """
+        """What the model costs on this device (``cost_probe``; measured once, then cached)."""
         if self._costs is None:
             with self._lock:
-                self._costs = self._measure_costs()
+                self._costs = cost_probe.measure(self._ct2, self._fw, self._prompts, self._device)
+            logger.info("measured model costs: %s", self._costs.to_dict())
         return self._costs
-
-    def _measure_costs(self) -> CostProfile:
-        rng = np.random.default_rng(0)
-        n_mels = int(self._ct2.n_mels)
-
-        def encode(n: int, to_cpu: bool = False) -> tuple[float, Any]:
-            feats = (rng.standard_normal((n, n_mels, _N_FRAMES)) * 0.1).astype(np.float32)
-            storage = self._fw.storage(feats)
-            t0 = time.perf_counter()
-            out = self._ct2.encode(storage, to_cpu=to_cpu)
-            return time.perf_counter() - t0, out
-
-        _, encoded = encode(
-            1, to_cpu=True
-        )  # warm-up (first calls allocate); its output feeds the decoder
-        enc = {n: encode(n)[0] for n in (1, 2)}
-        if enc[2] < 1.5 * enc[1]:
-            enc[8] = encode(8)[0]
-        tok = self._tokenizer("en")
-        prompt = [*list(tok.sot_sequence), tok.no_timestamps]
-        suppress = [*self._suppress_tokens(), tok.eot]
-        one = self._fw.to_numpy(encoded)
-        steps: dict[int, float] = {}
-        for rows in (1, 8):
-            rows_enc = self._fw.storage(np.ascontiguousarray(np.repeat(one, rows, axis=0)))
-            timing = []
-            for want in (2, 18):
-                t0 = time.perf_counter()
-                res = self._ct2.generate(
-                    rows_enc,
-                    [prompt] * rows,
-                    max_length=max(2 * want, len(prompt) - 1 + want),
-                    beam_size=1,
-                    suppress_tokens=suppress,
-                    suppress_blank=False,
-                )
-                got = len(res[0].sequences_ids[0])
-                timing.append((got, time.perf_counter() - t0))
-            (n0, t0_), (n1, t1_) = timing
-            steps[rows] = max(0.0, (t1_ - t0_) / max(1, n1 - n0))
-        profile = CostProfile(tuple(enc.items()), tuple(steps.items()), device=self._device)
-        logger.info("measured model costs: %s", profile.to_dict())
-        return profile
 
     def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
         """Decode every request; results come back in request order.
@@ -316,7 +270,7 @@ class WhisperAdapter:
         """
         if not requests:
             return []
-        jobs = [_Job(i, r, self._check_request(r)) for i, r in enumerate(requests)]
+        jobs = [Job(i, r, self._check_request(r)) for i, r in enumerate(requests)]
         with self._lock:
             try:
                 return self._decode(jobs)
@@ -333,12 +287,11 @@ class WhisperAdapter:
             return "en", 1.0
         if decoding.is_negligible(samples, self._config.silence_rms):
             return "en", 0.0
-        job = _Job(0, DecodeRequest(audio=samples, kind=DecodeKind.FINAL), samples)
+        job = Job(0, DecodeRequest(audio=samples, kind=DecodeKind.FINAL), samples)
         with self._lock:
             try:
-                self._encode([job])
-                assert job.encoded is not None
-                ranked = self._ct2.detect_language(self._fw.storage(job.encoded[None]))[0]
+                self._encoder.encode([job])
+                ranked = self._detect([job])[0]
             except Exception as exc:
                 raise DecodeError(f"language detection failed: {exc}") from exc
         token, prob = ranked[0]
@@ -387,299 +340,45 @@ class WhisperAdapter:
 
     # -- the batch ---------------------------------------------------------------------------
 
-    def _decode(self, jobs: list[_Job]) -> list[DecodeResult]:
+    def _decode(self, jobs: list[Job]) -> list[DecodeResult]:
         results: list[DecodeResult | None] = [None] * len(jobs)
-        active: list[_Job] = []
+        active: list[Job] = []
         for job in jobs:
             if decoding.is_negligible(job.audio, self._config.silence_rms):
                 results[job.index] = self._empty_result(job, no_speech_prob=1.0)
             else:
                 active.append(job)
         if active:
-            self._encode(active)
-            self._assign_languages(active)
+            self._encoder.encode(active)
+            self._prompts.assign_languages(active, self._detect)
             for job in active:
-                self._build_prompt(job)
+                self._prompts.build(job)
             partials = [j for j in active if not j.final]
             finals = [j for j in active if j.final]
             if partials:
-                self._decode_partials(partials)
+                caps = [
+                    j.request.max_new_tokens or self._config.partial_max_new_tokens
+                    for j in partials
+                ]
+                hyps = self._generate(partials, temperature=0.0, beam_size=1, caps=caps)
+                for job, hyp in zip(partials, hyps, strict=True):
+                    job.chosen = hyp
             if finals:
-                self._decode_finals(finals)
-            self._align_words([j for j in finals if j.request.word_timestamps])
+                self._fallback.decode(finals, self._generate)
+            self._aligner.align([j for j in finals if j.request.word_timestamps])
             for job in active:
                 results[job.index] = self._result(job)
-        for job in jobs:
-            if job.final and job.request.stream_key is not None:
-                self._features.forget(job.request.stream_key)  # the utterance is over
         out = [r for r in results if r is not None]
         if len(out) != len(jobs):  # a bug, not a model failure: never return a short list
             raise DecodeError("internal error: a request got no result")
         return out
 
-    def _encode(self, jobs: list[_Job]) -> None:
-        """Fill ``job.encoded`` from the cache or one batched encode of the misses."""
-        pending: dict[Any, list[_Job]] = {}
-        for job in jobs:
-            r = job.request
-            # A caller's key is paired with the window length, so a reused key can never
-            # hand one window's encoding to a different-length window.
-            key = (
-                ("key", r.cache_key, job.audio.shape[0])
-                if r.cache_key is not None
-                else window_key(job.audio)
-            )
-            if key in pending:  # same window twice in one batch: encoded once
-                pending[key].append(job)
-                job.cache_hit = True
-                self._cache.count_hit()
-                continue
-            hit = self._cache.get(key)
-            if hit is not None:
-                job.encoded, job.cache_hit = hit, True
-            else:
-                pending[key] = [job]
-        if not pending:
-            return
-        keys = list(pending)
-        feats: list[np.ndarray | None] = []
-        for key in keys:
-            first = pending[key][0]
-            r = first.request
-            feat = None
-            if r.stream_key is not None and r.kind is DecodeKind.PARTIAL:
-                feat = self._features.stream(r.stream_key, first.audio)
-            feats.append(feat)
-        todo = [i for i, f in enumerate(feats) if f is None]
-        if todo:
-            computed = self._features.batch([pending[keys[i]][0].audio for i in todo])
-            for i, row in zip(todo, computed, strict=True):
-                feats[i] = row
-        batch = np.stack([f for f in feats if f is not None])
-        encoded = self._fw.to_numpy(self._ct2.encode(self._fw.storage(batch), to_cpu=True))
-        for key, row in zip(keys, encoded, strict=True):
-            row = np.ascontiguousarray(row)
-            self._cache.put(key, row)
-            for job in pending[key]:
-                job.encoded = row
-
-    def _tokenizer(self, language: str, task: str = "transcribe") -> Any:
-        tok = self._tokenizers.get((language, task))
-        if tok is None:
-            tok = self._fw.Tokenizer(
-                self._wm.hf_tokenizer,
-                self._multilingual,
-                task=task,
-                language=language if self._multilingual else None,
-            )
-            self._tokenizers[(language, task)] = tok
-        return tok
-
-    def _suppress_tokens(self) -> list[int]:
-        if self._suppress is None:
-            self._suppress = list(self._fw.get_suppressed_tokens(self._tokenizer("en"), [-1]))
-        return self._suppress
-
-    def _assign_languages(self, jobs: list[_Job]) -> None:
-        unknown = []
-        for job in jobs:
-            if not self._multilingual:
-                if job.request.language not in (None, "en"):
-                    logger.debug(
-                        "%s is English-only; ignoring language %r", self.name, job.request.language
-                    )
-                job.language = "en"
-            elif job.request.language is not None:
-                job.language = job.request.language
-            else:
-                unknown.append(job)
-        if unknown:
-            ranked = self._ct2.detect_language(self._stack(unknown))
-            for job, langs in zip(unknown, ranked, strict=True):
-                job.language = langs[0][0][2:-2]
-
-    def _build_prompt(self, job: _Job) -> None:
-        r = job.request
-        tok = self._tokenizer(job.language, r.task)
-        previous: list[int] = []
-        if r.prompt and r.prompt.strip():
-            previous = tok.encode(" " + r.prompt.strip())
-            fits = [b for b in PROMPT_BUCKETS if b <= len(previous)]
-            if fits:
-                previous = previous[len(previous) - fits[-1] :]
-        job.prompt = self._wm.get_prompt(tok, previous, without_timestamps=True)
-        job.context = tok.encode(" " + r.context.strip()) if r.context and r.context.strip() else []
-        prefix = tok.encode(" " + r.prefix.strip()) if r.prefix and r.prefix.strip() else []
-        # Tokenized apart, so the context's tokens are known exactly; at a word boundary
-        # (a leading space) the BPE pieces are the same as for the joined text.
-        forced = job.context + prefix
-        job.prompt.extend(forced[: MAX_LENGTH // 2 - 1])
-        job.n_prefix = min(len(forced), MAX_LENGTH // 2 - 1)
-
-    def _stack(self, jobs: list[_Job]) -> Any:
-        rows = [j.encoded for j in jobs]
-        assert all(r is not None for r in rows)
-        return self._fw.storage(np.stack(rows))  # type: ignore[arg-type]
-
-    def _generate(
-        self, jobs: list[_Job], *, temperature: float, beam_size: int, caps: list[int | None]
-    ) -> list[Hypothesis]:
-        """One generate() per group of equal <|startoftranscript|> position."""
-        out: dict[int, Hypothesis] = {}
-        groups: dict[int, list[int]] = {}
-        for k, job in enumerate(jobs):
-            sot = self._tokenizer(job.language, job.request.task).sot
-            groups.setdefault(job.prompt.index(sot), []).append(k)
-        for members in groups.values():
-            sub = [jobs[k] for k in members]
-            sub_caps = [caps[k] for k in members]
-            limits = [_max_length(j, c) for j, c in zip(sub, sub_caps, strict=True)]
-            kwargs: dict[str, Any]
-            if temperature > 0:
-                kwargs = {
-                    "beam_size": 1,
-                    "num_hypotheses": self._config.best_of,
-                    "sampling_topk": 0,
-                    "sampling_temperature": temperature,
-                }
-            else:
-                kwargs = {"beam_size": beam_size}
-            raw = self._ct2.generate(
-                self._stack(sub),
-                [j.prompt for j in sub],
-                max_length=max(limits),
-                return_scores=True,
-                return_no_speech_prob=True,
-                suppress_blank=True,
-                suppress_tokens=self._suppress_tokens(),
-                **kwargs,
-            )
-            for k, job, cap, res in zip(members, sub, sub_caps, raw, strict=True):
-                budget = None if cap is None else job.n_prefix + cap
-                out[k] = self._hypothesis(job, res, temperature, budget)
-        return [out[k] for k in range(len(jobs))]
-
-    def _hypothesis(
-        self, job: _Job, res: Any, temperature: float, budget: int | None
-    ) -> Hypothesis:
-        tok = self._tokenizer(job.language, job.request.task)
-        seq = list(res.sequences_ids[0])
-        # CTranslate2 returns the forced tokens too but scores only what follows them; the
-        # context is not counted, so a long context does not dilute the average.
-        n_context = min(len(job.context), len(seq))
-        avg = decoding.avg_logprob(float(res.scores[0]), len(seq) - n_context)
-        # One max_length serves a whole group: trim to this request's own token budget.
-        if budget is not None:
-            seq = seq[:budget]
-        tokens = tuple(t for t in seq[n_context:] if t < tok.eot)
-        text = tok.decode(list(tokens)).strip()
-        return Hypothesis(
-            tokens=tokens,
-            text=text,
-            avg_logprob=avg,
-            no_speech_prob=float(res.no_speech_prob),
-            compression_ratio=float(self._fw.get_compression_ratio(text)) if text else 0.0,
-            temperature=temperature,
-        )
-
-    def _decode_partials(self, jobs: list[_Job]) -> None:
-        caps: list[int | None] = [
-            j.request.max_new_tokens or self._config.partial_max_new_tokens for j in jobs
-        ]
-        for job, hyp in zip(
-            jobs, self._generate(jobs, temperature=0.0, beam_size=1, caps=caps), strict=True
-        ):
-            job.chosen = hyp
-
-    def _decode_finals(self, jobs: list[_Job]) -> None:
-        # Requests that ask for one fallback round run it alone; the others run them all.
-        by_round: dict[int | None, list[_Job]] = {}
-        for job in jobs:
-            by_round.setdefault(job.request.fallback_round, []).append(job)
-        for round_no, group in by_round.items():
-            self._fallback_rounds(group, round_no)
-
-    def _fallback_rounds(self, jobs: list[_Job], only: int | None) -> None:
-        temps = self._config.temperatures
-        pending = jobs
-        for round_no, temperature in enumerate(temps):
-            if not pending:
-                break
-            if only is not None and round_no != min(only, len(temps) - 1):
-                continue
-            hyps: dict[int, Hypothesis] = {}
-            by_beam: dict[int, list[_Job]] = {}
-            for job in pending:
-                beam = job.request.beam_size or self._config.beam_size
-                by_beam.setdefault(1 if temperature > 0 else beam, []).append(job)
-            for beam, group in by_beam.items():
-                caps = [j.request.max_new_tokens for j in group]
-                for job, hyp in zip(
-                    group,
-                    self._generate(group, temperature=temperature, beam_size=beam, caps=caps),
-                    strict=True,
-                ):
-                    hyps[job.index] = hyp
-            retry = []
-            last = round_no == len(temps) - 1
-            for job in pending:
-                hyp = hyps[job.index]
-                job.attempts.append(hyp)
-                if not decoding.needs_fallback(hyp, self._th):
-                    job.chosen = hyp
-                elif only is not None:
-                    job.chosen = hyp  # the caller asks for the next round itself
-                    job.next_round = None if last else round_no + 1
-                elif last:
-                    job.chosen = decoding.pick_after_fallback(job.attempts, self._th)
-                else:
-                    retry.append(job)
-            if retry:
-                logger.debug("%d final(s) retried at temperature %.1f", len(retry), temperature)
-            pending = retry
-
-    def _align_words(self, jobs: list[_Job]) -> None:
-        jobs = [
-            j
-            for j in jobs
-            if j.chosen is not None
-            and j.chosen.tokens
-            and not decoding.suppressed(j.chosen, self._th)
-        ]
-        by_lang: dict[tuple[str, str], list[_Job]] = {}
-        for job in jobs:
-            by_lang.setdefault((job.language, job.request.task), []).append(job)
-        for (language, task), group in by_lang.items():
-            segments = []
-            for job in group:
-                assert job.chosen is not None
-                duration = job.audio.shape[0] / SAMPLE_RATE
-                # The context is aligned too (the new words' times depend on it) as a
-                # sub-segment of its own, so its words come back apart and are dropped.
-                segments.append(
-                    [
-                        {"tokens": job.context, "start": 0.0, "end": duration, "seek": 0},
-                        {"tokens": list(job.chosen.tokens), "start": 0.0, "end": duration},
-                    ]
-                )
-            frames = [min(_N_FRAMES, max(1, math.ceil(j.audio.shape[0] / _HOP))) for j in group]
-            self._wm.add_word_timestamps(
-                segments,
-                self._tokenizer(language, task),
-                self._stack(group),
-                frames,
-                self._fw.PREPEND_PUNCTUATIONS,
-                self._fw.APPEND_PUNCTUATIONS,
-                0.0,
-            )
-            for job, seg in zip(group, segments, strict=True):
-                job.words = _clean_words(
-                    seg[-1].get("words") or [], job.audio.shape[0] / SAMPLE_RATE
-                )
+    def _detect(self, jobs: Sequence[Job]) -> list[Any]:
+        return list(self._ct2.detect_language(self._encoder.stack(jobs)))
 
     # -- results -----------------------------------------------------------------------------
 
-    def _empty_result(self, job: _Job, *, no_speech_prob: float) -> DecodeResult:
+    def _empty_result(self, job: Job, *, no_speech_prob: float) -> DecodeResult:
         r = job.request
         return DecodeResult(
             request_id=r.request_id,
@@ -690,7 +389,7 @@ class WhisperAdapter:
             encoder_cache_hit=job.cache_hit,
         )
 
-    def _result(self, job: _Job) -> DecodeResult:
+    def _result(self, job: Job) -> DecodeResult:
         hyp = job.chosen
         if hyp is None:
             raise DecodeError(f"internal error: request {job.request.request_id!r} not decoded")
@@ -707,41 +406,6 @@ class WhisperAdapter:
             temperature=hyp.temperature,
             encoder_cache_hit=job.cache_hit,
             tokens=() if silent else hyp.tokens,
-            fallback=None if silent or not job.final else _fallback_reason(hyp, self._th),
+            fallback=None if silent or not job.final else self._fallback.reason(hyp),
             next_round=job.next_round,
         )
-
-
-def _fallback_reason(hyp: Hypothesis, th: Thresholds) -> str | None:
-    if not decoding.needs_fallback(hyp, th):
-        return None
-    return "repetitive" if decoding.too_repetitive(hyp, th) else "unlikely"
-
-
-def _max_length(job: _Job, cap: int | None) -> int:
-    """CTranslate2's max_length that lets ``job`` produce its prefix plus ``cap`` new tokens.
-
-    Measured on CTranslate2 4.x: Whisper's generate returns at most
-    ``min(max_length // 2, max_length - start + 1)`` tokens (prefix included), where ``start``
-    is the prompt length without the prefix.
-    """
-    if cap is None:
-        return MAX_LENGTH
-    want = job.n_prefix + cap
-    start = len(job.prompt) - job.n_prefix
-    return min(MAX_LENGTH, max(2 * want, start - 1 + want))
-
-
-def _clean_words(raw: list[dict[str, Any]], duration: float) -> tuple[Word, ...]:
-    """Words inside [0, duration] with non-decreasing, non-overlapping times."""
-    words: list[Word] = []
-    last_end = 0.0
-    for w in raw:
-        text = str(w.get("word", ""))
-        if not text.strip():
-            continue
-        start = min(max(float(w["start"]), last_end), duration)
-        end = min(max(float(w["end"]), start), duration)
-        words.append(Word(word=text, start=start, end=end, probability=float(w["probability"])))
-        last_end = end
-    return tuple(words)

@@ -297,3 +297,30 @@ async def test_stretched_and_paused_partials_reach_the_sessions() -> None:
         stream.feed_audio(scripted_audio([("voice", 3.0)]))
         assert engine.queue_depth == 0  # no partial asked for
         stream.abort()
+
+
+class Releasing(FakeDecoder):
+    """A fake that records which stream keys the engine released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.released: list[object] = []
+
+    def release_stream(self, stream_key: object) -> None:
+        self.released.append(stream_key)
+
+
+async def test_the_engine_releases_an_utterances_features_when_its_final_is_in() -> None:
+    dec = Releasing()
+    async with Engine(dec, clock=ManualClock()) as engine:
+        stream = engine.open_stream()
+        audio = scripted_audio([("voice", 1.5), ("silence", 1.0), ("voice", 1.5), ("silence", 1.0)])
+        for i in range(0, len(audio), 1600):
+            await stream.wait_idle()
+            stream.feed_audio(audio[i : i + 1600])
+        stream.stop()
+        events = await drain(stream)
+    assert [type(e) for e in events if isinstance(e, Final | Done)] == [Final, Final, Done]
+    # Each utterance's features go once it is over: when the next one starts, or the stream
+    # ends (a speculative final in a pause does not end it).
+    assert dec.released == [(stream.stream_id, 0), (stream.stream_id, 1)]

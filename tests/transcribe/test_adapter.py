@@ -283,7 +283,7 @@ def test_fallback_retries_failed_finals_together(
         ModelConfig(threads=2, log_prob_threshold=-0.0001, temperatures=(0.0, 0.5, 1.0))
     )
     calls: list[tuple[int, float]] = []
-    real = adapter._ct2
+    real = adapter._generate._ct2  # the one place that calls generate
 
     class Spy:
         def __getattr__(self, name: str) -> Any:
@@ -293,7 +293,7 @@ def test_fallback_retries_failed_finals_together(
             calls.append((len(prompts), float(kw.get("sampling_temperature", 0.0))))
             return real.generate(features, prompts, **kw)
 
-    monkeypatch.setattr(adapter, "_ct2", Spy())
+    monkeypatch.setattr(adapter._generate, "_ct2", Spy())
     audios = [speech[1][0], speech[2][0]]
     results = adapter.decode_batch([DecodeRequest(audio=a, kind=F) for a in audios])
     assert calls == [(2, 0.0), (2, 0.5), (2, 1.0)]
@@ -307,7 +307,7 @@ def test_model_failure_raises_decode_error_and_adapter_keeps_working(
     speech: list[tuple[np.ndarray, str]],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    real = tiny_decoder._ct2
+    real = tiny_decoder._generate._ct2
 
     class Broken:
         def __getattr__(self, name: str) -> Any:
@@ -316,7 +316,7 @@ def test_model_failure_raises_decode_error_and_adapter_keeps_working(
         def generate(self, *args: Any, **kwargs: Any) -> Any:
             raise RuntimeError("CUDA error: out of memory")
 
-    monkeypatch.setattr(tiny_decoder, "_ct2", Broken())
+    monkeypatch.setattr(tiny_decoder._generate, "_ct2", Broken())
     with pytest.raises(DecodeError, match="out of memory"):
         tiny_decoder.decode_batch([DecodeRequest(audio=speech[3][0], kind=P)])
     monkeypatch.undo()
@@ -347,7 +347,7 @@ def test_stream_partials_use_incremental_features(
     tiny_decoder: WhisperAdapter, speech: list[tuple[np.ndarray, str]]
 ) -> None:
     audio = speech[3][0]
-    hits = tiny_decoder._features.incremental_hits
+    hits = tiny_decoder.features.incremental_hits
     texts = []
     for seconds in (1.5, 3.0, 4.5):
         window = audio[: int(seconds * SAMPLE_RATE)]
@@ -359,8 +359,8 @@ def test_stream_partials_use_incremental_features(
         )[0]
         assert streamed.text == plain.text
         texts.append(streamed.text)
-    if tiny_decoder._features._kernels is not None:
-        assert tiny_decoder._features.incremental_hits == hits + 2
+    if tiny_decoder.features._kernels is not None:
+        assert tiny_decoder.features.incremental_hits == hits + 2
     assert len(texts[-1]) > len(texts[0])
 
 

@@ -74,6 +74,9 @@ class EngineConfig:
     # sessions' configured interval only (the cadence before scheduler v2).
     adaptive_cadence: bool = True
     busy_target: float = 0.6
+    # The cost-based interval never exceeds this: past it partials stop being useful, and
+    # when the model still cannot keep up the degradation steps take over.
+    max_cadence_s: float = 2.0
     degrade: DegradeConfig = field(default_factory=DegradeConfig)
 
     def __post_init__(self) -> None:
@@ -83,6 +86,8 @@ class EngineConfig:
             )
         if not 0.0 <= self.close_timeout_s <= 3600:
             raise ConfigError(f"close_timeout_s must be within 0..3600, not {self.close_timeout_s}")
+        if not 0.1 <= self.max_cadence_s <= 10.0:
+            raise ConfigError(f"max_cadence_s must be within 0.1..10, not {self.max_cadence_s}")
         if not 0.05 <= self.busy_target <= 1.0:
             raise ConfigError(f"busy_target must be within 0.05..1, not {self.busy_target}")
 
@@ -520,7 +525,7 @@ class Engine:
             like = _TYPICAL_PARTIAL
             cost = self._scheduler.costs.predict([like] * len(self._streams))
             if cost is not None:
-                hint = cost / self.config.busy_target
+                hint = min(cost / self.config.busy_target, self.config.max_cadence_s)
         level = self._degrader.level
         if level >= Level.PARTIALS_PAUSED:
             hint = math.inf

@@ -405,9 +405,15 @@ class Session:
         # 3. Partials of the open utterance.
         if not self.config.partials:
             return
-        base = max(self.config.partial_interval_s, self.interval_hint_s or 0.0)
-        if math.isinf(base):
+        hint = self.interval_hint_s or 0.0
+        if math.isinf(hint):
             return  # partials paused
+        # An utterance's first partial comes at the configured interval (the first words
+        # shown soon); the engine's longer hint spaces the ones after it.
+        first = utt.last_partial_end <= utt.start
+        base = (
+            self.config.partial_interval_s if first else max(self.config.partial_interval_s, hint)
+        )
         interval = int(base * self._backoff * SAMPLE_RATE)
         # Near the max length no more partials: stable words then always lie before any
         # cut point the segmenter may choose, so the next utterance cannot repeat them.

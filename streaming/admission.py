@@ -7,6 +7,10 @@ bucket may go negative, and `admit` answers how long the reader should pause bef
 again. While the reader pauses, the socket's buffers fill and TCP pushes back on the client:
 a client that sends too fast is slowed down, loses nothing and sees no error.
 
+While the engine is overloaded (skipping partials), the rate drops to `overload_factor`
+(real time by default): a client ahead of real time then takes no more of the model than a
+live stream does, and the live streams keep their share.
+
 Two limits end a session instead, each with a clear reason, never by dropping audio:
 - `max_backlog_s`: the audio the session holds but has not yet transcribed (the safety net for
   a server that falls behind even at the admitted rate);
@@ -28,9 +32,16 @@ class AdmissionConfig:
     burst_s: float = 10.0  # audio seconds admitted at once before the rate applies
     max_backlog_s: float = 120.0  # undecoded audio a session may hold (> one 30 s utterance)
     max_audio_s: float = 4 * 3600.0  # session length in audio time
+    overload_factor: float = 1.0  # the rate while the engine is overloaded
 
     def __post_init__(self) -> None:
-        for name in ("realtime_factor", "burst_s", "max_backlog_s", "max_audio_s"):
+        for name in (
+            "realtime_factor",
+            "burst_s",
+            "max_backlog_s",
+            "max_audio_s",
+            "overload_factor",
+        ):
             value = getattr(self, name)
             if not (value > 0 and math.isfinite(value)):
                 raise ConfigError(f"admission {name} must be a positive number, got {value!r}")
@@ -43,15 +54,24 @@ class AudioAdmission:
         self.config = config
         self._tokens = config.burst_s
         self._last = now
+        self._rate = config.realtime_factor
         self.audio_s = 0.0  # audio admitted so far
         self.paused_s = 0.0  # total pause asked for (observability)
 
     def _refill(self, now: float) -> None:
         elapsed = max(0.0, now - self._last)
         self._last = max(self._last, now)
-        self._tokens = min(
-            self.config.burst_s, self._tokens + elapsed * self.config.realtime_factor
-        )
+        self._tokens = min(self.config.burst_s, self._tokens + elapsed * self._rate)
+
+    @property
+    def rate(self) -> float:
+        """Audio seconds admitted per wall second now."""
+        return self._rate
+
+    def set_overloaded(self, overloaded: bool, now: float) -> None:
+        """The engine's state: the rate until the next change (time so far at the old one)."""
+        self._refill(now)
+        self._rate = self.config.overload_factor if overloaded else self.config.realtime_factor
 
     def admit(self, audio_s: float, now: float) -> float:
         """Charge `audio_s` just read; the seconds to wait before reading more (0: read on)."""
@@ -69,7 +89,7 @@ class AudioAdmission:
         self._refill(now)
         if self._tokens >= 0:
             return 0.0
-        return -self._tokens / self.config.realtime_factor
+        return -self._tokens / self._rate
 
     def over_length(self) -> bool:
         """The session has sent its maximum length of audio."""

@@ -82,3 +82,15 @@ def test_admitted_audio_never_beats_burst_plus_rate(steps: list[tuple[float, flo
         now += adm.admit(audio, now)
         # Everything before this message respected the budget.
         assert before <= config.burst_s + config.realtime_factor * now + 1e-9
+
+
+def test_overload_lowers_the_rate_to_real_time() -> None:
+    adm = AudioAdmission(AdmissionConfig(realtime_factor=2.0, burst_s=10.0), now=0.0)
+    assert adm.admit(12.0, now=0.0) == pytest.approx(1.0)  # 2 s over, at 2x
+    adm.set_overloaded(True, now=0.0)
+    assert adm.rate == 1.0
+    assert adm.pause_s(now=0.0) == pytest.approx(2.0)  # the same debt, at 1x
+    assert adm.pause_s(now=1.0) == pytest.approx(1.0)
+    adm.set_overloaded(False, now=1.0)  # one second refilled at 1x, the rest at 2x
+    assert adm.pause_s(now=1.0) == pytest.approx(0.5)
+    assert adm.pause_s(now=1.5) == 0.0

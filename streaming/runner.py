@@ -12,9 +12,9 @@ Three tasks per connection:
   the connection after the codec's closing message.
 
 Audio admission (admission.py): after each audio message the reader charges its audio
-seconds to the connection's budget (2x real time, real time while the engine is overloaded)
-and, when the client is ahead of it, pauses before the next read, so TCP slows the client
-down and nothing is dropped. The session's length counts in audio time too (a stop with
+seconds to the connection's budget (2x real time; real time while the engine is overloaded
+or degraded) and, when the client is ahead of it, pauses before the next read, so TCP slows
+the client down and nothing is dropped. The session's length counts in audio time too (a stop with
 reason max_duration), and a session holding more audio not yet transcribed than the safety
 net allows gets an `audio_backlog` error, its finals and a close with 1008: never a silent
 loss.
@@ -40,6 +40,7 @@ from kettle.streaming.connection import (
     ConnectionLimits,
     ConnectionState,
 )
+from kettle.streaming.degrade import Level
 from kettle.streaming.events import Done, Error
 from kettle.streaming.ingress import AudioIngress
 from kettle.streaming.outbox import FINAL, PARTIAL, Outbox, OutMessage
@@ -290,7 +291,8 @@ class ConnectionRunner:
         """Pause before the next read while the client is ahead of its audio budget."""
         if self.admission is None or self.state.stopped:
             return
-        self.admission.set_overloaded(self.engine.overloaded, self.clock())
+        busy = self.engine.overloaded or self.engine.degradation != Level.FULL
+        self.admission.set_overloaded(busy, self.clock())
         pause = self.admission.pause_s(self.clock())
         if pause <= 0:
             return

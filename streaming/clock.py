@@ -55,7 +55,8 @@ class ManualClock:
         if event.is_set():
             return True
         if deadline is not None and deadline <= self._now:
-            return False
+            await asyncio.sleep(0)  # a loop that waits for nothing still lets others run
+            return event.is_set()
         alarm = asyncio.Event()
         if deadline is not None:
             heapq.heappush(self._waiters, (deadline, next(self._ids), alarm))

@@ -54,6 +54,8 @@ logger = logging.getLogger(__name__)
 # Stream ids are unique in the process, not just per engine: they key the adapter's encoder
 # cache, which may outlive an engine (a decoder shared by engines, or reused after a restart).
 _STREAM_IDS = itertools.count(1)
+NOTICE_INTERVAL_S = 5.0
+MIN_RECHECK_S = 0.05  # while degraded, the load is looked at again at least this far apart  # PROTOCOL.md: overloaded notices at most once every 5 s
 
 
 @dataclass(frozen=True)
@@ -199,6 +201,7 @@ class Engine:
         self._offline: set[_OfflineCall] = set()
         self._tags: dict[int, _Tag] = {}  # ticket seq -> tag, for tickets queued or running
         self._keys: dict[str, Hashable] = {}  # stream id -> stream key of its latest request
+        self._noticed: dict[str, float] = {}  # stream id -> when it last got a load notice
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._closing = False
@@ -395,6 +398,7 @@ class Engine:
         if self._streams.pop(stream.stream_id, None) is None:
             return
         self._track_key(stream.stream_id, None)
+        self._noticed.pop(stream.stream_id, None)
         if not keep_events:
             for ticket in self._scheduler.cancel(stream.stream_id):
                 self._tags.pop(ticket.seq, None)
@@ -500,7 +504,7 @@ class Engine:
         if changed:
             self._level_changed()
         if self._degrader.level is not Level.FULL:
-            wake = now + min(cfg.calm_s, cfg.step_s)
+            wake = now + max(MIN_RECHECK_S, min(cfg.calm_s, cfg.step_s))
             deadline = wake if deadline is None else min(deadline, wake)
         return deadline
 
@@ -514,8 +518,14 @@ class Engine:
             except Exception:
                 logger.exception("engine observer failed")
         self._update_cadence()
-        if level is not Level.FULL:
-            for stream in list(self._streams.values()):
+        if level is Level.FULL:
+            return
+        now = self._clock.now()
+        for stream in list(self._streams.values()):
+            # At most one notice per stream per window, however the level moves meanwhile.
+            last = self._noticed.get(stream.stream_id)
+            if last is None or now - last >= NOTICE_INTERVAL_S:
+                self._noticed[stream.stream_id] = now
                 stream.deliver([Error("overloaded", level.notice)])
 
     def _update_cadence(self) -> None:

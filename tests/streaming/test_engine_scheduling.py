@@ -296,7 +296,10 @@ async def test_stretched_and_paused_partials_reach_the_sessions() -> None:
         assert stream.session.interval_hint_s == float("inf")
         stream.feed_audio(scripted_audio([("voice", 3.0)]))
         assert engine.queue_depth == 0  # no partial asked for
-        stream.abort()
+        stream.stop()
+        events = await drain(stream)
+        # Two steps within 5 s: one notice.
+        assert [e.code for e in events if isinstance(e, Error)] == ["overloaded"]
 
 
 class Releasing(FakeDecoder):

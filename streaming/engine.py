@@ -54,8 +54,8 @@ logger = logging.getLogger(__name__)
 # Stream ids are unique in the process, not just per engine: they key the adapter's encoder
 # cache, which may outlive an engine (a decoder shared by engines, or reused after a restart).
 _STREAM_IDS = itertools.count(1)
-NOTICE_INTERVAL_S = 5.0
-MIN_RECHECK_S = 0.05  # while degraded, the load is looked at again at least this far apart  # PROTOCOL.md: overloaded notices at most once every 5 s
+NOTICE_INTERVAL_S = 5.0  # PROTOCOL.md: overloaded notices at most once every 5 s
+MIN_RECHECK_S = 0.05  # while degraded, the load is looked at again at least this far apart
 
 
 @dataclass(frozen=True)

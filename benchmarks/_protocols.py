@@ -6,7 +6,10 @@ Clients replay audio the way a microphone would (a chunk goes once it would have
 recorded) and time every result at receipt against the audio clock:
 
 - kettle v1: `partial` / `final` messages, lag = receipt - (stream start + end);
-- Deepgram: interim / final `Results`, lag = receipt - (stream start + start + duration).
+- Deepgram: interim / final `Results`, lag = receipt - (stream start + start + duration);
+- OpenAI Realtime (24 kHz PCM, server VAD): a turn's `...transcription.completed`, lag =
+  receipt - (stream start + its `speech_stopped.audio_end_ms`). Its deltas carry no audio
+  time, so no partial lag is measured for it (their count is in `partials`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class Lags:
     partial: list[float] = field(default_factory=list)
     final: list[float] = field(default_factory=list)
     text: str = ""
+    partial_count: int | None = None  # when partials come without audio times to lag them
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -39,7 +43,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 def summary(lags: Lags) -> dict[str, Any]:
     return {
-        "partials": len(lags.partial),
+        "partials": len(lags.partial) if lags.partial_count is None else lags.partial_count,
         "partial_p50_s": _percentile(lags.partial, 50),
         "partial_p95_s": _percentile(lags.partial, 95),
         "finals": len(lags.final),
@@ -102,9 +106,64 @@ async def deepgram_live(base: str, audio: np.ndarray, chunk_ms: int) -> Lags:
     return lags
 
 
+async def openai_realtime(base: str, audio: np.ndarray, chunk_ms: int) -> Lags:
+    import base64
+
+    import openai
+    from kettle.kernels.resample import resample
+
+    pcm = to_s16le(resample(np.concatenate([audio, np.zeros(2 * SAMPLE_RATE)]), 16000, 24000))
+    piece = 24000 * 2 * chunk_ms // 1000
+    client = openai.AsyncOpenAI(base_url=base + "/v1", api_key="bench")
+    lags, deltas = Lags(), 0
+    stopped_at: dict[str, float] = {}  # item -> audio end of its turn, seconds
+    done: dict[str, str] = {}  # item -> transcript
+    async with client.realtime.connect(extra_query={"intent": "transcription"}) as conn:
+        await conn.session.update(
+            session={
+                "type": "transcription",
+                "audio": {
+                    "input": {
+                        "format": {"type": "audio/pcm", "rate": 24000},
+                        "turn_detection": {"type": "server_vad", "silence_duration_ms": 500},
+                    }
+                },
+            }
+        )
+        start = time.monotonic()
+
+        async def send() -> None:
+            for i, offset in enumerate(range(0, len(pcm), piece)):
+                delay = start + (i + 1) * chunk_ms / 1000 - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                chunk = base64.b64encode(pcm[offset : offset + piece]).decode()
+                await conn.input_audio_buffer.append(audio=chunk)
+
+        sender = asyncio.create_task(send())
+        while not sender.done() or len(done) < len(stopped_at):
+            try:
+                event = await asyncio.wait_for(conn.recv(), 1.0)
+            except TimeoutError:
+                continue
+            if event.type == "input_audio_buffer.speech_stopped":
+                stopped_at[event.item_id] = event.audio_end_ms / 1000
+            elif event.type == "conversation.item.input_audio_transcription.delta":
+                deltas += 1
+            elif event.type == "conversation.item.input_audio_transcription.completed":
+                done[event.item_id] = event.transcript
+                if event.item_id in stopped_at:
+                    lags.final.append(time.monotonic() - (start + stopped_at[event.item_id]))
+        await sender
+    lags.text = " ".join(t for t in done.values() if t)
+    lags.partial_count = deltas
+    return lags
+
+
 WEBSOCKET_PROTOCOLS: dict[str, Callable[[str, np.ndarray, int], Awaitable[Lags]]] = {
     "kettle v1": kettle_v1,
     "deepgram live": deepgram_live,
+    "openai realtime": openai_realtime,
 }
 
 
@@ -120,6 +179,10 @@ async def per_protocol(
             collected[name].partial += lags.partial
             collected[name].final += lags.final
             collected[name].text = lags.text
+            if lags.partial_count is not None:
+                collected[name].partial_count = (collected[name].partial_count or 0) + (
+                    lags.partial_count
+                )
     return {name: {**summary(lags), "text": lags.text} for name, lags in collected.items()}
 
 

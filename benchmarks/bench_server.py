@@ -16,8 +16,9 @@ timing), and server CPU seconds per second of audio (from /proc/PID/stat).
     python benchmarks/bench_server.py --protocols   # per protocol; uploads during live streams
 
 `--protocols` measures instead (section bench_server_protocols): the same track over each
-WebSocket protocol in turn (kettle v1, Deepgram live; rounds interleaved), and 4 concurrent
-uploads (POST /v1/listen) while 2 live streams run, against the same 2 streams alone.
+WebSocket protocol in turn (kettle v1, Deepgram live, OpenAI Realtime; rounds interleaved),
+and 4 concurrent uploads (POST /v1/listen) while 2 live streams run, against the same 2
+streams alone.
 """
 
 from __future__ import annotations
@@ -296,8 +297,10 @@ def report_protocols(args: argparse.Namespace, data: dict[str, Any]) -> None:
         "bench_server_protocols",
         f"{data['model']}; the same {args.seconds:g} s track of eval-set speech over each "
         f"WebSocket protocol with its own client (kettle v1: `kettle.streaming.client`; "
-        f"Deepgram: the official SDK), replayed in real time ({args.chunk_ms} ms chunks), "
-        f"{args.rounds} rounds interleaved; lags from the audio clock to receipt. Then "
+        f"Deepgram and OpenAI: their official SDKs), replayed in real time ({args.chunk_ms} ms "
+        f"chunks), {args.rounds} rounds interleaved; lags from the audio clock to receipt "
+        "(OpenAI Realtime: finals from the end of their turn, `speech_stopped.audio_end_ms`; "
+        "its deltas carry no audio time, so only their count is given). Then "
         f"{up['uploads']} uploads (POST /v1/listen, WAV) at once while {up['live_streams']} "
         "live kettle v1 streams run in real time, against the same streams alone just "
         "before: upload throughput is audio seconds per wall second until the last upload "

@@ -165,6 +165,18 @@ WEBSOCKET_PROTOCOLS: dict[str, Callable[[str, np.ndarray, int], Awaitable[Lags]]
     "deepgram live": deepgram_live,
     "openai realtime": openai_realtime,
 }
+# The route name GET /v1/info lists for each client above.
+ROUTE_NAMES = {
+    "kettle v1": "kettle",
+    "deepgram live": "deepgram",
+    "openai realtime": "openai_realtime",
+}
+
+
+def served(base: str) -> list[str]:
+    """The protocols above that this server speaks (from GET /v1/info)."""
+    protocols = httpx.get(f"{base}/v1/info", timeout=30).json()["protocols"]
+    return [name for name in WEBSOCKET_PROTOCOLS if ROUTE_NAMES[name] in protocols]
 
 
 async def per_protocol(
@@ -172,10 +184,11 @@ async def per_protocol(
 ) -> dict[str, dict[str, Any]]:
     """Each protocol in turn on the same audio, `rounds` times interleaved (so a machine
     shared with other jobs weighs on every protocol alike)."""
-    collected = {name: Lags() for name in WEBSOCKET_PROTOCOLS}
+    names = served(base)
+    collected = {name: Lags() for name in names}
     for _ in range(rounds):
-        for name, run in WEBSOCKET_PROTOCOLS.items():
-            lags = await run(base, audio, chunk_ms)
+        for name in names:
+            lags = await WEBSOCKET_PROTOCOLS[name](base, audio, chunk_ms)
             collected[name].partial += lags.partial
             collected[name].final += lags.final
             collected[name].text = lags.text

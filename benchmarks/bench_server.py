@@ -16,9 +16,9 @@ timing), and server CPU seconds per second of audio (from /proc/PID/stat).
     python benchmarks/bench_server.py --protocols   # per protocol; uploads during live streams
 
 `--protocols` measures instead (section bench_server_protocols): the same track over each
-WebSocket protocol in turn (kettle v1, Deepgram live, OpenAI Realtime; rounds interleaved),
-and 4 concurrent uploads (POST /v1/listen) while 2 live streams run, against the same 2
-streams alone.
+WebSocket protocol the server speaks, in turn (kettle v1, Deepgram live, OpenAI Realtime, as
+GET /v1/info lists them; rounds interleaved), and 4 concurrent uploads (POST /v1/listen)
+while 2 live streams run, against the same 2 streams alone.
 """
 
 from __future__ import annotations

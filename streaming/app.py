@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kettle.streaming import deepgram_http, http_routes
+from kettle.streaming import deepgram_http, http_routes, openai_routes
 from kettle.streaming.handshake import ProtocolRoute
-from kettle.streaming.protocols import deepgram, kettle_v1
+from kettle.streaming.protocols import deepgram, kettle_v1, openai_realtime
 from kettle.streaming.ws_endpoint import WebSocketEndpoint, handshake_request, render_refusal
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -28,7 +28,7 @@ RouteProvider = Callable[["KettleServer"], list[BaseRoute]]
 
 def websocket_protocols() -> list[ProtocolRoute]:
     """Every WebSocket protocol the server speaks, one path each."""
-    return [kettle_v1.ROUTE, deepgram.ROUTE]
+    return [kettle_v1.ROUTE, deepgram.ROUTE, openai_realtime.ROUTE]
 
 
 def websocket_routes(server: KettleServer) -> list[BaseRoute]:
@@ -58,6 +58,7 @@ def _plain_get(server: KettleServer, protocol: ProtocolRoute) -> Callable[[Reque
 ROUTE_PROVIDERS: tuple[RouteProvider, ...] = (
     http_routes.routes,
     deepgram_http.routes,
+    openai_routes.routes,
     websocket_routes,
     http_routes.asset_routes,
 )

@@ -22,12 +22,12 @@ def register_serve(sub: Any) -> None:
         "serve",
         help="run the streaming WebSocket server",
         description=(
-            "Serve PROTOCOL.md on ws://HOST:PORT/v1/stream, the browser page on /, and "
-            "/v1/info, /healthz, /readyz, /metrics. Prints 'kettle serving on "
-            "http://HOST:PORT' once ready. SIGTERM drains: /readyz turns 503, new sessions "
-            "get 503, live sessions go on for up to --drain-timeout, then get their finals "
-            "and close 1012 (clients reconnect elsewhere). Ctrl-C finishes open sessions' "
-            "finals now and exits."
+            "Serve PROTOCOL.md on ws://HOST:PORT/v1/stream, OpenAI's audio API (/v1/audio/..., "
+            "/v1/models, /v1/realtime), the browser page on /, and /v1/info, /healthz, /readyz, "
+            "/metrics. Prints 'kettle serving on http://HOST:PORT' once ready. SIGTERM drains: "
+            "/readyz turns 503, new sessions get 503, live sessions go on for up to "
+            "--drain-timeout, then get their finals and close 1012 (clients reconnect "
+            "elsewhere). Ctrl-C finishes open sessions' finals now and exits."
         ),
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
@@ -116,6 +116,16 @@ def register_serve(sub: Any) -> None:
         metavar="S",
         help="after SIGTERM, how long live sessions may go on (default %(default)s)",
     )
+    parser.add_argument(
+        "--max-uploads",
+        type=positive_int,
+        default=4,
+        metavar="N",
+        help="REST uploads (OpenAI, Deepgram) transcribed at once (more get 429, Retry-After)",
+    )
+    parser.add_argument(
+        "--max-upload-mb", type=positive_int, default=1024, metavar="MB", help="largest upload"
+    )
     parser.add_argument("--threads", type=non_negative_int, default=0, help="model CPU threads")
     parser.add_argument("--batch-size", type=positive_int, default=8, help="largest decode batch")
     parser.add_argument("--tls-cert", default=None, metavar="FILE")
@@ -135,6 +145,8 @@ def _serve(args: argparse.Namespace) -> int:
         port=args.port,
         api_keys=loaded.keys,
         max_sessions=args.max_sessions,
+        max_uploads=args.max_uploads,
+        max_upload_bytes=args.max_upload_mb << 20,
         max_frame_bytes=args.max_frame_bytes,
         max_message_bytes=max(16 << 20, args.max_frame_bytes),
         idle_timeout_s=args.idle_timeout,

@@ -55,12 +55,10 @@ class _Refused(Exception):
 
 
 def routes(server: KettleServer) -> list[BaseRoute]:
-    uploads = asyncio.Semaphore(server.config.max_uploads)
-
     async def listen(request: Request) -> Response:
         request_id = str(uuid.uuid4())
         try:
-            return await _transcribe(server, request, request_id, uploads)
+            return await _transcribe(server, request, request_id)
         except _Refused as exc:
             headers = {"Retry-After": str(server.config.retry_after_s)} if exc.retry else {}
             if exc.status == 401:
@@ -71,9 +69,7 @@ def routes(server: KettleServer) -> list[BaseRoute]:
     return [Route(LISTEN_PATH, listen, methods=["POST"])]
 
 
-async def _transcribe(
-    server: KettleServer, request: Request, request_id: str, uploads: asyncio.Semaphore
-) -> Response:
+async def _transcribe(server: KettleServer, request: Request, request_id: str) -> Response:
     key, _ = listen_credentials(request.headers.get("authorization"), ())
     if not server.authenticator.allows_any((key,)):
         raise _Refused(401, "INVALID_AUTH", "a valid API key is required")
@@ -91,13 +87,15 @@ async def _transcribe(
         raise _Refused(
             400, "Bad Request", "kettle does not fetch URLs: send the audio as the request body"
         )
-    if uploads.locked():
+    if not server.upload_slots.try_acquire():  # shared with OpenAI's uploads
         raise _Refused(
             429, "TOO_MANY_REQUESTS", "as many uploads as kettle takes are running", retry=True
         )
-    async with uploads:
+    try:
         body = await _read_body(request, server.config.max_upload_bytes)
         transcript = await _run(engine, body, params)
+    finally:
+        server.upload_slots.release()
     finals = engine.final_decoder
     identity = ModelIdentity(finals.name, kettle_version())
     created = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")

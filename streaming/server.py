@@ -89,8 +89,8 @@ class ServerConfig:
     finish_timeout_s: float = 300.0
     retry_after_s: int = 5
     outbox_limit: int = 1000
-    # Uploads (POST /v1/listen): the largest body taken (413 beyond), and how many are
-    # transcribed at once (429 with Retry-After beyond).
+    # Uploads (Deepgram's POST /v1/listen, OpenAI's /v1/audio/...): the largest body taken
+    # (413 beyond), and how many are transcribed at once, all APIs together (429 beyond).
     max_upload_bytes: int = 1 << 30
     max_uploads: int = 4
     tls_cert: str | None = None
@@ -210,6 +210,8 @@ class KettleServer:
         self._load = load
         self._engine_config = engine_config
         self._slots = SessionSlots(config.max_sessions)
+        # Uploads of every REST API (Deepgram's and OpenAI's) share these.
+        self.upload_slots = SessionSlots(config.max_uploads)
         self._runners: set[ConnectionRunner] = set()
         self._engine: Engine | None = None
         self._uvicorn: _Uvicorn | None = None

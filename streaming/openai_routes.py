@@ -11,15 +11,17 @@ The request's order of checks, cheapest first, so a refused upload costs no read
    decoded from its bytes (400 when it is not audio).
 
 The transcription runs through the live engine at offline priority (offline.py), with the
-model that decodes finals. A client that goes away cancels the rest of its work.
+model that decodes finals. A client that goes away cancels the rest of its work and frees
+its slot.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterable
+from typing import TYPE_CHECKING, TypeVar
 
 from kettle.streaming.limits import bearer_token
 from kettle.streaming.offline import transcribe_offline
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from kettle.streaming.server import KettleServer
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MODELS_PATH = "/v1/models"
 TRANSCRIPTIONS_PATH = "/v1/audio/transcriptions"
@@ -151,7 +154,9 @@ class OpenAIRest:
             prompt=parsed.prompt,
         )
         try:
-            transcript = await transcribe_offline(engine, audio, config)
+            transcript = await _unless_disconnected(
+                request, transcribe_offline(engine, audio, config)
+            )
         except KettleError as exc:
             if self.server.draining:
                 raise rest.busy(self.server.config.retry_after_s, unavailable=True) from None
@@ -165,6 +170,28 @@ class OpenAIRest:
             )
         text, content_type = rest.render(transcript, parsed)
         return Response(text, media_type=content_type)
+
+
+async def _unless_disconnected(request: Request, work: Awaitable[T]) -> T:
+    """Await ``work``, cancelling it if the client goes away first (the body is read, so
+    the next ASGI message is the disconnect): a gone client holds no upload slot."""
+    job = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({job, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+    if not job.done():
+        job.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await job
+        raise ClientDisconnect()
+    return job.result()
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _iterate(frames: Iterable[str]) -> AsyncIterator[str]:

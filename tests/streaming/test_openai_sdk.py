@@ -9,6 +9,7 @@ import asyncio
 import base64
 import json
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +24,8 @@ import soxr
 from kettle.streaming.server import ServerConfig
 from kettle.transcribe.audio_io import load_audio
 from kettle.transcribe.fake import FakeDecoder, synth_voice
+from kettle.transcribe.pipeline import PipelineConfig
+from kettle.transcribe.windows import split_windows
 from websockets.asyncio.client import connect
 
 from tests.streaming.openai_server import ServerThread
@@ -207,14 +210,18 @@ class Gate:
         return "held"
 
 
-def _wav(seconds: float) -> bytes:
+def _wav_of(audio: np.ndarray) -> bytes:
     import io
 
     import soundfile as sf
 
     buffer = io.BytesIO()
-    sf.write(buffer, synth_voice(seconds), 16000, format="WAV", subtype="PCM_16")
+    sf.write(buffer, audio, 16000, format="WAV", subtype="PCM_16")
     return buffer.getvalue()
+
+
+def _wav(seconds: float) -> bytes:
+    return _wav_of(synth_voice(seconds))
 
 
 def test_full_server_429_and_the_sdk_retry_honours_retry_after() -> None:
@@ -412,3 +419,48 @@ def test_readme_snippets_run_as_written(
         exec(compile(code, str(README), "exec"), {"__name__": "__main__"})
         printed = capsys.readouterr().out
         assert wer_fn([reference], [printed]) < 0.15
+
+
+def _raw_post(url: str, fields: dict[str, str], audio: bytes) -> socket.socket:
+    """Send a whole multipart upload on a socket of our own, without reading the answer."""
+    request = httpx2.Request("POST", url, data=fields, files={"file": ("a.wav", audio)})
+    body = request.read()
+    split = httpx2.URL(url)
+    head = [f"POST {split.raw_path.decode()} HTTP/1.1", f"Host: {split.host}:{split.port}"]
+    head += [f"{k}: {v}" for k, v in request.headers.items() if k.lower() != "host"]
+    sock = socket.create_connection((split.host, split.port or 80))
+    sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+    return sock
+
+
+def test_a_client_that_leaves_frees_its_slot_and_its_work(clip: tuple[Path, str]) -> None:
+    gate = Gate()
+    running = ServerThread(
+        ServerConfig(port=0, max_uploads=1, retry_after_s=1), lambda: gate.decoder
+    )
+    try:
+        url = running.url + "/v1"
+        # Real speech (the windows are cut where the VAD hears pauses), 4.4 minutes: more
+        # windows than the file pipeline hands the engine at once.
+        audio = np.tile(load_audio(clip[0]), 24)
+        windows = len(split_windows(audio, PipelineConfig().windows))
+        first_call = PipelineConfig().batch_size
+        assert windows > first_call
+        long_upload = _wav_of(audio)
+        sock = _raw_post(url + "/audio/transcriptions", {"model": "whisper-1"}, long_upload)
+        assert gate.started.wait(60)  # its first window is in the model
+        sock.close()  # the client leaves while the gate holds that window
+        sdk = openai.OpenAI(base_url=url, api_key="x", max_retries=30)
+        # 429 while the slot is held; once the server saw the client go, the slot is free
+        # and this request gets as far as its (missing) model: 400.
+        with pytest.raises(openai.BadRequestError):
+            sdk.audio.transcriptions.create(model="", file=("b.wav", _wav(1.0)))
+        gate.release.set()
+        result = sdk.audio.transcriptions.create(model="whisper-1", file=("c.wav", _wav(1.0)))
+        assert result.text == "held"
+        long_windows = [r for r in gate.decoder.requests_seen if len(r.audio) > 5 * 16000]
+        # Only the pipeline's first call reached the engine; the rest was never asked for.
+        assert len(long_windows) <= first_call, "the rest of the departed upload was withdrawn"
+    finally:
+        gate.release.set()
+        running.close()

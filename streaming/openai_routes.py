@@ -83,7 +83,7 @@ class OpenAIRest:
     def _available(self) -> None:
         engine = self.server.engine
         retry = self.server.config.retry_after_s
-        if engine is None or self.server.draining or engine.model_failing:
+        if engine is None or self.server.draining or not engine.healthy:
             raise rest.busy(retry, unavailable=True)
         if self.slots.full:
             raise rest.busy(retry)

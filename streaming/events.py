@@ -65,10 +65,12 @@ class SpeechStarted:
 
 @dataclass(frozen=True)
 class SpeechStopped:
-    """The utterance that began at ``start`` ended at ``end`` (vad_events only)."""
+    """The utterance that began at ``start`` ended at ``end`` (vad_events only); ``reason``
+    is the segmenter's: "endpoint", "max_length", "finalize" or "stop"."""
 
     start: int
     end: int
+    reason: str = ""
 
 
 @dataclass(frozen=True)

@@ -470,7 +470,7 @@ class Session:
                     utt.spec_result = None
                 self._closed.append(utt)
                 if self.config.vad_events:
-                    self._events.append(SpeechStopped(utt.start, d.end))
+                    self._events.append(SpeechStopped(utt.start, d.end, d.reason))
 
     def _keep_from(self) -> int:
         keep = self._segmenter.earliest_needed()

@@ -14,6 +14,9 @@ How kettle's stream maps onto items (the session runs with ``vad_events``):
 - manual (null): an item is all audio between two commits. ``commit`` ends the open utterance
   (``Finalize``); every utterance that began before the session's ``Finalized`` marker belongs
   to the item, whose transcript is their finals joined.
+- ``commit`` with server_vad ends the open utterance, whose item is then committed as usual;
+  with none open, the audio since the VAD's last utterance (if 100 ms or more) becomes an
+  item of its own with an empty transcript.
 - ``clear`` drops the uncommitted audio: the open utterance is ended and its text discarded.
 - Audio and VAD settings (format, silence_duration_ms, prefix_padding_ms, threshold,
   language, prompt) are fixed once audio flows, as a stream's are; an update that would change
@@ -257,6 +260,16 @@ class _Utterance:
     text: str | None = None  # the final's text once resolved ("" for no words)
 
 
+@dataclass(frozen=True)
+class _Finalizing:
+    """Why the codec asked for a Finalize; handled at the session's Finalized marker."""
+
+    purpose: str  # "commit" (manual), "vad_commit" or "clear"
+    item: _Item | None = None
+    start_ms: float = 0.0  # vad_commit: where the buffer began when it was asked
+    client_event: str | None = None
+
+
 @dataclass(eq=False)
 class _Item:
     item_id: str
@@ -296,11 +309,12 @@ class RealtimeCodec:
         self._tag = "".join(c for c in context.session_id if c.isalnum())[-16:] or "kettle"
         self._by_start: dict[int, tuple[_Utterance, _Item | None]] = {}
         self._unassigned: list[_Utterance] = []  # manual: begun since the last marker
-        self._pending: deque[tuple[str, _Item | None]] = deque()  # finalize purposes
+        self._pending: deque[_Finalizing] = deque()
         self._last_committed: str | None = None
         self._appended_bytes = 0
         self._boundary_ms = 0.0  # where the uncommitted buffer begins (input audio ms)
-        self._stopped_since_commit = False
+        self._closed_by_commit = False  # a vad_commit's Finalize ended an open utterance
+        self._last_stop_ms = 0.0  # where the VAD's last utterance ended
         self.audio_started = False
 
     # -- helpers ----------------------------------------------------------------------------
@@ -450,19 +464,16 @@ class RealtimeCodec:
     def _commit(self, client_event: str | None) -> list[Action]:
         buffered = self._appended_ms - self._boundary_ms
         if buffered < MIN_COMMIT_MS:
-            return [self._error(
-                "Error committing input audio buffer: buffer too small. Expected at least "
-                f"{MIN_COMMIT_MS:.0f}ms of audio, but buffer only has {max(buffered, 0):.2f}ms "
-                "of audio.", code="input_audio_buffer_commit_empty",
-                client_event=client_event)]  # fmt: skip
-        self._boundary_ms = self._appended_ms
+            return [self._empty_commit(buffered, client_event)]
+        start_ms, self._boundary_ms = self._boundary_ms, self._appended_ms
         if self.settings.turn_detection is not None:
-            # The open utterance (if any) stops now and is committed when that arrives.
-            self._stopped_since_commit = False
-            self._pending.append(("vad_commit", _Item("", seconds=buffered / 1000)))
+            # The open utterance (if any) stops now and is committed when that arrives; what
+            # else the buffer held is decided at the marker (see _finalized).
+            self._closed_by_commit = False
+            self._pending.append(_Finalizing("vad_commit", _Item(""), start_ms, client_event))
             return [Finalize()]
         item = _Item(self._new_item_id(), assigned=False, seconds=buffered / 1000)
-        self._pending.append(("commit", item))
+        self._pending.append(_Finalizing("commit", item))
         return [self._committed(item), Finalize()]
 
     def _committed(self, item: _Item) -> Send:
@@ -478,7 +489,7 @@ class RealtimeCodec:
             if item is not None and not item.committed:
                 item.cleared = True  # its audio is dropped: nothing more is said of it
         if self.audio_started:
-            self._pending.append(("clear", None))
+            self._pending.append(_Finalizing("clear"))
             actions.append(Finalize())
         return actions
 
@@ -496,7 +507,7 @@ class RealtimeCodec:
         if isinstance(event, SpeechStopped):
             return self._speech_stopped(event)
         if isinstance(event, Finalized):
-            return self._finalized()
+            return self._finalized(event.position)
         if isinstance(event, Error):
             return self._engine_error(event)
         if isinstance(event, Done):
@@ -527,7 +538,7 @@ class RealtimeCodec:
         item = _Item(self._new_item_id(), [utt])
         self._by_start[event.start] = (utt, item)
         # Produced before a clear the client asked for (that clear's marker has not come).
-        if self._pending and self._pending[0][0] == "clear":
+        if self._pending and self._pending[0].purpose == "clear":
             item.cleared = True
             return []
         ms = round(event.start * 1000 / SAMPLE_RATE)
@@ -535,13 +546,15 @@ class RealtimeCodec:
                            {"audio_start_ms": ms, "item_id": item.item_id})]  # fmt: skip
 
     def _speech_stopped(self, event: SpeechStopped) -> list[Action]:
+        end_ms = event.end * 1000 / SAMPLE_RATE
+        self._last_stop_ms = max(self._last_stop_ms, end_ms)
         found = self._by_start.get(event.start)
         if found is None or found[1] is None or found[1].cleared or found[1].committed:
             return []
         item = found[1]
-        self._stopped_since_commit = True
+        if event.reason == "finalize" and self._pending:
+            self._closed_by_commit |= self._pending[0].purpose == "vad_commit"
         item.seconds = (event.end - event.start) / SAMPLE_RATE
-        end_ms = event.end * 1000 / SAMPLE_RATE
         self._boundary_ms = max(self._boundary_ms, end_ms)
         actions: list[Action] = [self._send("input_audio_buffer.speech_stopped",
                                             {"audio_end_ms": round(end_ms),
@@ -549,26 +562,42 @@ class RealtimeCodec:
         actions.append(self._committed(item))
         return actions + self._progress(item)
 
-    def _finalized(self) -> list[Action]:
+    def _finalized(self, position: int) -> list[Action]:
         if not self._pending:
             return []
-        purpose, item = self._pending.popleft()
-        if purpose == "commit" and item is not None:
+        done = self._pending.popleft()
+        if done.purpose == "commit" and done.item is not None:
+            item = done.item
             item.utterances, self._unassigned = self._unassigned, []
             item.assigned = True
             for u in item.utterances:
                 self._by_start[u.start] = (u, item)
             return self._progress(item)
-        if purpose == "clear":
+        if done.purpose == "clear":
             for u in self._unassigned:
                 self._by_start.pop(u.start, None)
             self._unassigned = []
             return []
-        if purpose == "vad_commit" and item is not None and not self._stopped_since_commit:
-            # Nothing was open: the committed audio held no speech.
+        if done.purpose == "vad_commit" and done.item is not None and not self._closed_by_commit:
+            # No utterance was open: the commit holds what came after the last one, which
+            # the VAD heard as no speech. Measured now that every stop before it is known.
+            gap_ms = position * 1000 / SAMPLE_RATE - max(done.start_ms, self._last_stop_ms)
+            if gap_ms < MIN_COMMIT_MS:
+                return [self._empty_commit(gap_ms, done.client_event)]
+            item = done.item
             item.item_id = self._new_item_id()
+            item.seconds = gap_ms / 1000
             return [self._committed(item), *self._progress(item)]
         return []
+
+    def _empty_commit(self, buffered_ms: float, client_event: str | None) -> Send:
+        return self._error(
+            "Error committing input audio buffer: buffer too small. Expected at least "
+            f"{MIN_COMMIT_MS:.0f}ms of audio, but buffer only has {max(buffered_ms, 0):.2f}ms "
+            "of audio.",
+            code="input_audio_buffer_commit_empty",
+            client_event=client_event,
+        )
 
     def _progress(self, item: _Item | None) -> list[Action]:
         if item is None or not item.committed or item.cleared or item.completed:

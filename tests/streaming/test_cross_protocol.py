@@ -5,17 +5,23 @@ through the file pipeline's own windows, and on these recordings say the same. P
 off: their stable words are forced into the finals, and which partials get decoded depends on
 the machine's speed, so with them the finals may differ by timing, not by protocol. Each client is
 the protocol's own: kettle's `stream_audio` for PROTOCOL.md, the official Deepgram SDK for
-`/v1/listen` (WebSocket and POST). Texts are compared after PROTOCOL.md's normalisation
-(lowercase, punctuation removed), since each API formats its own way.
+`/v1/listen` (WebSocket and POST), the official OpenAI SDK for `/v1/audio/transcriptions`
+and Realtime (24 kHz PCM, server VAD with kettle's own pre-roll). Texts are compared after
+PROTOCOL.md's normalisation (lowercase, punctuation removed), since each API formats its own
+way.
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import openai
 import pytest
+import soxr
 from deepgram import AsyncDeepgramClient
 from deepgram.environment import DeepgramClientEnvironment
 from kettle.streaming.agreement import normalize_word
@@ -81,10 +87,59 @@ async def deepgram_upload(server: KettleServer, path: Path) -> str:
     return str(response.results.channels[0].alternatives[0].transcript)
 
 
+async def openai_upload(server: KettleServer, path: Path) -> str:
+    client = openai.AsyncOpenAI(base_url=server.url + "/v1", api_key="unused")
+    result = await client.audio.transcriptions.create(model="whisper-1", file=path)
+    return result.text
+
+
+async def openai_realtime(server: KettleServer, path: Path) -> str:
+    audio = soxr.resample(load_audio(path), 16000, 24000)
+    pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes() + bytes(2 * 24000)
+    client = openai.AsyncOpenAI(base_url=server.url + "/v1", api_key="unused")
+    async with client.realtime.connect(extra_query={"intent": "transcription"}) as conn:
+        await conn.session.update(
+            session={
+                "type": "transcription",
+                "audio": {
+                    "input": {
+                        "turn_detection": {
+                            "type": "server_vad",
+                            "prefix_padding_ms": 250,
+                            "silence_duration_ms": 500,
+                        }
+                    }
+                },
+            }
+        )
+        for i in range(0, len(pcm), 4800):  # 100 ms
+            await conn.input_audio_buffer.append(audio=base64.b64encode(pcm[i : i + 4800]).decode())
+        # The trailing silence ended the last turn; committing it gives an empty item, which
+        # comes after every turn before it has been committed.
+        await conn.input_audio_buffer.commit()
+        order: list[str] = []
+        spoken: set[str] = set()
+        texts: dict[str, str] = {}
+        async for event in conn:
+            assert event.type != "error", event
+            if event.type == "input_audio_buffer.speech_started":
+                spoken.add(event.item_id)
+            elif event.type == "input_audio_buffer.committed":
+                order.append(event.item_id)
+            elif event.type == "conversation.item.input_audio_transcription.completed":
+                texts[event.item_id] = event.transcript
+            silent = [i for i in order if i not in spoken]
+            if silent and silent[0] in texts and spoken <= texts.keys():
+                break
+    return " ".join(texts[i] for i in order if texts.get(i))
+
+
 PROTOCOLS: dict[str, Protocol] = {
     "kettle v1": kettle_v1,
     "deepgram live": deepgram_live,
     "deepgram upload": deepgram_upload,
+    "openai upload": openai_upload,
+    "openai realtime": openai_realtime,
 }
 
 

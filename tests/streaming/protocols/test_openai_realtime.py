@@ -293,3 +293,26 @@ def test_done_and_fatal_errors_close() -> None:
     h.apply(h.codec.on_event(Error("internal", "boom", fatal=True), AudioReceived()))
     assert h.out[-1]["error"]["type"] == "server_error" and h.closing[-1]
     assert json.loads(h.codec.fatal_error("x"))["type"] == "error"
+
+
+def test_commit_in_vad_mode_mid_speech_commits_that_turn_only() -> None:
+    h = Harness()
+    h.append(pcm24k([("silence", 0.5), ("voice", 1.5)]))
+    (started,) = h.of("input_audio_buffer.speech_started")
+    h.send(type="input_audio_buffer.commit")
+    (committed,) = h.of("input_audio_buffer.committed")
+    (completed,) = h.of(PREFIX + "completed")
+    assert committed["item_id"] == completed["item_id"] == started["item_id"]
+    assert completed["transcript"]
+
+
+def test_commit_in_vad_mode_after_a_turn_commits_the_silence_after_it() -> None:
+    h = Harness()
+    h.append(pcm24k([("silence", 0.5), ("voice", 1.5), ("silence", 1.5)]))
+    (turn,) = h.of(PREFIX + "completed")
+    h.send(type="input_audio_buffer.commit")
+    committed = h.of("input_audio_buffer.committed")
+    assert len(committed) == 2 and committed[1]["previous_item_id"] == turn["item_id"]
+    silence = h.of(PREFIX + "completed")[-1]
+    assert silence["item_id"] == committed[1]["item_id"] and silence["transcript"] == ""
+    assert 0.1 <= silence["usage"]["seconds"] <= 1.5

@@ -22,6 +22,9 @@ How kettle's stream maps onto items (the session runs with ``vad_events``):
   language, prompt) are fixed once audio flows, as a stream's are; an update that would change
   them then is refused with an error. Switching turn detection on or off works at any time.
 - Deltas of an item come only after its ``committed`` event, as OpenAI's do.
+- ``transcription.delay`` "high" or "xhigh" turns partials off: deltas then come from finals
+  only (later, and independent of how fast partials were decoded); lower delays (the
+  default) send stable words as they settle.
 - ``threshold`` (0..1) picks webrtcvad's aggressiveness (0.5 -> 2, kettle's default);
   ``semantic_vad`` is taken as server_vad. ``noise_reduction`` is accepted and reported null
   (kettle does none); ``include`` (logprobs) is accepted and ignored. Any transcription
@@ -84,7 +87,9 @@ KEY_SUBPROTOCOL_PREFIX = "openai-insecure-api-key."
 # Audio formats: OpenAI's name -> kettle's PCM decoder encoding and rate.
 FORMATS = {"audio/pcm": ("pcm_s16le", 24000), "audio/pcmu": ("mulaw", 8000),
            "audio/pcma": ("alaw", 8000)}  # fmt: skip
-MIN_COMMIT_MS = 100.0  # OpenAI refuses to commit less audio than this
+MIN_COMMIT_MS = 100.0
+DELAYS = ("minimal", "low", "medium", "high", "xhigh")
+DELAYS_WITHOUT_PARTIALS = ("high", "xhigh")  # OpenAI refuses to commit less audio than this
 TRANSCRIBE_PREFIX = "conversation.item.input_audio_transcription."
 
 
@@ -117,18 +122,24 @@ class RealtimeSettings:
     turn_detection: TurnDetection | None = field(default_factory=TurnDetection)
     language: str | None = None
     prompt: str | None = None
+    delay: str | None = None  # "high" / "xhigh": no partials, deltas from finals only
+
+    @property
+    def partials(self) -> bool:
+        return self.delay not in DELAYS_WITHOUT_PARTIALS
 
     def stream_fields(self) -> tuple[Any, ...]:
         """What a stream is opened with (fixed once audio flows)."""
         td = self.turn_detection or TurnDetection()
         return (self.format, self.language, self.prompt, td.threshold, td.prefix_padding_ms,
-                td.silence_duration_ms)  # fmt: skip
+                td.silence_duration_ms, self.partials)  # fmt: skip
 
     def session_config(self) -> SessionConfig:
         td = self.turn_detection or TurnDetection()
         return SessionConfig(
             language=self.language,
             prompt=self.prompt,
+            partials=self.partials,
             endpoint_silence_ms=td.silence_duration_ms,
             preroll_ms=td.prefix_padding_ms,
             vad_aggressiveness=td.aggressiveness,
@@ -181,6 +192,12 @@ def apply_update(
                 param = "session.audio.input.transcription.prompt"
                 raise UpdateRefused("prompt must be a string", param)
             changes["prompt"] = (prompt or "").strip() or None
+        if "delay" in tr:
+            delay = tr["delay"]
+            if delay is not None and delay not in DELAYS:
+                param = "session.audio.input.transcription.delay"
+                raise UpdateRefused(f"delay must be one of {', '.join(DELAYS)}", param)
+            changes["delay"] = delay
     return replace(settings, **changes)
 
 
@@ -364,6 +381,7 @@ class RealtimeCodec:
                         "model": self.context.model.name,
                         "language": s.language,
                         "prompt": s.prompt or "",
+                        "delay": s.delay,
                     },
                     "turn_detection": s.turn_detection.body() if s.turn_detection else None,
                 }

@@ -103,11 +103,13 @@ async def openai_realtime(server: KettleServer, path: Path) -> str:
                 "type": "transcription",
                 "audio": {
                     "input": {
+                        # Deltas from finals only, as partials are off for the other protocols.
+                        "transcription": {"delay": "high"},
                         "turn_detection": {
                             "type": "server_vad",
                             "prefix_padding_ms": 250,
                             "silence_duration_ms": 500,
-                        }
+                        },
                     }
                 },
             }

@@ -126,7 +126,12 @@ def test_session_created_then_updated() -> None:
     assert updated["type"] == "session.updated"
     inp = updated["session"]["audio"]["input"]
     assert inp["format"] == {"type": "audio/pcmu"}
-    assert inp["transcription"] == {"model": "tiny.en", "language": "en", "prompt": "Kettle"}
+    assert inp["transcription"] == {
+        "model": "tiny.en",
+        "language": "en",
+        "prompt": "Kettle",
+        "delay": None,
+    }
     assert inp["turn_detection"]["silence_duration_ms"] == 700
     setup = h.codec.stream_setup()
     assert (setup.audio.encoding, setup.audio.sample_rate) == ("mulaw", 8000)
@@ -316,3 +321,17 @@ def test_commit_in_vad_mode_after_a_turn_commits_the_silence_after_it() -> None:
     silence = h.of(PREFIX + "completed")[-1]
     assert silence["item_id"] == committed[1]["item_id"] and silence["transcript"] == ""
     assert 0.1 <= silence["usage"]["seconds"] <= 1.5
+
+
+def test_high_delay_sends_deltas_from_finals_only() -> None:
+    h = Harness()
+    h.send(type="session.update",
+           session={"audio": {"input": {"transcription": {"delay": "high"}}}})  # fmt: skip
+    assert h.out[-1]["session"]["audio"]["input"]["transcription"]["delay"] == "high"
+    assert h.codec.stream_setup().session.partials is False
+    h.append(TWO)
+    completed = h.of(PREFIX + "completed")
+    deltas = h.of(PREFIX + "delta")
+    assert len(completed) == len(deltas) == 2  # one delta per turn: its final's text
+    assert [d["delta"] for d in deltas] == [c["transcript"] for c in completed]
+    assert Harness().codec.stream_setup().session.partials is True

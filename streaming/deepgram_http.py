@@ -19,7 +19,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING
 
-from kettle.streaming.offline import EngineDecoder
+from kettle.streaming.offline import transcribe_offline
 from kettle.streaming.protocols.deepgram import kettle_version
 from kettle.streaming.protocols.deepgram_rest import (
     PrerecordedParams,
@@ -35,9 +35,9 @@ from kettle.streaming.protocols.deepgram_wire import (
 )
 from kettle.transcribe.audio_io import load_audio
 from kettle.transcribe.errors import AudioError, KettleError
-from kettle.transcribe.pipeline import PipelineConfig, transcribe_audio
+from kettle.transcribe.pipeline import PipelineConfig
 from kettle.transcribe.transcript import Transcript
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
@@ -59,6 +59,8 @@ def routes(server: KettleServer) -> list[BaseRoute]:
         request_id = str(uuid.uuid4())
         try:
             return await _transcribe(server, request, request_id)
+        except ClientDisconnect:
+            return Response(status_code=499)  # nobody is listening any more
         except _Refused as exc:
             headers = {"Retry-After": str(server.config.retry_after_s)} if exc.retry else {}
             if exc.status == 401:
@@ -134,10 +136,10 @@ async def _run(engine: Engine, body: bytes, params: PrerecordedParams) -> Transc
         audio = await asyncio.to_thread(load_audio, body, params.raw)
     except AudioError as exc:
         raise _Refused(400, "Bad Request", f"the audio cannot be decoded: {exc}") from None
-    decoder = EngineDecoder(engine, asyncio.get_running_loop())
     config = PipelineConfig(word_timestamps=True, language=params.language)
     try:
-        return await asyncio.to_thread(transcribe_audio, audio, decoder, config)
+        # A cancelled request (its client gone) withdraws what is still queued.
+        return await transcribe_offline(engine, audio, config)
     except KettleError as exc:
         logger.warning("upload failed: %s", exc)
         raise _Refused(

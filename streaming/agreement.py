@@ -1,15 +1,21 @@
 """LocalAgreement-2: the stable prefix of an utterance's successive hypotheses.
 
 A word becomes stable once two successive hypotheses agree on it (and on everything before
-it); stable words never change afterwards. Words are compared as PROTOCOL.md defines them:
-lowercased, punctuation removed, apostrophes inside words kept. Every text this module hands
-out (a partial, the final) starts with the stable words, spliced in if the model disagreed.
+it); stable words never change afterwards. The last ``holdback`` words of a hypothesis never
+become stable: they lie at the window's edge, where a greedy decode of a window that ends
+mid-word is least reliable, and a stable mistake is forced into the final. Words are compared
+as PROTOCOL.md defines them: lowercased, punctuation removed, apostrophes inside words kept.
+Every text this module hands out (a partial, the final) starts with the stable words, spliced
+in if the model disagreed; ``splice_words`` times such a final's words.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from kettle.transcribe.types import Word
 
 _PUNCT = re.compile(r"[^\w\s']|_")
 _EDGE_APOSTROPHES = re.compile(r"(^'+|'+$)")
@@ -28,8 +34,11 @@ def split_words(text: str) -> list[str]:
             out[-1] = f"{out[-1]} {token}"
         else:
             out.append(token)
-    # A leading punctuation-only token has nothing to stick to: fold it into the next word.
-    if len(out) >= 2 and not normalize_word(out[0]):
+    # A leading punctuation-only token has nothing to stick to: fold it into the next word;
+    # alone, it is no word at all.
+    if out and not normalize_word(out[0]):
+        if len(out) == 1:
+            return []
         out[1] = f"{out[0]} {out[1]}"
         del out[0]
     return out
@@ -57,7 +66,8 @@ class Hypothesis:
 class Agreement:
     """Agreement buffer for one utterance."""
 
-    def __init__(self) -> None:
+    def __init__(self, holdback: int = 0) -> None:
+        self._holdback = holdback
         self._stable: list[str] = []  # display forms, fixed once stable
         self._stable_norm: list[str] = []
         self._previous: list[str] | None = None  # normalized words of the last hypothesis
@@ -75,7 +85,11 @@ class Agreement:
         words = self.splice(split_words(text))
         norm = normalized(words)
         if self._previous is not None:
-            agreed = common_prefix_len(self._previous, norm)
+            agreed = min(
+                common_prefix_len(self._previous, norm),
+                len(norm) - self._holdback,
+                len(self._previous) - self._holdback,
+            )
             # A text of punctuation only ("-") is one word with nothing to say; it must not
             # become stable, or the first real word (which it would stick to) could not follow.
             while agreed > len(self._stable) and not norm[agreed - 1]:
@@ -111,3 +125,25 @@ class Agreement:
         if not self._stable:
             return words
         return self._stable + words[self.splice_offset(words) :]
+
+
+def splice_words(
+    agreement: Agreement, model: Sequence[Word], start: float, end: float
+) -> tuple[Word, ...]:
+    """The words of a final whose text ``agreement.finalize`` made start with the stable
+    words. ``model`` are the decoder's timed words (absolute seconds) and [start, end] the
+    utterance. If the model said the stable words itself, its words are kept; else the forced
+    words are timed evenly over the span before the model's continuation, with no claimed
+    confidence."""
+    stable = agreement.stable_words
+    shown = [w.word.strip() for w in model]
+    if not stable or normalized(shown[: len(stable)]) == normalized(stable):
+        return tuple(model)
+    tail = list(model[agreement.splice_offset(shown) :])
+    hi = tail[0].start if tail else end
+    step = max(hi - start, 0.0) / len(stable)
+    forced = [
+        Word(w, round(start + i * step, 3), round(start + (i + 1) * step, 3), 0.0)
+        for i, w in enumerate(stable)
+    ]
+    return tuple(forced + tail)

@@ -277,7 +277,13 @@ class Engine:
         if self._task is None or self._closing:
             raise KettleError("the engine is not running")
         stream_id = f"s{next(_STREAM_IDS)}"
-        session = Session(config or SessionConfig(), session_id=stream_id)
+        config = config or SessionConfig()
+        if config.language is None and (
+            self._decoder.multilingual or self.final_decoder.multilingual
+        ):
+            # The model detects each window's language: no context (see SessionConfig).
+            config = dataclasses.replace(config, multilingual=True)
+        session = Session(config, session_id=stream_id)
         session.interval_hint_s = self._cadence_s
         stream = Stream(self, stream_id, session, self.config.event_queue_size)
         self._streams[stream_id] = stream

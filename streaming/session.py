@@ -8,37 +8,36 @@ The path of an utterance:
 
 1. The VAD segmenter opens it (with pre-roll). While it is open, every ``partial_interval_s``
    of new audio (stretched under overload) a PARTIAL request covers the utterance so far,
-   greedy, prompted with the stream's previous final, forced to start with the stable words.
-   Its text goes through LocalAgreement-2; a Partial event carries text and stable prefix.
-2. When the segmenter sees a pause (``tail`` of silence), the session asks for one PARTIAL on
-   exactly the window [start, speech end + tail] (unless the last one was that window) and
-   then a speculative FINAL on the same window, which hits the adapter's encoder cache. If
-   speech resumes, that final is discarded.
+   greedy, forced to start with the stable words. Its text goes through LocalAgreement-2; a
+   Partial event carries text and stable prefix.
+2. When the silence after the speech reaches the final's tail, the session asks for a
+   speculative FINAL on the window the final will have if the endpoint confirms this pause.
+   If speech resumes, that result is discarded.
 3. At the endpoint (or max length, ``finalize()``, ``stop()``) the utterance closes at the
-   segmenter's end position; the speculative result is used if its window is the final
+   segmenter's end position; the speculative result is used if it was decoded on the final's
    window, else a FINAL request goes out (beam search, word timestamps, prefix = stable).
 4. The final's text is spliced to start with the stable words; words are shifted to absolute
    stream seconds. An empty final (the model heard nothing) emits nothing.
 
-Numbering: an utterance gets its number with its first non-empty partial or its final,
-whichever comes first. Finals of closed utterances are always requested before any partial of
-the next one (and at most one request of a session is in flight), so when an utterance takes
-a number every earlier one is resolved and numbers come in order. If an utterance that showed
-partials (and so holds a number) ends with an empty final and no stable words, its number is
-released and the next utterance takes it: the client saw only partials for it, which the next
-utterance's partials then replace, and finals stay 0, 1, 2, ... without gaps.
+Every decode is in context: its window starts up to ``context_s`` before the utterance (as
+much as fits in Whisper's 30 s) and the stream's finals for that span are forced as the
+decoder's prefix, so the model hears the utterance as it heard the conversation, and only the
+new words come back (``DecodeRequest.context``). The jobs are split: ``utterances`` (tracking
+and numbering), ``planner`` (which request, which window), ``speculation``, ``context`` (the
+stream's recent finals) and ``agreement`` (stable words and splicing).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
-from collections import deque
 from collections.abc import Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
-from kettle.streaming.agreement import Agreement, normalized
+from kettle.streaming.agreement import Agreement, splice_words
+from kettle.streaming.context import ContextHistory, Spoken
 from kettle.streaming.events import (
     Done,
     Error,
@@ -50,6 +49,10 @@ from kettle.streaming.events import (
     SpeechStarted,
     SpeechStopped,
 )
+from kettle.streaming.guard import implausible, loop_cut
+from kettle.streaming.planner import Plan, PlannerConfig, StreamState, plan_final, plan_next
+from kettle.streaming.planner import final_window_end as _final_window_end
+from kettle.streaming.utterances import Utterance, UtteranceTracker
 from kettle.streaming.vad import (
     FRAME_SAMPLES,
     FrameClassifier,
@@ -67,12 +70,6 @@ logger = logging.getLogger(__name__)
 
 OVERLOAD_NOTICE_INTERVAL = 5 * SAMPLE_RATE  # samples of stream audio between notices
 MAX_BACKOFF = 8.0
-PROMPT_CHARS = 200
-ENDPOINTS_KEPT = 256  # end-decision positions kept for latency measurement (simulate)
-# A partial's window may serve as the speculative final's if it reaches this far past the
-# last voiced frame (the rest of the tail is silence).
-SPEC_MARGIN = 5 * FRAME_SAMPLES
-HOLD_PARTIAL_FRAMES = 6  # > SPEC_MARGIN, so a held-back partial may still serve the final
 FINAL_BEAM_SIZE = 5
 PARTIAL_MAX_TOKENS = 96
 
@@ -100,6 +97,19 @@ class SessionConfig:
     # Also emit SpeechStarted / SpeechStopped / NoTranscript / Finalized (protocols that
     # report the VAD or group utterances by the client's commits).
     vad_events: bool = False
+    # Seconds of the stream before an utterance a decode may hold as context (at most what
+    # fits in a 30 s window); 0 decodes every utterance alone. The context's text is bounded
+    # too, in characters, for finals and for partials (see planner.PlannerConfig).
+    context_s: float = 30.0
+    context_chars: int = 400
+    partial_context_chars: int = 120
+    # Silence kept after the last voiced frame in a final's window (at most the endpoint's).
+    final_tail_ms: int = 500
+    # The last words of a partial never become stable (see agreement.py).
+    stable_holdback: int = 1
+    # The model detects each window's language (a multilingual model and no ``language``):
+    # then no context is used, since the earlier utterances would decide the language.
+    multilingual: bool = False
 
     def __post_init__(self) -> None:
         if self.language is not None and not (
@@ -112,6 +122,14 @@ class SessionConfig:
             raise ConfigError(
                 f"partial_interval_s must be within 0.1..10, not {self.partial_interval_s}"
             )
+        if not 0.0 <= self.context_s <= 30.0:
+            raise ConfigError(f"context_s must be within 0..30, not {self.context_s}")
+        if not (0 <= self.context_chars <= 400 and 0 <= self.partial_context_chars <= 400):
+            raise ConfigError("context_chars and partial_context_chars must be within 0..400")
+        if not 0 <= self.final_tail_ms <= 2000:
+            raise ConfigError(f"final_tail_ms must be within 0..2000, not {self.final_tail_ms}")
+        if not 0 <= self.stable_holdback <= 10:
+            raise ConfigError(f"stable_holdback must be within 0..10, not {self.stable_holdback}")
         self.segmenter_config()  # validates the VAD fields
 
     def segmenter_config(self) -> SegmenterConfig:
@@ -125,31 +143,37 @@ class SessionConfig:
             tail_ms=min(SegmenterConfig.tail_ms, self.endpoint_silence_ms),
         )
 
-
-@dataclass
-class _Utterance:
-    ordinal: int  # internal, counts every utterance the VAD opened
-    start: int
-    end: int | None = None
-    number: int | None = None
-    agreement: Agreement = field(default_factory=Agreement)
-    last_partial_end: int = 0  # window end of the last partial requested
-    last_partial_text: str = ""
-    spec_end: int | None = None  # window end of the wanted/requested speculative final
-    spec_requested: bool = False
-    spec_target: int | None = None  # the pause end (utterance end) the speculation is for
-    spec_result: DecodeResult | None = None
-    decided_at: int | None = None  # stream position when the end was decided
-    end_reason: str | None = None  # the segmenter's SpeechEnd reason
+    def planner_config(self) -> PlannerConfig:
+        seg = self.segmenter_config()
+        # The final's tail is silence the endpoint waited for anyway, so a final never waits
+        # for audio past its endpoint; and it never holds less than the utterance.
+        tail_ms = max(seg.tail_ms, min(self.final_tail_ms, self.endpoint_silence_ms))
+        context = self.context_s > 0 and (self.language is not None or not self.multilingual)
+        return PlannerConfig(
+            partials=self.partials,
+            speculative_final=self.speculative_final,
+            partial_interval=int(self.partial_interval_s * SAMPLE_RATE),
+            final_tail=tail_ms * SAMPLE_RATE // 1000,
+            # Near the max length no more partials: stable words then always lie before any
+            # cut point the segmenter may choose, so the next utterance cannot repeat them.
+            partial_limit=int((self.max_utterance_s - seg.cut_search_s) * SAMPLE_RATE),
+            language=(self.language or "en") if context else None,
+            final_context_chars=self.context_chars,
+            partial_context_chars=self.partial_context_chars,
+        )
 
 
 @dataclass(frozen=True)
 class _Pending:
-    utterance: _Utterance
-    kind: DecodeKind
-    start: int
-    end: int
-    speculative: bool = False
+    plan: Plan
+
+    @property
+    def utterance(self) -> Utterance:
+        return self.plan.utterance
+
+    @property
+    def kind(self) -> DecodeKind:
+        return self.plan.kind
 
 
 class Session:
@@ -165,26 +189,23 @@ class Session:
         self.config = config or SessionConfig()
         self.session_id = session_id
         self._segmenter = Segmenter(self.config.segmenter_config(), classifier)
+        self._planner = self.config.planner_config()
         self._buf = _AudioBuffer()
         self._fed = 0
-        self._open: _Utterance | None = None
-        self._closed: deque[_Utterance] = deque()
-        self._ordinals = 0
-        self._next_number = 0
-        self._finals = 0
+        self._utts = UtteranceTracker()
+        self._history = ContextHistory(
+            int(self.config.context_s * SAMPLE_RATE), prompt=self.config.prompt or ""
+        )
         self._in_flight: str | None = None
         self._pending: dict[str, _Pending] = {}
         self._seq = 0
         self._requests: list[DecodeRequest] = []
         self._events: list[Event] = []
-        self._prompt = (self.config.prompt or "").strip()[-PROMPT_CHARS:]
         self._backoff = 1.0
         self._last_notice: int | None = None
         self._stopping = False
         self._stop_reason: str | None = None
         self._done = False
-        # final number -> position of the end decision, for the last ENDPOINTS_KEPT finals
-        self.endpoints: dict[int, int] = {}
         # Set by the engine: a longer partial interval than the config's (from the measured
         # decode cost, or stretched under load); math.inf pauses partials.
         self.interval_hint_s: float | None = None
@@ -193,6 +214,17 @@ class Session:
     @property
     def samples_fed(self) -> int:
         return self._fed
+
+    @property
+    def undecoded_samples(self) -> int:
+        """Audio held for decodes still to come: from the oldest utterance without its final
+        (or what the VAD still needs) to the end of the audio fed. Context kept for later
+        windows is not counted: it is already decoded."""
+        keep = self._segmenter.earliest_needed()
+        oldest = self._utts.oldest_unresolved()
+        if oldest is not None:
+            keep = min(keep, oldest.start)
+        return max(0, self._fed - keep)
 
     @property
     def done(self) -> bool:
@@ -207,20 +239,14 @@ class Session:
         return self._in_flight
 
     @property
-    def undecoded_samples(self) -> int:
-        """Audio held for decodes still to come: from the oldest utterance without its final
-        (or what the VAD still needs) to the end of the audio fed."""
-        return max(0, self._fed - self._keep_from())
-
-    @property
     def finals_sent(self) -> int:
-        return self._finals
+        return self._utts.finals
 
     @property
     def final_due(self) -> bool:
         """A closed utterance waits for its final (the engine promotes or withdraws what this
         session has queued so the final need not wait behind it)."""
-        return bool(self._closed)
+        return bool(self._utts.closed)
 
     @property
     def superseded(self) -> str | None:
@@ -230,17 +256,21 @@ class Session:
         rid = self._in_flight
         if rid is None:
             return None
-        pending = self._pending[rid]
-        if pending.kind is DecodeKind.PARTIAL:
-            return rid if self._closed else None
-        utt = pending.utterance
-        if pending.speculative and (
-            not utt.spec_requested
-            or utt.spec_end != pending.end
-            or (utt.end is not None and utt.spec_target != utt.end)
+        plan = self._pending[rid].plan
+        if plan.kind is DecodeKind.PARTIAL:
+            return rid if self._utts.closed else None
+        utt = plan.utterance
+        if plan.speculative and (
+            utt.speculation.window_end != plan.end
+            or (utt.end is not None and utt.speculation.target != utt.end)
         ):
             return rid
         return None
+
+    @property
+    def endpoints(self) -> dict[int, int]:
+        """Final number -> stream position at which its end was decided."""
+        return self._utts.endpoints
 
     def poll_requests(self) -> list[DecodeRequest]:
         out, self._requests = self._requests, []
@@ -309,9 +339,8 @@ class Session:
                 self._events.append(
                     Error("overloaded", "the server is skipping partials for now; finals follow")
                 )
-        if pending.kind is DecodeKind.FINAL and pending.speculative:
-            pending.utterance.spec_requested = False
-            pending.utterance.spec_end = None
+        if pending.plan.speculative:
+            pending.utterance.speculation.invalidate()
         self._pump()
 
     def on_failed(self, request_id: Hashable, message: str) -> None:
@@ -330,217 +359,212 @@ class Session:
             self._in_flight = None
         return self._pending.pop(request_id)
 
-    def _request(
-        self, utt: _Utterance, kind: DecodeKind, end: int, *, speculative: bool = False
-    ) -> None:
+    def _request(self, plan: Plan) -> None:
         self._seq += 1
         rid = f"{self.session_id}/{self._seq}"
-        start = utt.start
-        audio = self._buf.slice(start, end)
-        final = kind is DecodeKind.FINAL
-        prefix = utt.agreement.stable_text or None
+        utt = plan.utterance
+        final = plan.kind is DecodeKind.FINAL
         request = DecodeRequest(
-            audio=audio,
-            kind=kind,
+            audio=self._buf.slice(plan.start, plan.end),
+            kind=plan.kind,
             request_id=rid,
-            prompt=self._prompt[-PROMPT_CHARS:] or None,
-            prefix=prefix,
+            prompt=plan.context.prompt or None,
+            prefix=plan.prefix or None,
+            context=plan.context.text or None,
             language=self.config.language,
             word_timestamps=final and self.config.word_timestamps,
             beam_size=FINAL_BEAM_SIZE if final else 1,
             max_new_tokens=None if final else PARTIAL_MAX_TOKENS,
-            # Same window, same key: a final over a partial's window reuses its encoder output.
-            cache_key=(self.session_id, utt.ordinal, start, end),
+            # Same window, same key: a decode over a window already encoded reuses it.
+            cache_key=(self.session_id, utt.ordinal, plan.start, plan.end),
             stream_key=(self.session_id, utt.ordinal),
-            speculative=speculative,
+            speculative=plan.speculative,
         )
-        self._pending[rid] = _Pending(utt, kind, start, end, speculative)
+        if plan.speculative:
+            assert utt.end is None and self._segmenter.pause_end is not None
+            utt.speculation.request(plan.end, self._segmenter.pause_end)
+        elif plan.kind is DecodeKind.PARTIAL:
+            utt.last_partial_end = plan.end
+        self._pending[rid] = _Pending(plan)
         self._in_flight = rid
         self._requests.append(request)
 
     def _pump(self) -> None:
         """Ask for the most useful decode, if none of ours is in flight."""
         if self._in_flight is None:
-            self._choose()
+            self._resolve_ready()
+            plan = plan_next(self._utts, self._history, self._stream_state(), self._planner_now())
+            if plan is not None:
+                self._request(plan)
         self._maybe_done()
 
-    def _choose(self) -> None:
-        # 1. Finals of closed utterances, oldest first.
-        while self._closed:
-            utt = self._closed[0]
+    def _resolve_ready(self) -> None:
+        """Close the utterances at the head of the queue that need no decode."""
+        while self._utts.closed:
+            utt = self._utts.closed[0]
             assert utt.end is not None
-            if utt.spec_result is not None and utt.spec_target == utt.end:
-                self._closed.popleft()
-                self._emit_final(utt, utt.spec_result)
-                continue
-            if utt.end <= utt.start:
-                self._closed.popleft()
+            ready = utt.speculation.ready(utt.end, _final_window_end(utt))
+            if ready is not None:
+                self._utts.take(utt)
+                self._emit_final(utt, ready, plan_final(utt, self._history, self._planner))
+            elif utt.end <= utt.start:
+                self._utts.take(utt)
                 self._resolve_empty(utt)
-                continue
-            self._request(utt, DecodeKind.FINAL, utt.end)
-            return
-        if self._open is None or self._stopping:
-            return
-        utt = self._open
-        pos = self._segmenter.position
-        pause_end = self._segmenter.pause_end
-        if pause_end is not None and pause_end > utt.start:
-            # 2. A pause. If the last partial's window already holds all the speech, the
-            # speculative final decodes exactly that window (an encoder-cache hit); else the
-            # window up to the pause. Either way it holds every voiced frame of the utterance.
-            if utt.spec_requested:
+            else:
                 return
-            speech_end = self._segmenter.speech_end or pause_end
-            covered = speech_end + SPEC_MARGIN <= utt.last_partial_end <= pause_end
-            if self.config.speculative_final:
-                window = utt.last_partial_end if covered else pause_end
-                utt.spec_end = window
-                utt.spec_target = pause_end
-                utt.spec_requested = True
-                self._request(utt, DecodeKind.FINAL, window, speculative=True)
-            elif self.config.partials and not covered:
-                utt.last_partial_end = pause_end
-                self._request(utt, DecodeKind.PARTIAL, pause_end)
-            return
-        # 3. Partials of the open utterance.
-        if not self.config.partials:
-            return
-        hint = self.interval_hint_s or 0.0
+
+    def _planner_now(self) -> PlannerConfig:
+        """The planner's config with the engine's partial cadence, if it set a longer one
+        (an utterance's first partial still comes at the configured interval)."""
+        hint = self.interval_hint_s
+        if hint is None or hint <= self.config.partial_interval_s:
+            return self._planner
         if math.isinf(hint):
-            return  # partials paused
-        # An utterance's first partial comes at the configured interval (the first words
-        # shown soon); the engine's longer hint spaces the ones after it.
-        first = utt.last_partial_end <= utt.start
-        base = (
-            self.config.partial_interval_s if first else max(self.config.partial_interval_s, hint)
+            return dataclasses.replace(self._planner, partials=False)  # partials paused
+        return dataclasses.replace(self._planner, later_partial_interval=int(hint * SAMPLE_RATE))
+
+    def _stream_state(self) -> StreamState:
+        seg = self._segmenter
+        return StreamState(
+            position=seg.position,
+            fed=self._fed,
+            pause_end=seg.pause_end,
+            speech_end=seg.speech_end,
+            silence_frames=seg.silence_frames,
+            backoff=self._backoff,
+            stopping=self._stopping,
         )
-        interval = int(base * self._backoff * SAMPLE_RATE)
-        # Near the max length no more partials: stable words then always lie before any
-        # cut point the segmenter may choose, so the next utterance cannot repeat them.
-        limit = utt.start + int(
-            (self.config.max_utterance_s - self._segmenter.config.cut_search_s) * SAMPLE_RATE
-        )
-        if (
-            pos - max(utt.last_partial_end, utt.start) >= interval
-            and pos <= limit
-            # Silence is starting: a pause (and the speculative final, which must not wait
-            # behind a partial) may be near; speech coming back lifts this at once.
-            and self._segmenter.silence_frames < HOLD_PARTIAL_FRAMES
-        ):
-            utt.last_partial_end = pos
-            self._request(utt, DecodeKind.PARTIAL, pos)
 
     def _maybe_done(self) -> None:
         if (
             self._stopping
             and not self._done
             and self._in_flight is None
-            and not self._closed
-            and self._open is None
+            and not self._utts.closed
+            and self._utts.open is None
         ):
             self._done = True
-            self._events.append(Done(self._fed, self._finals, self._stop_reason))
+            self._events.append(Done(self._fed, self._utts.finals, self._stop_reason))
 
     # --- segmenter decisions -------------------------------------------------------------
     def _handle(self, decisions: list[object]) -> None:
         for d in decisions:
             if isinstance(d, SpeechStart):
-                self._open = _Utterance(self._ordinals, d.start, last_partial_end=d.start)
-                self._ordinals += 1
+                self._utts.next_start(d.start)
+                self._utts.start(d.start, Agreement(self.config.stable_holdback))
                 if self.config.vad_events:
                     self._events.append(SpeechStarted(d.start))
             elif isinstance(d, Pause):
-                pass  # _choose reads the pause state from the segmenter
+                pass  # the planner reads the pause state from the segmenter
             elif isinstance(d, Resume):
-                if self._open is not None:
-                    # Speech is back: whatever was speculated is void.
-                    self._open.spec_end = None
-                    self._open.spec_target = None
-                    self._open.spec_requested = False
-                    self._open.spec_result = None
+                if self._utts.open is not None:
+                    self._utts.open.speculation.invalidate()  # speech is back
             elif isinstance(d, SpeechEnd):
-                utt = self._open
+                # The final's window keeps the silence after the speech, up to the final's
+                # tail and what has arrived; a cut keeps none (the next utterance starts there).
+                limit = d.end
+                if d.reason != "max_length":
+                    limit = min(max(d.end, d.speech_end + self._planner.final_tail), self._fed)
+                utt = self._utts.close(d.end, limit, self._segmenter.position)
                 if utt is None:
                     continue
-                self._open = None
-                utt.end = d.end
                 utt.end_reason = d.reason
-                utt.decided_at = self._segmenter.position
-                if utt.spec_target != d.end:
-                    utt.spec_result = None
-                self._closed.append(utt)
+                if utt.speculation.target != d.end:
+                    utt.speculation.invalidate()
                 if self.config.vad_events:
                     self._events.append(SpeechStopped(utt.start, d.end, d.reason))
 
-    def _keep_from(self) -> int:
-        keep = self._segmenter.earliest_needed()
-        if self._open is not None:
-            keep = min(keep, self._open.start)
-        if self._closed:
-            keep = min(keep, self._closed[0].start)
-        return keep
-
     def _trim(self) -> None:
-        self._buf.trim(self._keep_from())
+        keep = self._segmenter.earliest_needed()
+        oldest = self._utts.oldest_unresolved()
+        if oldest is not None:
+            keep = min(keep, oldest.start)
+        self._history.forget_before(keep)
+        context = self._history.earliest_needed()
+        if context is not None:
+            keep = min(keep, context)
+        self._buf.trim(keep)
 
     # --- results -------------------------------------------------------------------------
-    def _usable_text(self, result: DecodeResult) -> str:
+    def _usable(self, result: DecodeResult) -> tuple[str, tuple[Word, ...]]:
+        """The result's text and words, empty for silence, with repetition loops cut."""
         if result.no_speech_prob > NO_SPEECH_PROB and result.avg_logprob < NO_SPEECH_LOGPROB:
-            return ""
-        return result.text.strip()
+            return "", ()
+        tokens = result.text.split()
+        keep = loop_cut(tokens)
+        if len(keep) == len(tokens):
+            return result.text.strip(), result.words
+        words = result.words
+        if len(words) == len(tokens):
+            words = tuple(words[i] for i in keep)
+        return " ".join(tokens[i] for i in keep), words[: len(keep)]
+
+    def _usable_text(self, result: DecodeResult) -> str:
+        return self._usable(result)[0]
+
+    def _rejected(self, plan: Plan, result: DecodeResult) -> bool:
+        """A decode in context that reads as a hallucination: the utterance is decoded
+        alone from now on (the result is dropped, and a final asked for again)."""
+        utt = plan.utterance
+        if not plan.context.text or utt.alone:
+            return False
+        if not implausible(result, (plan.end - utt.start) / SAMPLE_RATE):
+            return False
+        logger.info("%s: a decode in context looked hallucinated; decoding alone", self.session_id)
+        utt.alone = True
+        if plan.speculative:
+            utt.speculation.invalidate()
+        return True
 
     def _on_partial(self, pending: _Pending, result: DecodeResult) -> None:
         utt = pending.utterance
-        if utt is not self._open:
+        if utt is not self._utts.open:
             return  # the utterance closed meanwhile; its final supersedes this
+        if self._rejected(pending.plan, result):
+            return
         if self._backoff > 1.0:
             self._backoff = max(1.0, self._backoff / 2)
-        self._show(utt, pending.end, self._usable_text(result))
+        self._show(utt, pending.plan.end, self._usable_text(result))
 
-    def _show(self, utt: _Utterance, end: int, text: str) -> None:
+    def _show(self, utt: Utterance, end: int, text: str) -> None:
         """A new hypothesis of the open utterance: agreement, then a Partial if not empty."""
         if not text and not utt.agreement.stable_text:
             return
         hyp = utt.agreement.update(text)
         if not hyp.text:
             return
-        if utt.number is None:
-            utt.number = self._next_number
-            self._next_number += 1
+        number = self._utts.number(utt)
         utt.last_partial_text = hyp.text
-        self._events.append(Partial(utt.number, utt.start, end, hyp.text, hyp.stable))
+        self._events.append(Partial(number, utt.start, end, hyp.text, hyp.stable))
 
     def _on_final(self, pending: _Pending, result: DecodeResult) -> None:
-        utt = pending.utterance
-        if pending.speculative:
-            if utt.spec_end != pending.end or not utt.spec_requested:
+        utt, plan = pending.utterance, pending.plan
+        if self._rejected(plan, result):
+            return  # the planner asks again, without context
+        if plan.speculative:
+            if not utt.speculation.accept(plan.end, result):
                 return  # speech resumed: discarded
             if utt.end is None:
-                utt.spec_result = result  # kept until the endpoint confirms it
                 if self.config.partials:
                     # Show the whole utterance's text now: the final will start with it.
-                    self._show(utt, pending.end, self._usable_text(result))
+                    self._show(utt, plan.end, self._usable_text(result))
                 return
-            if self._closed and self._closed[0] is utt and utt.end == utt.spec_target:
-                self._closed.popleft()
-                self._emit_final(utt, result)
-            return
-        if self._closed and self._closed[0] is utt:
-            self._closed.popleft()
-            self._emit_final(utt, result)
+            if utt.speculation.ready(utt.end, _final_window_end(utt)) is None:
+                return  # the utterance ended elsewhere: the real final is asked for
+        if self._utts.take(utt):
+            self._emit_final(utt, result, plan)
 
     def _on_failure(self, pending: _Pending, message: str) -> None:
         utt = pending.utterance
         if pending.kind is DecodeKind.PARTIAL:
             return
-        if pending.speculative and utt.end is None:
-            # Do not speculate again in this pause (spec_requested stays set); the endpoint
-            # asks for the real final.
-            utt.spec_end = None
+        if pending.plan.speculative and utt.end is None:
+            utt.speculation.fail()  # no second try in this pause; the endpoint asks again
             return
-        if not (self._closed and self._closed[0] is utt):
+        if pending.plan.speculative:
+            utt.speculation.invalidate()
+        if not self._utts.take(utt):
             return
-        self._closed.popleft()
         assert utt.end is not None
         span = f"{utt.start / SAMPLE_RATE:.3f}-{utt.end / SAMPLE_RATE:.3f} s"
         name = f"utterance {utt.number} ({span})" if utt.number is not None else f"audio {span}"
@@ -552,57 +576,37 @@ class Session:
         else:
             self._resolve_empty(utt)
 
-    def _emit_final(self, utt: _Utterance, result: DecodeResult) -> None:
-        text = utt.agreement.finalize(self._usable_text(result))
+    def _emit_final(self, utt: Utterance, result: DecodeResult, plan: Plan) -> None:
+        usable, model_words = self._usable(result)
+        text = utt.agreement.finalize(usable)
         if not text:
             self._resolve_empty(utt)
             return
-        words = self._final_words(utt, result, text) if self.config.word_timestamps else ()
+        words = self._final_words(utt, model_words, plan) if self.config.word_timestamps else ()
         self._publish(utt, text, words, result.language or "en")
 
-    def _publish(self, utt: _Utterance, text: str, words: tuple[Word, ...], language: str) -> None:
+    def _publish(self, utt: Utterance, text: str, words: tuple[Word, ...], language: str) -> None:
         assert utt.end is not None
-        if utt.number is None:
-            utt.number = self._next_number
-            self._next_number += 1
-        self._finals += 1
-        if utt.decided_at is not None:
-            self.endpoints[utt.number] = utt.decided_at
-            if len(self.endpoints) > ENDPOINTS_KEPT:  # bounded: only recent finals are asked
-                del self.endpoints[next(iter(self.endpoints))]
-        self._prompt = f"{self._prompt} {text}".strip()[-PROMPT_CHARS:]
+        number = self._utts.published(utt)
+        self._history.add(Spoken(utt.start, utt.end, text, language))
         self._events.append(
-            Final(utt.number, utt.start, utt.end, text, words, language, utt.end_reason)
+            Final(number, utt.start, utt.end, text, words, language, utt.end_reason)
         )
 
-    def _resolve_empty(self, utt: _Utterance) -> None:
+    def _resolve_empty(self, utt: Utterance) -> None:
         if self.config.vad_events:
             self._events.append(NoTranscript(utt.start))
-        if utt.number is not None and utt.number == self._next_number - 1:
-            self._next_number -= 1  # release it: no final was sent under this number
+        self._utts.release(utt)
 
-    def _final_words(self, utt: _Utterance, result: DecodeResult, text: str) -> tuple[Word, ...]:
-        offset = utt.start / SAMPLE_RATE
+    def _final_words(self, utt: Utterance, words: tuple[Word, ...], plan: Plan) -> tuple[Word, ...]:
+        """The final's words in absolute stream seconds (the result's are window-relative)."""
+        assert utt.end is not None
+        offset = plan.start / SAMPLE_RATE
         model = [
             Word(w.word, round(w.start + offset, 3), round(w.end + offset, 3), w.probability)
-            for w in result.words
+            for w in words
         ]
-        stable = utt.agreement.stable_words
-        shown = [w.word.strip() for w in model]
-        agreed = normalized(shown[: len(stable)]) == normalized(stable)
-        if agreed or not stable:
-            return tuple(model)
-        # The text was spliced to keep the stable words: time the forced words evenly over
-        # the span before the model's continuation, with no claimed confidence.
-        tail = model[utt.agreement.splice_offset(shown) :]
-        lo = offset
-        hi = tail[0].start if tail else (utt.end or utt.start) / SAMPLE_RATE
-        step = max(hi - lo, 0.0) / len(stable)
-        forced = [
-            Word(w, round(lo + i * step, 3), round(lo + (i + 1) * step, 3), 0.0)
-            for i, w in enumerate(stable)
-        ]
-        return tuple(forced + tail)
+        return splice_words(utt.agreement, model, utt.start / SAMPLE_RATE, utt.end / SAMPLE_RATE)
 
 
 class _AudioBuffer:

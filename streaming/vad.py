@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -180,10 +180,12 @@ class Resume:
 
 @dataclass(frozen=True)
 class SpeechEnd:
-    """reason: endpoint, max_length, finalize or stop."""
+    """reason: endpoint, max_length, finalize or stop. ``speech_end``: the end of the last
+    voiced frame at or before ``end`` (what follows it up to ``end`` is silence)."""
 
     end: int
     reason: str
+    speech_end: int = field(default=0, compare=False)
 
 
 SegmentEvent = SpeechStart | Pause | Resume | SpeechEnd
@@ -290,7 +292,7 @@ class Segmenter:
         self._prev_end = end
         self._voiced_run = 0
         self._silence = 0
-        return SpeechEnd(end, reason)
+        return SpeechEnd(end, reason, min(self._last_voiced_end, end))
 
     def _step(self, frame: np.ndarray, events: list[SegmentEvent]) -> None:
         cfg = self.config

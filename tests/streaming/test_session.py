@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pytest
@@ -15,10 +15,15 @@ from kettle.streaming.events import Done, Error, Event, Final, Partial
 from kettle.streaming.session import Session, SessionConfig
 from kettle.streaming.vad import EnergyClassifier
 from kettle.transcribe.errors import AudioError, ConfigError
-from kettle.transcribe.fake import FakeDecoder, scripted_audio, synth_voice
+from kettle.transcribe.fake import WORDS, FakeDecoder, scripted_audio, synth_voice
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest
 
 SR = SAMPLE_RATE
+# The per-utterance path (each utterance decoded alone, 0.2 s of silence in a final's window,
+# every agreed word stable): what the session did before finals in context. Most timing
+# tests below use it, since their exact windows are easy to read; the context tests use the
+# defaults.
+ALONE = SessionConfig(context_s=0, final_tail_ms=200, stable_holdback=0)
 
 
 @dataclass
@@ -47,7 +52,7 @@ def drive(
 ) -> Run:
     """Feed audio in chunks; answer requests after `lag` more chunks (0: at once)."""
     dec = decoder or FakeDecoder()
-    session = Session(config or SessionConfig(), session_id="t", classifier=EnergyClassifier())
+    session = Session(config or ALONE, session_id="t", classifier=EnergyClassifier())
     run = Run()
     waiting: list[tuple[int, DecodeRequest]] = []
 
@@ -103,25 +108,6 @@ def test_exact_events_for_one_utterance() -> None:
     assert kinds[-1] == (DecodeKind.FINAL, ("t", 0, start, end))
     assert all(r.stream_key == ("t", 0) for r in run.requests)
     assert run.requests[-1].prefix == "alpha bravo"  # stable when it was asked for
-
-
-ONE_HIT = scripted_audio([("silence", 1.0), ("voice", 1.66), ("silence", 1.0)])
-
-
-def test_speculative_final_reuses_the_last_partials_window() -> None:
-    dec = FakeDecoder()
-    run = drive(ONE_HIT, decoder=dec)
-    start, partial_end, end = 38 * 320, 38 * 320 + 32000, int(2.86 * SR)
-    kinds = [(r.kind, r.cache_key) for r in run.requests]
-    # The partial at 2.76 s was asked for 100 ms into the silence, so it held all the speech
-    # (to 2.66 s): the speculative final decodes exactly its window, an encoder-cache hit ...
-    assert kinds[-2:] == [
-        (DecodeKind.PARTIAL, ("t", 0, start, partial_end)),
-        (DecodeKind.FINAL, ("t", 0, start, partial_end)),
-    ]
-    assert dec.cache_stats().hits == 1
-    # ... while the final reports the utterance's own end.
-    assert run.finals == [Final(0, start, end, "alpha bravo charlie", (), "en")]
 
 
 def test_partials_hold_back_when_silence_begins() -> None:
@@ -227,9 +213,10 @@ def test_final_starts_with_the_stable_words_even_when_the_model_disagrees() -> N
     assert all(final.start / SR <= w.start <= w.end for w in final.words)
 
 
-def test_stable_words_are_never_revised() -> None:
-    audio = scripted_audio([("voice", 6.0), ("silence", 1.0)])
-    run = drive(audio, decoder=FakeDecoder(seconds_per_word=0.3))
+@pytest.mark.parametrize("config", [ALONE, SessionConfig()], ids=["alone", "context"])
+def test_stable_words_are_never_revised(config: SessionConfig) -> None:
+    audio = scripted_audio([("voice", 6.0), ("silence", 1.0)] * 2)
+    run = drive(audio, config, decoder=FakeDecoder(seconds_per_word=0.3))
     seen: list[str] = []
     for event in run.events:
         if isinstance(event, Partial):
@@ -239,6 +226,8 @@ def test_stable_words_are_never_revised() -> None:
             seen = stable
         elif isinstance(event, Final):
             assert normalized(split_words(event.text))[: len(seen)] == seen
+            seen = []
+    assert len(run.finals) == 2
 
 
 def test_word_times_are_absolute_stream_seconds() -> None:
@@ -401,7 +390,7 @@ def test_bad_session_config_is_refused(kwargs: dict[str, object]) -> None:
 
 
 def test_end_decisions_kept_are_bounded(monkeypatch) -> None:
-    import kettle.streaming.session as session_module
+    import kettle.streaming.utterances as session_module
 
     monkeypatch.setattr(session_module, "ENDPOINTS_KEPT", 2)
     session = Session(SessionConfig(), session_id="t", classifier=EnergyClassifier())
@@ -415,3 +404,129 @@ def test_end_decisions_kept_are_bounded(monkeypatch) -> None:
         finals += [e for e in session.poll_events() if isinstance(e, Final)]
     assert [f.utterance for f in finals] == [0, 1, 2, 3]
     assert list(session.endpoints) == [2, 3]  # only the most recent finals' decisions
+
+
+# --- finals and partials in context (the defaults) -----------------------------------------
+
+CONTEXT = SessionConfig(word_timestamps=True)
+
+
+def _requests_of(run: Run, kind: DecodeKind) -> list[DecodeRequest]:
+    return [r for r in run.requests if r.kind is kind]
+
+
+def test_finals_are_decoded_in_context_and_emit_only_new_words() -> None:
+    run = drive(THREE, CONTEXT)
+    f0, f1, f2 = run.finals
+    # Alone, each utterance would read "alpha bravo charlie": the fake decoder counts words
+    # from the window's start, so these texts show that each window began at the first
+    # utterance and that the earlier finals were forced and left out.
+    assert [f.text for f in (f0, f1, f2)] == [
+        "alpha bravo charlie",
+        "delta echo foxtrot",
+        "golf hotel india",
+    ]
+    finals = [r for r in _requests_of(run, DecodeKind.FINAL)]
+    assert [r.context for r in finals] == [None, f0.text, f"{f0.text} {f1.text}"]
+    for r, f in zip(finals, (f0, f1, f2), strict=True):
+        assert r.cache_key is not None and r.cache_key[2] == f0.start  # window start
+        # The window ends 0.5 s after the last voiced frame, past the utterance's end.
+        assert r.cache_key[3] == f.end + int(0.3 * SR)
+        assert len(r.audio) == r.cache_key[3] - f0.start
+    assert [f.utterance for f in run.finals] == [0, 1, 2]
+
+
+def test_partials_are_decoded_in_the_same_context() -> None:
+    run = drive(THREE, CONTEXT)
+    f0 = run.finals[0]
+    later = [r for r in _requests_of(run, DecodeKind.PARTIAL) if r.cache_key[1] == 1]
+    assert later and all(r.context == f0.text and r.cache_key[2] == f0.start for r in later)
+    texts = [p.text for p in run.partials if p.utterance == 1]
+    assert texts and all(t.startswith("delta") for t in texts)
+
+
+def test_word_times_in_context_are_absolute() -> None:
+    run = drive(THREE, CONTEXT)
+    for f in run.finals:
+        assert [w.word for w in f.words] == f.text.split()
+        assert f.start / SR <= f.words[0].start
+        assert f.words[-1].end <= f.end / SR + 0.3 + 1e-6  # within the window's tail
+        assert all(a.end <= b.start for a, b in itertools.pairwise(f.words))
+
+
+def test_numbering_stays_gapless_when_an_utterance_in_the_context_was_empty() -> None:
+    def text_for(r: DecodeRequest) -> str:
+        assert r.cache_key is not None
+        return "" if r.cache_key[1] == 1 else f"words of {r.cache_key[1]}"
+
+    run = drive(THREE, SessionConfig(), decoder=FakeDecoder(text_for=text_for))
+    assert [(f.utterance, f.text) for f in run.finals] == [(0, "words of 0"), (1, "words of 2")]
+    last = _requests_of(run, DecodeKind.FINAL)[-1]
+    # The empty utterance's audio lies inside the window, with no text for it.
+    assert last.context == "words of 0" and last.cache_key[2] == run.finals[0].start
+
+
+def test_context_span_and_the_30_s_window_bound_the_context() -> None:
+    run = drive(THREE, SessionConfig(context_s=2.0))
+    assert all(r.context is None for r in run.requests)  # each start is 2.5 s after the last
+    many = scripted_audio([("voice", 1.5), ("silence", 1.0)] * 16)
+    run = drive(many, SessionConfig())
+    finals = _requests_of(run, DecodeKind.FINAL)
+    assert len(run.finals) == 16
+    starts = {f.start for f in run.finals}
+    for r in run.requests:
+        assert r.cache_key is not None and len(r.audio) <= 30 * SR
+        assert r.cache_key[2] in starts or r.context is None
+    assert finals[-1].cache_key[2] > run.finals[0].start
+    assert finals[-1].context and len(finals[-1].context.split()) >= 20
+
+
+def test_no_context_when_a_multilingual_model_detects_the_language() -> None:
+    run = drive(THREE, SessionConfig(multilingual=True))
+    assert all(r.context is None for r in run.requests)
+    run = drive(THREE, SessionConfig(multilingual=True, language="en"))
+    assert _requests_of(run, DecodeKind.FINAL)[-1].context
+
+
+@pytest.mark.parametrize("config", [ALONE, SessionConfig()], ids=["alone", "context"])
+def test_max_length_cuts_in_context_lose_and_double_nothing(config: SessionConfig) -> None:
+    voice = synth_voice(14.0)
+    voice[int(4.5 * SR) : int(4.5 * SR) + 320] *= 0.01
+    audio = np.concatenate([voice, np.zeros(SR, dtype=np.float32)])
+    run = drive(audio, replace(config, max_utterance_s=5.0))
+    finals = run.finals
+    for a, b in itertools.pairwise(finals):
+        assert b.start == a.end
+    assert [f.utterance for f in finals] == list(range(len(finals)))
+    if config.context_s > 0:
+        # In context the fake counts words from the first utterance's start, so the finals
+        # together read its word list in order: nothing lost or said twice at a cut.
+        words = " ".join(f.text for f in finals).split()
+        assert len(words) == 27 and words == [WORDS[i % len(WORDS)] for i in range(27)]
+    # A cut's final window ends at the cut: the next utterance's audio is not in it.
+    for r in _requests_of(run, DecodeKind.FINAL)[:-1]:
+        assert r.cache_key is not None and r.cache_key[3] in {f.end for f in finals}
+
+
+def test_the_last_word_of_a_partial_never_becomes_stable() -> None:
+    audio = scripted_audio([("voice", 6.0), ("silence", 1.0)])
+    run = drive(audio, SessionConfig(), decoder=FakeDecoder(seconds_per_word=0.3))
+    shown = [p for p in run.partials if p.text]
+    assert shown
+    for p in shown:
+        assert len(p.stable.split()) <= len(p.text.split()) - 1
+    assert run.finals[0].text.startswith(shown[-1].stable)
+
+
+def test_undecoded_samples_counts_from_the_oldest_utterance_without_a_final() -> None:
+    session = Session(SessionConfig(partials=False), session_id="t", classifier=EnergyClassifier())
+    assert session.undecoded_samples == 0
+    session.feed_audio(np.zeros(SR, dtype=np.float32))
+    assert session.undecoded_samples == 0
+    session.feed_audio(synth_voice(1.0))
+    assert 0.9 * SR <= session.undecoded_samples <= 1.3 * SR
+    session.feed_audio(np.zeros(SR, dtype=np.float32))
+    (req,) = session.poll_requests()
+    assert session.undecoded_samples >= 1.9 * SR
+    session.on_result(FakeDecoder().decode_batch([req])[0])
+    assert session.undecoded_samples == 0

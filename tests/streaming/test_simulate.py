@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from kettle.streaming.engine import Engine
 from kettle.streaming.events import Done, Error, Final, Partial
+from kettle.streaming.session import SessionConfig
 from kettle.streaming.simulate import (
     Clip,
     RevisionCounter,
@@ -124,8 +125,14 @@ async def _simulate(realtime: bool, streams: int = 2) -> dict[str, object]:
     dec = FakeDecoder(batch_delay_s=0.01)
     records: list[dict[str, object]] = []
     async with Engine(dec) as engine:
+        # Each utterance alone: the fake's words count from its window's start, so in
+        # context its text would depend on the clip order (see test_session for context).
         result = await run_simulation(
-            engine, rotations([a, b], streams), realtime=realtime, on_event=records.append
+            engine,
+            rotations([a, b], streams),
+            realtime=realtime,
+            config=SessionConfig(context_s=0),
+            on_event=records.append,
         )
     summary = result.summary
     assert summary["streams"] == streams and summary["finals_lost"] == 0

@@ -1,0 +1,525 @@
+"""Live accuracy: kettle's streaming finals against offline decoding of the same audio.
+
+Sets, built here:
+
+- (a) conversations: eval clips of real voices joined with 0.6-2 s gaps, in several orders;
+- (b) espeak-ng renderings of the sentences below, 2 voices x 2 speeds, as conversations;
+- (c) the eval clips one by one;
+- (n) generated non-speech (white, pink and babble noise, tones, chords, silence): no words.
+
+Methods, on the same model, in one run (interleaved per conversation):
+
+- ``stream``: kettle's streaming finals (SessionConfig defaults: finals in context);
+- ``alone``: the per-utterance path (each utterance decoded alone, 0.2 s after the last
+  voiced frame, every agreed word stable), i.e. what the session did before;
+- ``transcribe``: ``kettle transcribe``'s file pipeline on the whole file;
+- ``offline``: faster-whisper ``WhisperModel.transcribe`` (beam 5, its defaults, whole file),
+  the anchor.
+
+Streaming runs feed audio as fast as the engine takes it, decoding at the same audio
+positions as in real time (``run_simulation(realtime=False)``), for WER and CPU; the final
+lag from the end of speech (P50/P95) comes from real-time runs of the first conversation of
+set (a). WER is after Whisper's English normaliser; CPU is this process's CPU seconds per
+audio second. Also reported: the share of final words that were stable in a partial before,
+and the accuracy of those words (aligned to the reference).
+
+    python benchmarks/bench_accuracy.py           # short run (a few minutes on 2 cores)
+    python benchmarks/bench_accuracy.py --full    # 3 orders, 4 renderings, all clips, 10 min noise
+
+Writes benchmarks/bench_accuracy.json, benchmarks/accuracy.png and its RESULTS.md section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _results import machine_info, markdown_table, write_section  # noqa: E402
+
+SR = 16000
+SENTENCES = [
+    "Remind me to order the tomato plants before the weekend.",
+    "The meeting moved to Thursday at half past two.",
+    "Can you send the slides to everyone on the team?",
+    "We should test the new heater in the garage first.",
+    "My sister bought a blue bicycle with a small basket.",
+    "Please turn the music down while I am on the phone.",
+    "The train to the airport leaves every twenty minutes.",
+    "I think the library closes early on public holidays.",
+    "Add milk, eggs and two loaves of bread to the list.",
+    "The children painted a large map of the river valley.",
+]
+VOICES = [("en-us", 165), ("en-gb", 200), ("en-gb-x-rp", 145), ("en-us+f3", 185)]
+REAL_VOICES = {
+    "librispeech", "librivox", "fleurs", "arctic_accent", "vctk_accent", "speech_pd",
+    "ami_meeting", "ljspeech",
+}  # fmt: skip
+
+
+def eval_dir() -> Path:
+    env = os.environ.get("KETTLE_EVAL_DIR")
+    return Path(env) if env else HERE.parent.parent / "shared" / "eval"
+
+
+@dataclasses.dataclass
+class Item:
+    """One recording of a set: audio, reference, and where each clip's speech lies."""
+
+    name: str
+    audio: np.ndarray
+    reference: str
+
+    @property
+    def seconds(self) -> float:
+        return len(self.audio) / SR
+
+
+# --- building the sets ---------------------------------------------------------------------
+def load_eval(path: Path) -> list[tuple[str, np.ndarray, str, str]]:
+    from kettle.transcribe.audio_io import RawFormat, load_audio
+
+    out = []
+    with open(path / "manifest.tsv", newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh, delimiter="\t"):
+            f = path / row["file"]
+            raw = RawFormat.parse("s16le:16000:1") if f.suffix == ".raw" else None
+            out.append((f.name, load_audio(f, raw=raw), row["reference_text"], row["category"]))
+    return out
+
+
+def join(name: str, parts: Sequence[tuple[np.ndarray, str]], seed: int) -> Item:
+    """Clips joined with 0.6-2 s of silence, 0.5 s before and 1.5 s after."""
+    rng = np.random.default_rng(seed)
+    pieces = [np.zeros(SR // 2, np.float32)]
+    for i, (audio, _) in enumerate(parts):
+        if i:
+            pieces.append(np.zeros(int(rng.uniform(0.6, 2.0) * SR), np.float32))
+        pieces.append(audio.astype(np.float32))
+    pieces.append(np.zeros(int(1.5 * SR), np.float32))
+    return Item(name, np.concatenate(pieces), " ".join(ref for _, ref in parts))
+
+
+def set_a(clips: list[tuple[str, np.ndarray, str, str]], orders: int, n: int) -> list[Item]:
+    real = pick_mixed([c for c in clips if c[3] in REAL_VOICES and 2.0 <= len(c[1]) / SR <= 9.0], n)
+    items = []
+    for k in range(orders):
+        order = list(range(len(real)))
+        np.random.default_rng(100 + k).shuffle(order)
+        items.append(join(f"a{k}", [(real[i][1], real[i][2]) for i in order], seed=k))
+    return items
+
+
+def pick_mixed(
+    clips: list[tuple[str, np.ndarray, str, str]], n: int
+) -> list[tuple[str, np.ndarray, str, str]]:
+    """Up to n clips, taken round-robin over their categories (many voices, not one book)."""
+    by_cat: dict[str, list[tuple[str, np.ndarray, str, str]]] = {}
+    for c in clips:
+        by_cat.setdefault(c[3], []).append(c)
+    out: list[tuple[str, np.ndarray, str, str]] = []
+    while len(out) < n and any(by_cat.values()):
+        for cat in sorted(by_cat):
+            if by_cat[cat] and len(out) < n:
+                out.append(by_cat[cat].pop(0))
+    return out
+
+
+def espeak(text: str, voice: str, speed: int) -> np.ndarray:
+    from kettle.transcribe.audio_io import load_audio
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "say.wav"  # a file: --stdout leaves the WAV header's size unset
+        subprocess.run(
+            ["espeak-ng", "-v", voice, "-s", str(speed), "-w", str(path), text],
+            capture_output=True,
+            check=True,
+        )
+        return load_audio(path)
+
+
+def set_b(renderings: int) -> list[Item]:
+    items = []
+    for k, (voice, speed) in enumerate(VOICES[:renderings]):
+        parts = [(espeak(s, voice, speed), s) for s in SENTENCES]
+        items.append(join(f"b-{voice}-{speed}", parts, seed=10 + k))
+    return items
+
+
+def set_c(clips: list[tuple[str, np.ndarray, str, str]], n: int | None) -> list[Item]:
+    usable = [c for c in clips if len(c[1]) / SR <= 30.0]
+    chosen = usable if n is None else usable[:: max(1, len(usable) // n)][:n]
+    return [join(f"c-{name}", [(audio, ref)], seed=0) for name, audio, ref, _ in chosen]
+
+
+def set_n(minutes: float, clips: list[tuple[str, np.ndarray, str, str]]) -> list[Item]:
+    """Non-speech, in 30 s recordings: noises, tones, chords, silence, reversed-speech babble."""
+    rng = np.random.default_rng(7)
+    n = 30 * SR
+    t = np.arange(n) / SR
+    speech = np.concatenate([c[1] for c in clips if c[3] in REAL_VOICES][:20])
+
+    def pink() -> np.ndarray:
+        spectrum = np.fft.rfft(rng.standard_normal(n))
+        f = np.arange(spectrum.shape[0], dtype=np.float64)
+        f[0] = 1.0
+        return np.fft.irfft(spectrum / np.sqrt(f), n)
+
+    def babble() -> np.ndarray:
+        out = np.zeros(n)
+        for _ in range(6):  # six talkers, reversed, at random offsets
+            start = int(rng.integers(0, len(speech) - n))
+            out += speech[start : start + n][::-1]
+        return out
+
+    makers: list[tuple[str, Callable[[], np.ndarray]]] = [
+        ("white", lambda: rng.standard_normal(n)),
+        ("pink", pink),
+        ("babble", babble),
+        ("tone", lambda: np.sin(2 * np.pi * 440 * t)),
+        ("chord", lambda: np.sin(2 * np.pi * np.outer((261.6, 329.6, 392.0), t)).sum(axis=0)),
+        ("silence", lambda: np.zeros(n)),
+    ]
+    items = []
+    for k in range(max(1, round(minutes * 2))):
+        kind, make = makers[k % len(makers)]
+        x = make()
+        peak = float(np.max(np.abs(x))) or 1.0
+        level = 0.0 if kind == "silence" else float(rng.choice([0.05, 0.2, 0.5]))
+        items.append(Item(f"n-{kind}-{k}", (level * x / peak).astype(np.float32), ""))
+    return items
+
+
+# --- methods -------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Outcome:
+    text: str
+    cpu_s: float
+    lag_p50: float | None = None
+    lag_p95: float | None = None
+    finals: list[tuple[str, int]] = dataclasses.field(default_factory=list)  # (text, n stable)
+    cache_hit_rate: float | None = None
+
+
+def stream_config(variant: str) -> Any:
+    from kettle.streaming.session import SessionConfig
+
+    if variant == "alone":
+        return SessionConfig(context_s=0, final_tail_ms=200, stable_holdback=0)
+    # "stream" or "stream:key=value,...": the defaults with some fields changed (experiments)
+    fields: dict[str, Any] = {}
+    if ":" in variant:
+        for kv in variant.split(":", 1)[1].split(","):
+            key, value = kv.split("=")
+            fields[key] = type(getattr(SessionConfig(), key))(value)
+    return SessionConfig(**fields)
+
+
+async def _stream(
+    decoder: Any, final_decoder: Any, item: Item, variant: str, realtime: bool
+) -> Outcome:
+    from kettle.streaming.engine import Engine
+    from kettle.streaming.events import Final, Partial
+    from kettle.streaming.simulate import Clip, run_simulation
+
+    cpu0 = time.process_time()
+    async with Engine(decoder, final_decoder=final_decoder) as engine:
+        result = await run_simulation(
+            engine,
+            [[Clip(item.name, item.audio, item.reference)]],
+            realtime=realtime,
+            config=stream_config(variant),
+        )
+    cpu = time.process_time() - cpu0
+    (log,) = result.logs
+    stable: dict[int, int] = {}
+    finals = []
+    for _, event in log.events:
+        if isinstance(event, Partial):
+            stable[event.utterance] = len(event.stable.split())
+        elif isinstance(event, Final):
+            finals.append((event.text, stable.pop(event.utterance, 0)))
+    lag = result.summary["final_lag_from_speech_end_s"]
+    return Outcome(
+        log.hypothesis(),
+        cpu,
+        lag["p50"],
+        lag["p95"],
+        finals,
+        result.summary["encoder_cache_hit_rate"],
+    )
+
+
+def run_stream(
+    decoder: Any, final_decoder: Any, item: Item, variant: str, realtime: bool
+) -> Outcome:
+    return asyncio.run(_stream(decoder, final_decoder, item, variant, realtime))
+
+
+def run_transcribe(decoder: Any, item: Item) -> Outcome:
+    from kettle.transcribe.pipeline import transcribe_audio
+
+    cpu0 = time.process_time()
+    text = transcribe_audio(item.audio, decoder).text
+    return Outcome(text, time.process_time() - cpu0)
+
+
+def run_offline(model: Any, item: Item) -> Outcome:
+    cpu0 = time.process_time()
+    segments, _ = model.transcribe(item.audio, beam_size=5)
+    text = " ".join(s.text.strip() for s in segments)
+    return Outcome(text, time.process_time() - cpu0)
+
+
+# --- scoring -------------------------------------------------------------------------------
+def wer(pairs: Sequence[tuple[str, str]]) -> float | None:
+    from kettle.streaming.simulate import corpus_wer
+
+    return corpus_wer(pairs)
+
+
+def stable_accuracy(reference: str, finals: Sequence[tuple[str, int]]) -> tuple[int, int, int]:
+    """(final words, words that were stable before the final, stable words that match the
+    reference word they align to), words compared as PROTOCOL.md normalises them."""
+    from kettle.streaming.agreement import normalized, split_words
+
+    hyp: list[str] = []
+    stable: list[bool] = []
+    for text, n in finals:
+        words = normalized(split_words(text))
+        hyp += words
+        stable += [i < n for i in range(len(words))]
+    ref = normalized(split_words(reference))
+    correct = aligned_correct(ref, hyp)
+    return (
+        len(hyp),
+        sum(stable),
+        sum(1 for ok, st in zip(correct, stable, strict=True) if ok and st),
+    )
+
+
+def aligned_correct(ref: list[str], hyp: list[str]) -> list[bool]:
+    """For each hypothesis word: does a minimum-edit alignment match it to an equal word."""
+    n, m = len(ref), len(hyp)
+    d = np.zeros((n + 1, m + 1), dtype=np.int32)
+    d[:, 0] = np.arange(n + 1)
+    d[0, :] = np.arange(m + 1)
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            d[i, j] = min(
+                d[i - 1, j] + 1, d[i, j - 1] + 1, d[i - 1, j - 1] + (ref[i - 1] != hyp[j - 1])
+            )
+    ok = [False] * m
+    i, j = n, m
+    while i > 0 and j > 0:
+        if d[i, j] == d[i - 1, j - 1] + (ref[i - 1] != hyp[j - 1]):
+            ok[j - 1] = ref[i - 1] == hyp[j - 1]
+            i, j = i - 1, j - 1
+        elif d[i, j] == d[i, j - 1] + 1:
+            j -= 1
+        else:
+            i -= 1
+    return ok
+
+
+# --- the run -------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--full", action="store_true", help="the issue's full sets")
+    parser.add_argument("--sets", default="a,b,c,n", help="which sets (a,b,c,n)")
+    parser.add_argument(
+        "--methods",
+        default="stream,alone,transcribe,offline",
+        help="stream[:field=value,...], alone, transcribe, offline",
+    )
+    parser.add_argument("--orders", type=int, default=None, help="set (a) orders (1; full 3)")
+    parser.add_argument("--clips", type=int, default=10, help="clips per conversation in (a)")
+    parser.add_argument("--renderings", type=int, default=None, help="set (b) (2; full 4)")
+    parser.add_argument("--singles", type=int, default=None, help="set (c) clips (12; full all)")
+    parser.add_argument("--noise-minutes", type=float, default=None, help="set (n) (1; full 10)")
+    parser.add_argument("--no-realtime", action="store_true", help="skip the lag runs")
+    parser.add_argument("--model", default="tiny.en")
+    parser.add_argument("--final-model", default=None, help="e.g. base: the cascade")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=HERE / "bench_accuracy.json")
+    parser.add_argument("--plot", type=Path, default=HERE / "accuracy.png")
+    parser.add_argument("--no-write", action="store_true", help="do not touch RESULTS.md")
+    args = parser.parse_args(argv)
+    full = args.full
+    orders = args.orders or (3 if full else 1)
+    renderings = args.renderings or (4 if full else 2)
+    singles = args.singles if args.singles is not None else (None if full else 12)
+    noise_minutes = args.noise_minutes or (10.0 if full else 1.0)
+    methods = args.methods.split(",")
+    wanted = set(args.sets.split(","))
+
+    from kettle.transcribe import fw
+    from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
+
+    t0 = time.monotonic()
+    load0 = os.getloadavg()
+    decoder = WhisperAdapter(ModelConfig(name=args.model, threads=args.threads))
+    final_decoder = None
+    if args.final_model and args.final_model != args.model:
+        final_decoder = WhisperAdapter(ModelConfig(name=args.final_model, threads=args.threads))
+    anchor = None
+    if "offline" in methods:
+        anchor = fw.load_whisper(
+            str((final_decoder or decoder).path), device="cpu", compute_type="int8",
+            threads=args.threads,
+        )  # fmt: skip
+    clips = load_eval(eval_dir())
+    sets: dict[str, list[Item]] = {}
+    if "a" in wanted:
+        sets["a"] = set_a(clips, orders, args.clips)
+    if "b" in wanted:
+        sets["b"] = set_b(renderings)
+    if "c" in wanted:
+        sets["c"] = set_c(clips, singles)
+    if "n" in wanted:
+        sets["n"] = set_n(noise_minutes, clips)
+
+    outcomes: dict[tuple[str, str], list[tuple[Item, Outcome]]] = {}
+    for name, items in sets.items():
+        for item in items:
+            for method in methods:
+                if name == "n" and method == "alone":
+                    continue
+                if method == "transcribe":
+                    out = run_transcribe(final_decoder or decoder, item)
+                elif method == "offline":
+                    out = run_offline(anchor, item)
+                else:
+                    out = run_stream(decoder, final_decoder, item, method, realtime=False)
+                outcomes.setdefault((name, method), []).append((item, out))
+                print(f"[{name}] {item.name} {method}: cpu {out.cpu_s:.1f} s", flush=True)
+
+    lags: dict[str, Outcome] = {}
+    if not args.no_realtime and "a" in sets:
+        first = sets["a"][0]
+        for method in [m for m in methods if m.startswith(("stream", "alone"))]:
+            lags[method] = run_stream(decoder, final_decoder, first, method, realtime=True)
+            print(
+                f"[lag] {method}: p50 {lags[method].lag_p50} p95 {lags[method].lag_p95}", flush=True
+            )
+
+    rows = []
+    for (name, method), pairs in outcomes.items():
+        audio_s = sum(item.seconds for item, _ in pairs)
+        row: dict[str, Any] = {
+            "set": name,
+            "method": method,
+            "items": len(pairs),
+            "audio_s": round(audio_s, 1),
+            "cpu_per_audio_s": round(sum(o.cpu_s for _, o in pairs) / audio_s, 3),
+        }
+        if name == "n":
+            row["words"] = sum(len(o.text.split()) for _, o in pairs)
+        else:
+            row["wer"] = wer([(item.reference, o.text) for item, o in pairs])
+        if method in lags:
+            row["lag_p50"] = lags[method].lag_p50 if name == "a" else None
+            row["lag_p95"] = lags[method].lag_p95 if name == "a" else None
+        if method.startswith(("stream", "alone")) and name != "n":
+            words = stable_n = stable_ok = 0
+            for item, o in pairs:
+                w, s, k = stable_accuracy(item.reference, o.finals)
+                words, stable_n, stable_ok = words + w, stable_n + s, stable_ok + k
+            row["stable_share"] = round(stable_n / words, 3) if words else None
+            row["stable_accuracy"] = round(stable_ok / stable_n, 3) if stable_n else None
+            hits = [o.cache_hit_rate for _, o in pairs if o.cache_hit_rate is not None]
+            row["cache_hit_rate"] = round(float(np.mean(hits)), 3) if hits else None
+        rows.append(row)
+    total = time.monotonic() - t0
+    load1 = os.getloadavg()
+    result = {
+        "machine": machine_info(),
+        "load_avg_start_end": [round(load0[0], 1), round(load1[0], 1)],
+        "model": args.model,
+        "final_model": args.final_model or args.model,
+        "full": full,
+        "total_wall_s": round(total, 1),
+        "rows": rows,
+        "hypotheses": {
+            f"{name}/{method}/{item.name}": o.text
+            for (name, method), pairs in outcomes.items()
+            for item, o in pairs
+            if name != "n" or o.text
+        },
+    }
+    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    columns = [
+        "set", "method", "items", "audio_s", "wer", "words", "lag_p50", "lag_p95",
+        "cpu_per_audio_s", "stable_share", "stable_accuracy", "cache_hit_rate",
+    ]  # fmt: skip
+    table = markdown_table(
+        [
+            {k: (f"{v * 100:.1f} %" if k == "wer" and v is not None else v) for k, v in r.items()}
+            for r in rows
+        ],
+        columns,
+    )
+    print(table)
+    print(json.dumps({"rows": rows, "total_wall_s": round(total, 1)}))
+    plot(rows, args.plot)
+    if not args.no_write:
+        write_section(
+            "bench_accuracy",
+            f"Model {args.model}, finals by {args.final_model or args.model}; "
+            f"load average {load0[0]:.1f} at the start, {load1[0]:.1f} at the end (2 cores, "
+            f"shared with other jobs); {total:.0f} s wall.\n\n{table}\n"
+            "`stream` is kettle's streaming finals (defaults), `alone` the per-utterance path "
+            "it replaced, `transcribe` kettle's file pipeline, `offline` faster-whisper on the "
+            "whole file (beam 5). WER after Whisper's English normaliser; lag is the final's "
+            "lag from the end of speech in a real-time run of the first (a) conversation; "
+            "`words` counts words emitted on non-speech; `stable_share` is the share of final "
+            "words that were stable in a partial before, `stable_accuracy` how many of those "
+            "match the reference.\n\n![accuracy](accuracy.png)\n",
+        )
+    return 0
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scored = [r for r in rows if r.get("wer") is not None]
+    sets = sorted({r["set"] for r in scored})
+    methods = list(dict.fromkeys(r["method"] for r in scored))
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.8 / max(1, len(methods))
+    for k, method in enumerate(methods):
+        vals = [
+            next((r["wer"] * 100 for r in scored if r["set"] == s and r["method"] == method), 0)
+            for s in sets
+        ]
+        ax.bar([i + k * width for i in range(len(sets))], vals, width, label=method)
+    ax.set_xticks([i + width * (len(methods) - 1) / 2 for i in range(len(sets))])
+    ax.set_xticklabels([f"set {s}" for s in sets])
+    ax.set_ylabel("WER %")
+    ax.set_title("streaming finals vs offline decoding, same model")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,95 @@
+"""A stream's context history: the audio span and text of its recent finals.
+
+The encoder pays for 30 s whatever the window holds, so a decode uses that room: its window
+starts at an earlier final's start and the text already final for that span is forced as the
+decoder's prefix (``DecodeRequest.context``); only the new words come back. This module keeps
+the finals that may still serve as context and answers, for a window, where it starts and
+which text goes with it. Pure: positions are sample counts on the stream's clock.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from kettle.transcribe.types import MAX_WINDOW_SAMPLES
+
+# Context text per request, bounded so that Whisper's 224 generated tokens (forced ones
+# included) leave room for the new words (the adapter refuses more than 600 characters).
+CONTEXT_CHARS = 400
+PROMPT_CHARS = 200
+
+
+@dataclass(frozen=True)
+class Spoken:
+    """One final of the stream."""
+
+    start: int
+    end: int
+    text: str
+    language: str
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where a window starts and what is known of it before the utterance."""
+
+    start: int  # window start: an earlier final's start, or the utterance's own
+    text: str  # the finals' text over [start, utterance start); "" for none
+    prompt: str  # older text, before ``start`` (Whisper's previous-text prompt)
+
+
+class ContextHistory:
+    """Finals that may still lie inside a 30 s window, oldest first."""
+
+    def __init__(self, max_span: int, *, max_chars: int = CONTEXT_CHARS, prompt: str = "") -> None:
+        self._max_span = max_span  # samples of context before an utterance; 0: none
+        self._max_chars = max_chars
+        self._spoken: deque[Spoken] = deque()
+        # Text of finals no window can reach any more, after the stream's initial prompt.
+        self._older = prompt.strip()[-PROMPT_CHARS:]
+
+    def __len__(self) -> int:
+        return len(self._spoken)
+
+    def add(self, spoken: Spoken) -> None:
+        self._spoken.append(spoken)
+
+    def context(
+        self, utterance_start: int, window_end: int, language: str | None, max_chars: int
+    ) -> Context:
+        """The context of a window that ends at ``window_end`` for an utterance starting at
+        ``utterance_start``: the latest run of whole finals that fits the 30 s window, the
+        configured span and ``max_chars``, all in ``language`` (None: no context)."""
+        start, texts, chars = utterance_start, [], 0
+        max_chars = min(max_chars, self._max_chars)
+        taken = 0
+        if language is not None:
+            for s in reversed(self._spoken):
+                if s.end > utterance_start:
+                    continue  # not before this utterance (never happens in stream order)
+                if (
+                    s.language != language
+                    or utterance_start - s.start > self._max_span
+                    or window_end - s.start > MAX_WINDOW_SAMPLES
+                    or chars + len(s.text) + 1 > self._max_chars
+                ):
+                    break
+                start, chars = s.start, chars + len(s.text) + 1
+                texts.append(s.text)
+                taken += 1
+        older = [s.text for s in list(self._spoken)[: len(self._spoken) - taken]]
+        prompt = " ".join([self._older, *older]).strip()[-PROMPT_CHARS:]
+        return Context(start, " ".join(reversed(texts)), prompt)
+
+    def forget_before(self, earliest_start: int) -> None:
+        """Drop finals no future window can hold: every later utterance starts at or after
+        ``earliest_start``, and a window is at most 30 s (and the span) long."""
+        reach = min(self._max_span, MAX_WINDOW_SAMPLES)
+        while self._spoken and self._spoken[0].start < earliest_start - reach:
+            old = self._spoken.popleft()
+            self._older = f"{self._older} {old.text}".strip()[-PROMPT_CHARS:]
+
+    def earliest_needed(self) -> int | None:
+        """The earliest sample a future window may start at, if any final may serve."""
+        return self._spoken[0].start if self._spoken else None

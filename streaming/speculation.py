@@ -1,0 +1,53 @@
+"""A speculative final: decoded at a pause, used if the endpoint confirms that pause.
+
+When silence follows speech, the utterance will end where that pause began unless speech
+comes back. The session decodes the final's window then, so the final is ready (or nearly)
+when the endpoint is decided. Anything that makes the speculation void (speech resumes, the
+request is dropped, the utterance ends elsewhere) calls ``invalidate()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kettle.transcribe.types import DecodeResult
+
+
+@dataclass
+class Speculation:
+    window_end: int | None = None  # end of the speculated final's window
+    target: int | None = None  # the utterance end (pause end) it is for
+    result: DecodeResult | None = None
+    # Set when a speculation of this pause failed: no second try, the endpoint asks for the
+    # real final instead.
+    given_up: bool = False
+
+    @property
+    def requested(self) -> bool:
+        return self.window_end is not None or self.given_up
+
+    def request(self, window_end: int, target: int) -> None:
+        self.window_end, self.target, self.result = window_end, target, None
+
+    def accept(self, window_end: int, result: DecodeResult) -> bool:
+        """Keep a speculative result if it is for the current speculation."""
+        if self.window_end != window_end:
+            return False  # voided meanwhile
+        self.result = result
+        return True
+
+    def fail(self) -> None:
+        self.invalidate()
+        self.given_up = True
+
+    def ready(self, end: int, window_end: int) -> DecodeResult | None:
+        """The result, if it was speculated for an utterance ending at ``end`` and decoded on
+        exactly the window the final wants."""
+        if self.target == end and self.window_end == window_end:
+            return self.result
+        return None
+
+    def invalidate(self) -> None:
+        self.window_end = self.target = None
+        self.result = None
+        self.given_up = False

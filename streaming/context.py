@@ -28,6 +28,10 @@ class Spoken:
     end: int
     text: str
     language: str
+    # The audio after it, up to the next utterance, is silence (an endpoint or a pause) or
+    # the next utterance itself (a cut). Not so after a finalize mid-speech: speech no final
+    # covers may follow, so no context reaches back across it.
+    sealed: bool = True
 
 
 @dataclass(frozen=True)
@@ -69,10 +73,11 @@ class ContextHistory:
                 if s.end > utterance_start:
                     continue  # not before this utterance (never happens in stream order)
                 if (
-                    s.language != language
+                    not s.sealed
+                    or s.language != language
                     or utterance_start - s.start > self._max_span
                     or window_end - s.start > MAX_WINDOW_SAMPLES
-                    or chars + len(s.text) + 1 > self._max_chars
+                    or chars + len(s.text) + 1 > max_chars
                 ):
                     break
                 start, chars = s.start, chars + len(s.text) + 1

@@ -461,14 +461,15 @@ class Session:
                     self._utts.open.speculation.invalidate()  # speech is back
             elif isinstance(d, SpeechEnd):
                 # The final's window keeps the silence after the speech, up to the final's
-                # tail and what has arrived; a cut keeps none (the next utterance starts there).
-                limit = d.end
-                if d.reason != "max_length":
-                    limit = min(max(d.end, d.speech_end + self._planner.final_tail), self._fed)
+                # tail; only audio known to be silence (a cut, or a finalize mid-speech, keeps
+                # none: what follows belongs to the next utterance).
+                tail_end = d.speech_end + self._planner.final_tail
+                limit = min(max(d.end, tail_end), d.silent_until)
                 utt = self._utts.close(d.end, limit, self._segmenter.position)
                 if utt is None:
                     continue
                 utt.end_reason = d.reason
+                utt.sealed = d.reason in ("endpoint", "max_length") or d.silent_until > d.end
                 if utt.speculation.target != d.end:
                     utt.speculation.invalidate()
                 if self.config.vad_events:
@@ -588,7 +589,7 @@ class Session:
     def _publish(self, utt: Utterance, text: str, words: tuple[Word, ...], language: str) -> None:
         assert utt.end is not None
         number = self._utts.published(utt)
-        self._history.add(Spoken(utt.start, utt.end, text, language))
+        self._history.add(Spoken(utt.start, utt.end, text, language, utt.sealed))
         self._events.append(
             Final(number, utt.start, utt.end, text, words, language, utt.end_reason)
         )

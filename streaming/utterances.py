@@ -30,6 +30,7 @@ class Utterance:
     # Where the final's window may end: past ``end`` when silence follows (up to the next
     # utterance's start); ``end`` itself after a cut or when nothing more will come.
     window_limit: int | None = None
+    sealed: bool = True  # what follows ``end`` is silence or the next utterance (context.py)
     number: int | None = None
     last_partial_end: int = 0  # window end of the last partial requested
     last_partial_text: str = ""

@@ -181,11 +181,13 @@ class Resume:
 @dataclass(frozen=True)
 class SpeechEnd:
     """reason: endpoint, max_length, finalize or stop. ``speech_end``: the end of the last
-    voiced frame at or before ``end`` (what follows it up to ``end`` is silence)."""
+    voiced frame at or before ``end``; the audio from there to ``silent_until`` (at least
+    ``end``) is known to be silence (after an endpoint or in a pause: all of it so far)."""
 
     end: int
     reason: str
     speech_end: int = field(default=0, compare=False)
+    silent_until: int = field(default=0, compare=False)
 
 
 SegmentEvent = SpeechStart | Pause | Resume | SpeechEnd
@@ -270,7 +272,7 @@ class Segmenter:
         if not self._open or self._stopped:
             return []
         end = self._end_after_speech() if self._paused else self.position
-        return [self._close(end, "finalize")]
+        return [self._close(end, "finalize", self.position if self._paused else end)]
 
     def stop(self) -> list[SegmentEvent]:
         """No more audio: close the open utterance, counting a trailing partial frame."""
@@ -280,19 +282,20 @@ class Segmenter:
         if not self._open:
             return []
         end = self._end_after_speech() if self._paused else self.position + len(self._pending)
-        return [self._close(end, "stop")]
+        return [self._close(end, "stop", self.position if self._paused else end)]
 
     # --- internals ---------------------------------------------------------------------
     def _end_after_speech(self) -> int:
         return min(self._last_voiced_end + self.config.tail_frames * FRAME_SAMPLES, self.position)
 
-    def _close(self, end: int, reason: str) -> SpeechEnd:
+    def _close(self, end: int, reason: str, silent_until: int | None = None) -> SpeechEnd:
         self._open = False
         self._paused = False
         self._prev_end = end
         self._voiced_run = 0
         self._silence = 0
-        return SpeechEnd(end, reason, min(self._last_voiced_end, end))
+        last_voiced = min(self._last_voiced_end, end)
+        return SpeechEnd(end, reason, last_voiced, max(end, silent_until or end))
 
     def _step(self, frame: np.ndarray, events: list[SegmentEvent]) -> None:
         cfg = self.config
@@ -334,7 +337,7 @@ class Segmenter:
                 self._paused = True
                 events.append(Pause(self._end_after_speech()))
             if self._silence >= cfg.endpoint_frames:
-                events.append(self._close(self._end_after_speech(), "endpoint"))
+                events.append(self._close(self._end_after_speech(), "endpoint", frame_end))
                 self._trim_energies()
                 return
         if (frame_end - self._start) // FRAME_SAMPLES >= cfg.max_frames:

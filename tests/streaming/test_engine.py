@@ -295,8 +295,8 @@ async def test_streaming_finals_match_offline_accuracy(
 
     config = SessionConfig(partial_interval_s=1.0)
     # Accuracy, not load: a fast run keeps the engine saturated, which on a busy machine would
-    # pause partials (degrade.py) and leave nothing to check about them.
-    engine_config = EngineConfig(degrade=DegradeConfig(enabled=False))
+    # stretch or pause partials (cadence, degrade.py) and leave nothing to check about them.
+    engine_config = EngineConfig(degrade=DegradeConfig(enabled=False), adaptive_cadence=False)
     async with Engine(tiny_decoder, engine_config) as engine:
         result = await run_simulation(engine, [[c] for c in clips], realtime=False, config=config)
     streamed = [log.hypothesis() for log in result.logs]

@@ -603,8 +603,16 @@ class Session:
         """The final's words in absolute stream seconds (the result's are window-relative)."""
         assert utt.end is not None
         offset = plan.start / SAMPLE_RATE
+        first = utt.start / SAMPLE_RATE
+        # Alignment may stretch the first new word back into the context before it: no word
+        # of this utterance starts before the utterance does.
         model = [
-            Word(w.word, round(w.start + offset, 3), round(w.end + offset, 3), w.probability)
+            Word(
+                w.word,
+                round(max(w.start + offset, first), 3),
+                round(max(w.end + offset, first), 3),
+                w.probability,
+            )
             for w in words
         ]
         return splice_words(utt.agreement, model, utt.start / SAMPLE_RATE, utt.end / SAMPLE_RATE)

@@ -135,6 +135,11 @@ class _Sink(logging.Handler):
 @contextmanager
 def _captured_warnings(sink: list[list[object]]) -> Iterator[None]:
     root = logging.getLogger("kettle")
+    # Ray's worker start-up may configure logging with disable_existing_loggers, which
+    # silences kettle's module loggers created before it: switch them back on.
+    for name, existing in list(logging.root.manager.loggerDict.items()):
+        if name.startswith("kettle") and isinstance(existing, logging.Logger):
+            existing.disabled = False
     handler = _Sink(sink)
     level = root.level
     if root.getEffectiveLevel() > logging.WARNING:

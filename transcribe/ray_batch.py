@@ -26,7 +26,7 @@ from kettle.transcribe.audio_io import RawFormat
 from kettle.transcribe.errors import ConfigError, KettleError, ModelError
 from kettle.transcribe.pipeline import FileOutcome
 from kettle.transcribe.progress import Progress
-from kettle.transcribe.ray_worker import TranscribeWorker, WorkerSpec
+from kettle.transcribe.ray_worker import TranscribeWorker, WorkerSpec, enable_kettle_loggers
 from kettle.transcribe.result_cache import ResultCache
 from kettle.transcribe.transcript import Transcript
 
@@ -245,6 +245,7 @@ def _rows_per_call(files: int, workers: int, spec: WorkerSpec) -> int:
 def _outcome(
     job: RemoteJob, row: dict[str, Any], cache: ResultCache | None, progress: Progress | None
 ) -> FileOutcome:
+    enable_kettle_loggers()  # the driver's may have been silenced by ray.init
     for name, level, message in json.loads(str(row["warnings"])):
         logging.getLogger(str(name)).log(int(level), "%s", message)
     if not row["transcript"]:

@@ -123,6 +123,18 @@ def _loader(
     return load
 
 
+def enable_kettle_loggers() -> None:
+    """Switch kettle's module loggers back on.
+
+    Ray's start-up (``ray.init`` on the driver, worker start-up on the workers) may configure
+    logging with ``disable_existing_loggers``, which silences every logger created before it:
+    a cut-off file's warning would then be lost on either side.
+    """
+    for name, existing in list(logging.root.manager.loggerDict.items()):
+        if name.startswith("kettle") and isinstance(existing, logging.Logger):
+            existing.disabled = False
+
+
 class _Sink(logging.Handler):
     def __init__(self, sink: list[list[object]]) -> None:
         super().__init__(logging.WARNING)
@@ -135,11 +147,7 @@ class _Sink(logging.Handler):
 @contextmanager
 def _captured_warnings(sink: list[list[object]]) -> Iterator[None]:
     root = logging.getLogger("kettle")
-    # Ray's worker start-up may configure logging with disable_existing_loggers, which
-    # silences kettle's module loggers created before it: switch them back on.
-    for name, existing in list(logging.root.manager.loggerDict.items()):
-        if name.startswith("kettle") and isinstance(existing, logging.Logger):
-            existing.disabled = False
+    enable_kettle_loggers()
     handler = _Sink(sink)
     level = root.level
     if root.getEffectiveLevel() > logging.WARNING:

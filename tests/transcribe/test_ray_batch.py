@@ -110,12 +110,21 @@ def test_bad_files_get_the_local_paths_lines_and_the_rest_finish(
     args = ["transcribe", str(inputs), str(tmp_path / "missing.flac"), "--no-cache"]
 
     def run(*extra: str) -> tuple[int, list[str], dict[str, str], list[str]]:
-        caplog.clear()
+        # A handler of our own on "kettle": ray.init may reconfigure the root logger's
+        # handlers (caplog's among them), which would hide the driver's warnings from caplog.
+        records: list[logging.LogRecord] = []
+        handler = logging.Handler(logging.WARNING)
+        handler.emit = records.append  # type: ignore[method-assign]
+        kettle_logger = logging.getLogger("kettle")
+        kettle_logger.addHandler(handler)
         out = tmp_path / ("out" + "-".join(extra))
-        with caplog.at_level(logging.WARNING, logger="kettle"):
-            rc = main([*args, "-o", str(out), *extra])
+        try:
+            with caplog.at_level(logging.WARNING, logger="kettle"):
+                rc = main([*args, "-o", str(out), *extra])
+        finally:
+            kettle_logger.removeHandler(handler)
         err = capsys.readouterr().err.strip().splitlines()
-        warnings = [r.getMessage() for r in caplog.records if r.name.startswith("kettle")]
+        warnings = [r.getMessage() for r in records if r.name.startswith("kettle")]
         return rc, sorted(err), _files(out), warnings
 
     local = run()

@@ -93,6 +93,15 @@ def test_same_outputs_as_the_local_path(tmp_path: Path) -> None:
     assert "ask not what your country can do for you" in local["jfk.txt"].replace("\n", " ")
 
 
+class _ListHandler(logging.Handler):
+    def __init__(self, records: list[logging.LogRecord]) -> None:
+        super().__init__(logging.WARNING)
+        self._records = records
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._records.append(record)
+
+
 @pytest.mark.slow
 def test_bad_files_get_the_local_paths_lines_and_the_rest_finish(
     tmp_path: Path, capsys, caplog
@@ -113,8 +122,7 @@ def test_bad_files_get_the_local_paths_lines_and_the_rest_finish(
         # A handler of our own on "kettle": ray.init may reconfigure the root logger's
         # handlers (caplog's among them), which would hide the driver's warnings from caplog.
         records: list[logging.LogRecord] = []
-        handler = logging.Handler(logging.WARNING)
-        handler.emit = records.append  # type: ignore[method-assign]
+        handler = _ListHandler(records)
         kettle_logger = logging.getLogger("kettle")
         kettle_logger.addHandler(handler)
         out = tmp_path / ("out" + "-".join(extra))

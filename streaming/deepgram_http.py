@@ -7,19 +7,19 @@ a worker thread and sends its batches to the engine's offline queue, so live str
 and partials always go first. Errors are Deepgram's ``{"err_code", "err_msg", "request_id"}``:
 401 for a bad key, 400 for bad parameters or audio, 413 for a body over the limit, 429 with
 Retry-After while the upload slots are full, 503 with Retry-After while the model loads or
-the server drains. A JSON body asks kettle to fetch a URL, which it does not do (400).
+the server drains. A JSON body asks kettle to fetch a URL, which it does not do (400). The
+slot, the body's limit and the decode are uploads.py's, shared with OpenAI's upload routes: a
+client that goes away cancels the rest of its work and frees its slot.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import hashlib
 import logging
 import uuid
 from typing import TYPE_CHECKING
 
-from kettle.streaming.offline import transcribe_offline
 from kettle.streaming.protocols.deepgram import kettle_version
 from kettle.streaming.protocols.deepgram_rest import (
     PrerecordedParams,
@@ -33,16 +33,21 @@ from kettle.streaming.protocols.deepgram_wire import (
     ModelIdentity,
     listen_credentials,
 )
-from kettle.transcribe.audio_io import load_audio
-from kettle.transcribe.errors import AudioError, KettleError
+from kettle.streaming.uploads import (
+    UnreadableAudio,
+    UploadJob,
+    UploadsFull,
+    UploadsUnavailable,
+    UploadTooLarge,
+    upload_engine,
+)
+from kettle.transcribe.errors import KettleError
 from kettle.transcribe.pipeline import PipelineConfig
-from kettle.transcribe.transcript import Transcript
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 if TYPE_CHECKING:
-    from kettle.streaming.engine import Engine
     from kettle.streaming.server import KettleServer
 
 logger = logging.getLogger(__name__)
@@ -75,13 +80,16 @@ async def _transcribe(server: KettleServer, request: Request, request_id: str) -
     key, _ = listen_credentials(request.headers.get("authorization"), ())
     if not server.authenticator.allows_any((key,)):
         raise _Refused(401, "INVALID_AUTH", "a valid API key is required")
-    engine, model = server.engine, server.model_info
-    if engine is None or model is None or server.draining:
-        reason = "server is shutting down" if server.draining else "model is loading"
-        raise _Refused(503, "SERVICE_UNAVAILABLE", reason, retry=True)
+    try:
+        engine = upload_engine(server)
+    except UploadsUnavailable as exc:
+        raise _Refused(503, "SERVICE_UNAVAILABLE", str(exc), retry=True) from None
+    finals = engine.final_decoder
     try:
         params = parse_prerecorded_query(
-            request.url.query, multilingual=model.multilingual, model_name=model.name
+            request.url.query,
+            multilingual=engine.decoder.multilingual,
+            model_name=engine.decoder.name,
         )
     except ListenParamError as exc:
         raise _Refused(400, "Bad Request", str(exc)) from None
@@ -89,59 +97,35 @@ async def _transcribe(server: KettleServer, request: Request, request_id: str) -
         raise _Refused(
             400, "Bad Request", "kettle does not fetch URLs: send the audio as the request body"
         )
-    if not server.upload_slots.try_acquire():  # shared with OpenAI's uploads
-        raise _Refused(
-            429, "TOO_MANY_REQUESTS", "as many uploads as kettle takes are running", retry=True
-        )
     try:
-        body = await _read_body(request, server.config.max_upload_bytes)
-        transcript = await _run(engine, body, params)
-    finally:
-        server.upload_slots.release()
-    finals = engine.final_decoder
+        done = await server.uploads.transcribe(request, engine, lambda body: _job(body, params))
+    except UploadsFull as exc:
+        raise _Refused(429, "TOO_MANY_REQUESTS", str(exc), retry=True) from None
+    except UploadTooLarge as exc:
+        raise _Refused(413, "PAYLOAD_TOO_LARGE", str(exc)) from None
+    except UnreadableAudio as exc:
+        raise _Refused(400, "Bad Request", f"the audio cannot be decoded: {exc}") from None
+    except KettleError as exc:
+        logger.warning("upload failed: %s", exc)
+        raise _Refused(
+            503, "SERVICE_UNAVAILABLE", f"transcription failed: {exc}", retry=True
+        ) from None
     identity = ModelIdentity(finals.name, kettle_version())
     created = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
     answer = render_prerecorded(
-        transcript,
+        done.transcript,
         params,
         request_id=request_id,
         created=created.replace("+00:00", "Z"),
-        sha256=hashlib.sha256(body).hexdigest(),
+        sha256=hashlib.sha256(done.body).hexdigest(),
         channels=params.raw.channels if params.raw is not None else 1,
         model=identity,
     )
     return JSONResponse(answer)
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise _Refused(413, "PAYLOAD_TOO_LARGE", f"the body is over the limit of {limit} bytes")
-    parts: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _Refused(413, "PAYLOAD_TOO_LARGE", f"the body is over the limit of {limit} bytes")
-        parts.append(chunk)
-    body = b"".join(parts)
+async def _job(body: bytes, params: PrerecordedParams) -> UploadJob[None]:
     if not body:
         raise _Refused(400, "Bad Request", "the body is empty: send the audio as the body")
-    return body
-
-
-async def _run(engine: Engine, body: bytes, params: PrerecordedParams) -> Transcript:
-    """Decode the audio and transcribe it, both off the event loop."""
-    try:
-        audio = await asyncio.to_thread(load_audio, body, params.raw)
-    except AudioError as exc:
-        raise _Refused(400, "Bad Request", f"the audio cannot be decoded: {exc}") from None
     config = PipelineConfig(word_timestamps=True, language=params.language)
-    try:
-        # A cancelled request (its client gone) withdraws what is still queued.
-        return await transcribe_offline(engine, audio, config)
-    except KettleError as exc:
-        logger.warning("upload failed: %s", exc)
-        raise _Refused(
-            503, "SERVICE_UNAVAILABLE", f"transcription failed: {exc}", retry=True
-        ) from None
+    return UploadJob(None, body, config, params.raw)

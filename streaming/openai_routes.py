@@ -10,24 +10,28 @@ The request's order of checks, cheapest first, so a refused upload costs no read
 3. the form (400, 404 for an unknown model; see protocols/openai_rest.py), then the audio,
    decoded from its bytes (400 when it is not audio).
 
-The transcription runs through the live engine at offline priority (offline.py), with the
-model that decodes finals. A client that goes away cancels the rest of its work and frees
-its slot.
+The slot, the body's limit, the audio and the transcription (through the live engine at
+offline priority, with the model that decodes finals) are uploads.py's, shared with Deepgram's
+upload route: a client that goes away cancels the rest of its work and frees its slot.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterable
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from typing import TYPE_CHECKING
 
 from kettle.streaming.limits import bearer_token
-from kettle.streaming.offline import transcribe_offline
 from kettle.streaming.protocols import openai_rest as rest
-from kettle.transcribe.audio_io import load_audio
-from kettle.transcribe.errors import AudioError, KettleError
+from kettle.streaming.uploads import (
+    UnreadableAudio,
+    UploadJob,
+    UploadsFull,
+    UploadsUnavailable,
+    UploadTooLarge,
+    upload_engine,
+)
+from kettle.transcribe.errors import KettleError
 from kettle.transcribe.pipeline import PipelineConfig
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
@@ -36,10 +40,10 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 if TYPE_CHECKING:
+    from kettle.streaming.engine import Engine
     from kettle.streaming.server import KettleServer
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
 MODELS_PATH = "/v1/models"
 TRANSCRIPTIONS_PATH = "/v1/audio/transcriptions"
@@ -56,7 +60,6 @@ class OpenAIRest:
 
     def __init__(self, server: KettleServer) -> None:
         self.server = server
-        self.slots = server.upload_slots  # shared with Deepgram's uploads
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -80,13 +83,11 @@ class OpenAIRest:
         model = engine.final_decoder
         return rest.ModelCatalog((rest.ModelEntry(model.name, model.multilingual),))
 
-    def _available(self) -> None:
-        engine = self.server.engine
-        retry = self.server.config.retry_after_s
-        if engine is None or self.server.draining or not engine.healthy:
-            raise rest.busy(retry, unavailable=True)
-        if self.slots.full:
-            raise rest.busy(retry)
+    def _engine(self) -> Engine:
+        try:
+            return upload_engine(self.server)
+        except UploadsUnavailable:
+            raise rest.busy(self.server.config.retry_after_s, unavailable=True) from None
 
     # -- handlers ---------------------------------------------------------------------------
 
@@ -113,105 +114,65 @@ class OpenAIRest:
     async def _audio(self, request: Request, task: str) -> Response:
         try:
             self._authorize(request)
-            self._available()
-        except rest.OpenAIError as exc:
-            return error_response(exc)
-        if not self.slots.try_acquire():  # pragma: no cover - _available just checked
-            return error_response(rest.busy(self.server.config.retry_after_s))
-        try:
-            return await self._transcribe(request, task)
-        except rest.OpenAIError as exc:
-            return error_response(exc)
+            done = await self.server.uploads.transcribe(
+                request, self._engine(), lambda body: self._prepare(request, body, task)
+            )
         except ClientDisconnect:
             return Response(status_code=499)  # nobody is listening any more
-        except Exception:
-            logger.exception("%s request failed", task)
-            return error_response(
-                rest.OpenAIError(
-                    500, "internal server error", type="server_error", code="internal_error"
-                )
+        except Exception as exc:
+            return error_response(self._error(exc, task))
+        parsed = done.parsed
+        if parsed.stream:
+            return StreamingResponse(
+                _iterate(rest.stream_events(done.transcript)),
+                media_type=rest.SSE_CONTENT_TYPE,
+                headers={"Cache-Control": "no-cache"},
             )
-        finally:
-            self.slots.release()
+        text, content_type = rest.render(done.transcript, parsed)
+        return Response(text, media_type=content_type)
 
-    async def _transcribe(self, request: Request, task: str) -> Response:
-        limit = self.server.config.max_upload_bytes
-        body = await read_body(request, limit)
+    def _error(self, exc: Exception, task: str) -> rest.OpenAIError:
+        """OpenAI's error for an upload that failed (uploads.py's refusals included)."""
+        retry = self.server.config.retry_after_s
+        match exc:
+            case rest.OpenAIError():
+                return exc
+            case UploadsFull():
+                return rest.busy(retry)
+            case UploadTooLarge(limit=limit):
+                return rest.too_large(limit)
+            case UnreadableAudio():
+                message = f"The file could not be read as audio: {exc}."
+                return rest.bad_request(message, "file", "invalid_file")
+            case KettleError() if self.server.draining:
+                return rest.busy(retry, unavailable=True)
+            case KettleError():
+                message = f"The transcription failed: {exc}"
+                return rest.OpenAIError(
+                    500, message, type="server_error", code="transcription_failed"
+                )
+        logger.error("%s request failed", task, exc_info=exc)
+        return rest.OpenAIError(
+            500, "internal server error", type="server_error", code="internal_error"
+        )
+
+    async def _prepare(
+        self, request: Request, body: bytes, task: str
+    ) -> UploadJob[rest.AudioRequest]:
         fields, file = await parse_form(request, body)
         parsed = rest.parse_audio_form(fields, file, task=task, catalog=self.catalog())
-        engine = self.server.engine
-        if engine is None:
-            raise rest.busy(self.server.config.retry_after_s, unavailable=True)
-        try:
-            audio = await asyncio.to_thread(load_audio, parsed.audio)
-        except AudioError as exc:
-            raise rest.bad_request(f"The file could not be read as audio: {exc}.", "file",
-                                   "invalid_file") from None  # fmt: skip
         config = PipelineConfig(
             language=parsed.language,
             word_timestamps=parsed.words,
             task=parsed.task,
             prompt=parsed.prompt,
         )
-        try:
-            transcript = await _unless_disconnected(
-                request, transcribe_offline(engine, audio, config)
-            )
-        except KettleError as exc:
-            if self.server.draining:
-                raise rest.busy(self.server.config.retry_after_s, unavailable=True) from None
-            raise rest.OpenAIError(500, f"The transcription failed: {exc}", type="server_error",
-                                   code="transcription_failed") from None  # fmt: skip
-        if parsed.stream:
-            return StreamingResponse(
-                _iterate(rest.stream_events(transcript)),
-                media_type=rest.SSE_CONTENT_TYPE,
-                headers={"Cache-Control": "no-cache"},
-            )
-        text, content_type = rest.render(transcript, parsed)
-        return Response(text, media_type=content_type)
-
-
-async def _unless_disconnected(request: Request, work: Awaitable[T]) -> T:
-    """Await ``work``, cancelling it if the client goes away first (the body is read, so
-    the next ASGI message is the disconnect): a gone client holds no upload slot."""
-    job = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(_disconnected(request))
-    try:
-        await asyncio.wait({job, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watcher.cancel()
-    if not job.done():
-        job.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await job
-        raise ClientDisconnect()
-    return job.result()
-
-
-async def _disconnected(request: Request) -> None:
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
+        return UploadJob(parsed, parsed.audio, config)
 
 
 async def _iterate(frames: Iterable[str]) -> AsyncIterator[str]:
     for frame in frames:
         yield frame
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The whole body, or 413 as soon as it is known to exceed ``limit`` bytes."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise rest.too_large(limit)
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise rest.too_large(limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 async def parse_form(request: Request, body: bytes) -> tuple[list[tuple[str, str]], bytes | None]:

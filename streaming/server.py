@@ -48,6 +48,7 @@ from kettle.streaming.protocols.base import (
 )
 from kettle.streaming.protocols.kettle_v1 import PATH as STREAM_PATH
 from kettle.streaming.runner import ConnectionRunner, Transport
+from kettle.streaming.uploads import Uploads
 from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.types import Decoder
 
@@ -210,8 +211,8 @@ class KettleServer:
         self._load = load
         self._engine_config = engine_config
         self._slots = SessionSlots(config.max_sessions)
-        # Uploads of every REST API (Deepgram's and OpenAI's) share these.
-        self.upload_slots = SessionSlots(config.max_uploads)
+        # Uploads of every REST API (Deepgram's and OpenAI's) share these slots.
+        self.uploads = Uploads(config.max_uploads, config.max_upload_bytes)
         self._runners: set[ConnectionRunner] = set()
         self._engine: Engine | None = None
         self._uvicorn: _Uvicorn | None = None

@@ -15,7 +15,9 @@ import pytest
 from kettle.streaming.server import KettleServer, ServerConfig
 from kettle.transcribe.audio_io import load_audio
 from kettle.transcribe.fake import FakeDecoder
+from kettle.transcribe.pipeline import PipelineConfig
 from kettle.transcribe.types import DecodeRequest
+from kettle.transcribe.windows import split_windows
 
 KEY = "upload-key"
 FLAC = (Path(__file__).resolve().parents[1] / "data" / "jfk.flac").read_bytes()  # real speech
@@ -132,3 +134,54 @@ async def test_full_upload_slots_answer_429_with_retry_after(
     assert done.status_code == 200
     transcript = done.json()["results"]["channels"][0]["alternatives"][0]["transcript"]
     assert set(transcript.split()) == {"held"}
+
+
+def pcm16(audio: np.ndarray) -> bytes:
+    return (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+
+
+async def test_a_client_that_leaves_frees_its_slot_and_its_work(
+    make_server: Callable[..., Any],
+) -> None:
+    decoding, release = threading.Event(), threading.Event()
+
+    def held(request: DecodeRequest) -> str:
+        decoding.set()
+        release.wait(GUARD)
+        return "held"
+
+    decoder = FakeDecoder(text_for=held)
+    server = await make_server(decoder, max_uploads=1)
+    # Real speech, 4.4 minutes: more windows than the file pipeline hands the engine at once.
+    speech = load_audio(FLAC)
+    audio = np.tile(speech, 24)
+    first_call = PipelineConfig().batch_size
+    assert len(split_windows(audio, PipelineConfig().windows)) > first_call
+    body = pcm16(audio)
+    url = httpx.URL(server.url)
+    _, writer = await asyncio.open_connection(url.host, url.port)
+    head = (
+        "POST /v1/listen?encoding=linear16&sample_rate=16000 HTTP/1.1\r\n"
+        f"Host: {url.host}:{url.port}\r\nAuthorization: Token {KEY}\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    writer.write(head.encode() + body)
+    await writer.drain()
+    try:
+        assert await asyncio.to_thread(decoding.wait, GUARD)  # its first window is in the model
+        assert server.uploads.active == 1
+        writer.close()  # the client leaves while the model holds that window
+        await writer.wait_closed()
+        async with asyncio.timeout(GUARD):  # a deadlock guard: the old route held the slot
+            await server.uploads.wait_idle()  # until the model let go
+        release.set()
+        short = pcm16(speech[: 3 * 16000])
+        answer = await post(server, short, "encoding=linear16&sample_rate=16000")
+    finally:
+        release.set()
+    assert answer.status_code == 200, answer.text  # admitted: no 429
+    transcript = answer.json()["results"]["channels"][0]["alternatives"][0]["transcript"]
+    assert set(transcript.split()) == {"held"}
+    long_windows = [r for r in decoder.requests_seen if len(r.audio) > 5 * 16000]
+    # Only the pipeline's first call reached the engine; the rest was never asked for.
+    assert 0 < len(long_windows) <= first_call, "the rest of the departed upload was withdrawn"

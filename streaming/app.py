@@ -8,8 +8,8 @@ append a provider to `ROUTE_PROVIDERS` (plain HTTP, REST) or a `ProtocolRoute` t
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from kettle.streaming import deepgram_http, http_routes, openai_routes
 from kettle.streaming.handshake import ProtocolRoute
@@ -29,6 +29,12 @@ RouteProvider = Callable[["KettleServer"], list[BaseRoute]]
 def websocket_protocols() -> list[ProtocolRoute]:
     """Every WebSocket protocol the server speaks, one path each."""
     return [kettle_v1.ROUTE, deepgram.ROUTE, openai_realtime.ROUTE]
+
+
+def rest_apis() -> dict[str, Mapping[str, Any]]:
+    """Every REST API the server speaks besides its plain GETs, by name: what GET /v1/info
+    says of each (its endpoints, the body it takes)."""
+    return {"openai": openai_routes.INFO, "deepgram": deepgram_http.INFO}
 
 
 def websocket_routes(server: KettleServer) -> list[BaseRoute]:

@@ -18,10 +18,11 @@ import datetime
 import hashlib
 import logging
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kettle.streaming.protocols.deepgram import kettle_version
 from kettle.streaming.protocols.deepgram_rest import (
+    RAW_ENCODINGS,
     PrerecordedParams,
     error_body,
     parse_prerecorded_query,
@@ -51,6 +52,14 @@ if TYPE_CHECKING:
     from kettle.streaming.server import KettleServer
 
 logger = logging.getLogger(__name__)
+
+# What GET /v1/info says of this API.
+INFO: dict[str, Any] = {
+    "api": "deepgram/v1/listen (prerecorded)",
+    "endpoints": {"listen": {"method": "POST", "path": LISTEN_PATH}},
+    "body": "audio in a container, or raw audio when the query names an encoding",
+    "encodings": list(RAW_ENCODINGS),
+}
 
 
 class _Refused(Exception):

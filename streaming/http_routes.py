@@ -1,8 +1,9 @@
 """Plain HTTP GETs: /healthz, /readyz, /metrics, /v1/info, and the page's static assets.
 
-`GET /v1/info` describes the server to the page and to clients: model, languages, limits,
-the protocols it speaks. It needs no key; a request that presents one (Authorization: Bearer)
-gets 401 when that key is wrong, so the page can check its key without opening a session.
+`GET /v1/info` describes the server to the page and to clients: model, languages, limits
+(the uploads' too), the WebSocket protocols it speaks and its REST APIs' endpoints. It needs
+no key; a request that presents one (Authorization: Bearer) gets 401 when that key is wrong,
+so the page can check its key without opening a session.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def _text(status: int, text: str, headers: dict[str, str] | None = None) -> Resp
 
 def info(server: KettleServer) -> dict[str, Any]:
     """The body of GET /v1/info."""
-    from kettle.streaming.app import websocket_protocols
+    from kettle.streaming.app import rest_apis, websocket_protocols
 
     cfg = server.config
     model = server.model_info
@@ -88,8 +89,11 @@ def info(server: KettleServer) -> dict[str, Any]:
             "audio_rate_x_realtime": cfg.audio_rate,
             "audio_burst_s": cfg.audio_burst_s,
             "max_backlog_s": cfg.max_backlog_s,
+            "max_upload_bytes": cfg.max_upload_bytes,
+            "max_uploads": cfg.max_uploads,
         },
         "protocols": {route.name: dict(route.info) for route in websocket_protocols()},
+        "rest": {name: dict(api) for name, api in rest_apis().items()},
     }
 
 

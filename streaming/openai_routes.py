@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kettle.streaming.limits import bearer_token
 from kettle.streaming.protocols import openai_rest as rest
@@ -49,6 +49,19 @@ MODELS_PATH = "/v1/models"
 TRANSCRIPTIONS_PATH = "/v1/audio/transcriptions"
 TRANSLATIONS_PATH = "/v1/audio/translations"
 MAX_FIELDS = 64
+
+# What GET /v1/info says of this API.
+INFO: dict[str, Any] = {
+    "api": "openai/v1/audio",
+    "endpoints": {
+        "transcriptions": {"method": "POST", "path": TRANSCRIPTIONS_PATH},
+        "translations": {"method": "POST", "path": TRANSLATIONS_PATH},
+        "models": {"method": "GET", "path": MODELS_PATH},
+        "model": {"method": "GET", "path": MODELS_PATH + "/{model_id}"},
+    },
+    "body": "multipart/form-data with the audio in the field 'file'",
+    "response_formats": list(rest.RESPONSE_FORMATS),
+}
 
 
 def error_response(error: rest.OpenAIError) -> Response:

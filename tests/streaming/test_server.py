@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 from kettle.streaming.client import ClientOptions, stream_audio, to_s16le
@@ -767,6 +768,13 @@ async def test_info_describes_model_limits_and_protocols(make_server: Callable[.
     assert info["limits"]["max_frame_bytes"] == 1 << 20
     assert info["protocols"]["kettle"]["path"] == "/v1/stream"
     assert info["protocols"]["kettle"]["versions"] == [1]
+    assert info["limits"]["max_upload_bytes"] == 1 << 30 and info["limits"]["max_uploads"] == 4
+    openai_api, deepgram_api = info["rest"]["openai"], info["rest"]["deepgram"]
+    assert openai_api["endpoints"]["transcriptions"] == {
+        "method": "POST",
+        "path": "/v1/audio/transcriptions",
+    }
+    assert deepgram_api["endpoints"]["listen"] == {"method": "POST", "path": "/v1/listen"}
     assert b"k-one" not in body
     # a presented key is checked: a wrong one is refused, a right one answered
     status, _, _ = await get(server, "/v1/info", headers={"Authorization": "Bearer nope"})
@@ -774,6 +782,20 @@ async def test_info_describes_model_limits_and_protocols(make_server: Callable[.
     status, _, _ = await get(server, "/v1/info", headers={"Authorization": "Bearer k-one"})
     assert status == 200
     assert server.metrics.value("kettle_sessions_total") == 0  # no session was opened
+
+
+async def test_info_lists_the_rest_endpoints_it_serves(make_server: Callable[..., Any]) -> None:
+    server = await make_server(api_keys=("k-one",), max_upload_bytes=1000, max_uploads=2)
+    info = json.loads((await get(server, "/v1/info"))[2])
+    assert (info["limits"]["max_upload_bytes"], info["limits"]["max_uploads"]) == (1000, 2)
+    endpoints = [e for api in info["rest"].values() for e in api["endpoints"].values()]
+    assert len(endpoints) == 5
+    async with httpx.AsyncClient(base_url=server.url, timeout=TIMEOUT) as client:
+        for endpoint in endpoints:
+            path = endpoint["path"].replace("{model_id}", "whisper-1")
+            answer = await client.request(endpoint["method"], path)
+            assert answer.status_code == 401, endpoint  # served, and behind the key
+        assert (await client.post("/v1/audio/nothing")).status_code in (404, 405)
 
 
 async def test_info_while_the_model_loads() -> None:

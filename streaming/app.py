@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from kettle.streaming import deepgram_http, http_routes, openai_routes
 from kettle.streaming.handshake import ProtocolRoute
+from kettle.streaming.host_guard import HostGuard
 from kettle.streaming.protocols import deepgram, kettle_v1, openai_realtime
 from kettle.streaming.ws_endpoint import WebSocketEndpoint, handshake_request, render_refusal
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
@@ -74,4 +76,6 @@ def build_app(server: KettleServer) -> Starlette:
     routes: list[BaseRoute] = []
     for provider in ROUTE_PROVIDERS:
         routes.extend(provider(server))
-    return Starlette(routes=routes)
+    # The host guard (DNS rebinding) runs before every route, HTTP and WebSocket alike.
+    guard = Middleware(HostGuard, policy=server.hosts, on_refused=server.host_refused)
+    return Starlette(routes=routes, middleware=[guard])

@@ -98,6 +98,16 @@ def register_serve(sub: Any) -> None:
         "WebSockets here besides this server's own page and localhost",
     )
     parser.add_argument(
+        "--allowed-hosts",
+        action="append",
+        default=[],
+        metavar="HOSTS",
+        help="host names (comma-separated; *.example.com for subdomains) clients may reach "
+        "this server by, besides localhost, IP addresses, --host, the machine's name and the "
+        "hosts of --allowed-origins; others get 400 (a guard against DNS rebinding). * allows "
+        "any: only behind a proxy that checks Host itself",
+    )
+    parser.add_argument(
         "--metrics-require-key",
         action="store_true",
         help="/metrics asks for an API key too (Authorization: Bearer or ?token=)",
@@ -157,6 +167,7 @@ def _serve(args: argparse.Namespace) -> int:
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         allowed_origins=tuple(args.allowed_origins),
+        allowed_hosts=tuple(args.allowed_hosts),
         metrics_require_key=args.metrics_require_key,
         audio_rate=args.audio_rate,
         audio_burst_s=args.audio_burst,

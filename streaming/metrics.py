@@ -40,6 +40,12 @@ class ServerMetrics:
             ["reason"],
             registry=r,
         )
+        self.hosts_refused = Counter(
+            "kettle_hosts_refused",
+            "Requests refused for naming a host not served (DNS-rebinding guard), by kind",
+            ["kind"],
+            registry=r,
+        )
         self.audio_seconds = Counter(
             "kettle_audio_seconds", "Seconds of audio received (at the input rate)", registry=r
         )

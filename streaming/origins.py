@@ -5,7 +5,9 @@ without this check any web site a visitor opens could drive a keyless local serv
 visitor's browser. Allowed by default: the server's own origin (its page) and pages served
 from localhost. `--allowed-origins` adds origins (`scheme://host[:port]`), or `*` for any.
 A handshake without `Origin` comes from a program, not a browser page, and is allowed (API
-keys are what guard against programs).
+keys are what guard against programs). The server's own origin is judged against `Host`
+only when the host guard (hosts.py) serves that host: a DNS-rebinding page names its own
+host in both headers.
 """
 
 from __future__ import annotations
@@ -70,6 +72,11 @@ class OriginPolicy:
                     raise ConfigError(f"allowed origin {item!r} is not scheme://host[:port] (or *)")
                 allowed.add(parts)
         return cls(frozenset(allowed), any_origin)
+
+    @property
+    def hosts(self) -> frozenset[str]:
+        """The hosts of the listed origins (this server may be reached by those names)."""
+        return frozenset(host for _, host, _ in self.allowed)
 
     def allows(self, origin: str | None, host_header: str | None) -> bool:
         """May a page from `origin` connect, the request having named `host_header`?"""

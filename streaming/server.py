@@ -35,6 +35,7 @@ from kettle.streaming.handshake import (
     Prepared,
     ProtocolRoute,
 )
+from kettle.streaming.hosts import HostPolicy
 from kettle.streaming.limits import Authenticator, SessionSlots
 from kettle.streaming.looplag import LoopLagMonitor
 from kettle.streaming.metrics import ServerMetrics
@@ -100,6 +101,9 @@ class ServerConfig:
     web_root: Path | None = None  # None: the kettle.web package folder
     # Web pages that may open WebSockets, beyond this server's own and localhost's (origins.py)
     allowed_origins: tuple[str, ...] = ()
+    # Host names served besides loopback names, IP addresses, `host` and the origins' hosts;
+    # "*": any (hosts.py: the DNS-rebinding guard)
+    allowed_hosts: tuple[str, ...] = ()
     metrics_require_key: bool = False  # /metrics asks for an API key too
     # Audio admission (admission.py): sustained x real time, initial burst, undecoded cap.
     audio_rate: float = 2.0
@@ -141,6 +145,7 @@ class ServerConfig:
         try:
             self.admission_config()
             OriginPolicy.parse(self.allowed_origins)
+            HostPolicy.build(self.allowed_hosts)
         except ConfigError as exc:
             problems.append(str(exc))
         if problems:
@@ -207,6 +212,9 @@ class KettleServer:
         self.metrics = ServerMetrics()
         self.authenticator = Authenticator.from_keys(config.api_keys)
         self.origins = OriginPolicy.parse(config.allowed_origins)
+        self.hosts = HostPolicy.build(
+            config.allowed_hosts, [config.host, socket.gethostname(), *self.origins.hosts]
+        )
         self._loop_lag = LoopLagMonitor(self.metrics.loop_lag.observe)
         self._load = load
         self._engine_config = engine_config
@@ -264,6 +272,7 @@ class KettleServer:
         server.lifespan = uv_config.lifespan_class(uv_config)
         self._sockets = _bind(cfg.host, cfg.port)
         self._port = int(self._sockets[0].getsockname()[1])
+        logger.info("answering to hosts: %s", self.hosts.describe())
         await server.on_tick(0)  # default headers (Date, Server) before the first request
         await server.startup(sockets=self._sockets)
         self._uvicorn = server
@@ -449,8 +458,10 @@ class KettleServer:
         decision = self.check(route, request)
         if isinstance(decision, Refusal):
             return decision
-        origin = request.header("origin")
-        if not self.origins.allows(origin, request.header("host")):
+        origin, host = request.header("origin"), request.header("host")
+        # Same origin only as a host this server answers to (the guard has refused others
+        # already): a rebinding page names its own host in both headers.
+        if not self.origins.allows(origin, host if host and self.hosts.allows(host) else None):
             # A page from another site, driving a visitor's browser: refused before capacity.
             return self._reject(Refusal(403, f"pages from {origin} may not connect here", "origin"))
         if not request.upgrade:
@@ -472,6 +483,12 @@ class KettleServer:
         self.metrics.sessions_active.set(self._slots.active)
         self._idle.clear()
         return decision
+
+    def host_refused(self, kind: str) -> None:
+        """Count a request the host guard refused (kind: "http" or "websocket")."""
+        self.metrics.hosts_refused.labels(kind=kind).inc()
+        if kind == "websocket":
+            self.metrics.sessions_rejected.labels(reason="host").inc()
 
     def _reject(self, refusal: Refusal) -> Refusal:
         self.metrics.sessions_rejected.labels(reason=refusal.reason).inc()

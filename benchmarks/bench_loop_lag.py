@@ -99,9 +99,12 @@ def main() -> int:
     parser.add_argument("--streams", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--audio", nargs="*", default=None)
+    parser.add_argument(
+        "--model", default="fake", help="fake (default: the server's own work only) or tiny.en"
+    )
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
-    args.fake_model, args.model = True, "fake"
+    args.fake_model = args.model == "fake"
     result = measure(args)
     print(json.dumps(result))
     rows = [{"figure": k, "value": v} for k, v in result.items()]

@@ -13,7 +13,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = [pytest.mark.soak, pytest.mark.timeout(900)]
+# slow too: 2.5 minutes of wall time, so the quick run (-m "not slow") leaves it out.
+pytestmark = [pytest.mark.soak, pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def test_two_minute_soak_with_the_fake_model(tmp_path: Path) -> None:

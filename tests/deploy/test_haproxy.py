@@ -28,9 +28,14 @@ from websockets.exceptions import InvalidStatus
 if TYPE_CHECKING:
     from tests.conftest import Replica
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("haproxy") is None, reason="haproxy is not installed (apt-get install haproxy)"
-)
+# slow: three replica processes and an HAProxy per test, and real failovers.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which("haproxy") is None,
+        reason="haproxy is not installed (apt-get install haproxy)",
+    ),
+]
 
 CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "haproxy.cfg"
 GUARD_S = 60.0  # deadlock guard for polls

@@ -114,6 +114,7 @@ def test_serve_prints_ready_line_and_stops_on_sigint(
     assert "prefer --api-key-file" in log  # --api-key shows in ps: the user is told
 
 
+@pytest.mark.slow  # paced in real time (--realtime): seconds of wall time
 def test_stream_command_prints_finals(
     served: tuple[subprocess.Popen[str], str], tmp_path: Path
 ) -> None:

@@ -9,12 +9,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
 import soundfile as sf
 from kettle.streaming.client import ClientOptions, stream_audio
 from kettle.transcribe.fake import scripted_audio
 
 if TYPE_CHECKING:
     from tests.conftest import Replica
+
+# slow: real `kettle serve` processes killed and restarted under a live stream.
+pytestmark = pytest.mark.slow
 
 GUARD_S = 120.0  # deadlock guard
 UTTERANCE = [("voice", 1.5), ("silence", 1.0)]

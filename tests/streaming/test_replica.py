@@ -21,6 +21,9 @@ from websockets.exceptions import InvalidStatus
 if TYPE_CHECKING:
     from tests.conftest import Replica
 
+# slow: real replica processes drained by signals, and the engine's real backoff.
+pytestmark = pytest.mark.slow
+
 GUARD_S = 60.0
 UTTERANCE = [("voice", 1.5), ("silence", 1.0)]
 AUDIO = scripted_audio([*UTTERANCE, *UTTERANCE, ("voice", 1.5), ("silence", 0.8)])

@@ -353,6 +353,7 @@ async def test_rate_limit_applies_to_text_only(make_server: Callable[..., Any]) 
     assert len(check_finals(messages)) == 3
 
 
+@pytest.mark.slow  # paced in real time: seconds of wall time
 async def test_abrupt_disconnects_leak_nothing(server: KettleServer) -> None:
     survivors = asyncio.create_task(
         stream_audio(AUDIO, ClientOptions(url=server.ws_url, realtime=True, chunk_ms=250))
@@ -599,6 +600,7 @@ async def test_default_web_root_serves_the_package_folder(server: KettleServer) 
 # -- many sessions --------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # paced in real time: seconds of wall time
 async def test_twenty_concurrent_sessions_all_get_their_finals(
     make_server: Callable[..., Any],
 ) -> None:

@@ -26,6 +26,8 @@ from kettle.transcribe.transcript import Segment, Transcript
 from kettle.transcribe.windows import WindowConfig
 
 ray = pytest.importorskip("ray", reason="pip install 'kettle[ray]'")
+# slow: every test starts or uses a local Ray cluster (seconds of start-up per worker).
+pytestmark = pytest.mark.slow
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SR = 16000

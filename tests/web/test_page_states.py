@@ -85,6 +85,7 @@ def test_full_server_is_reported_and_the_page_gets_in_when_a_slot_frees(
         assert re.search(r"WebSocket connection|status of 503", entry["message"]), entry
 
 
+@pytest.mark.slow  # paced in real time: seconds of wall time
 def test_multilingual_model_offers_a_language_and_the_server_gets_it(
     fake_server: Callable[..., Any],
     open_browser: Callable[..., Any],

@@ -408,6 +408,7 @@ class Engine:
         if not keep_events:
             for ticket in self._scheduler.cancel(stream.stream_id):
                 self._tags.pop(ticket.seq, None)
+        self._scheduler.forget(stream.stream_id)
         if not self._streams and self._drained is not None:
             self._drained.set()
 

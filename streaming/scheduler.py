@@ -3,13 +3,19 @@
 Pure policy, every call given ``now`` (seconds on any monotonic clock). Four priority classes,
 highest first (``Priority``):
 
-- finals: when finals are due they form the batch, oldest first; partials never delay them
-  and a final is never dropped;
+- finals: when finals are due they form the batch; partials never delay them and a final is
+  never dropped;
 - partials;
 - speculative finals (a final decoded during a pause, discarded if speech resumes) use only
   idle capacity: they go when no final or partial is queued at all;
 - offline work (files and uploads) goes only when nothing live is queued, so a long upload
   never delays a live final by more than the one batch already running.
+
+Within a class, requests go in fair order across owners (``fairness.py``, start-time fair
+queueing on predicted decode seconds): the owner that has had the least of the model lately
+goes first, oldest first among equals. A client ahead of real time that keeps the model busy
+with its backlog (a flooder) therefore yields to a live stream's final queued after its own;
+it is still served whenever no one else is waiting.
 
 And within the live classes:
 
@@ -42,6 +48,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from kettle.streaming.cost_model import CostModel
+from kettle.streaming.fairness import FairShare
 from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.types import DecodeKind, DecodeRequest
 
@@ -130,6 +137,7 @@ class Scheduler:
         self._seq = itertools.count()
         self._last_overload: float | None = None
         self._per_request_s: dict[DecodeKind, float] = {}  # EMA of decode s per request
+        self.fair = FairShare()
         self.skipped_total = 0
 
     # --- queries -------------------------------------------------------------------------
@@ -176,7 +184,7 @@ class Scheduler:
             self.costs.observe(requests, seconds)
 
     def batch_limit(self, kind: DecodeKind, queue: Sequence[Ticket] = ()) -> int:
-        """How many of ``queue`` (oldest first) the next batch of this kind takes at most."""
+        """How many of ``queue`` (in serving order) the next batch of this kind takes at most."""
         cfg = self.config
         size = cfg.final_batch_size if kind is DecodeKind.FINAL else cfg.max_batch_size
         best = self.costs.best_batch([t.request for t in queue], size) if queue else None
@@ -222,7 +230,12 @@ class Scheduler:
         for prio, queue in self._queues.items():
             gone += [t for t in queue if t.owner == owner]
             self._queues[prio] = [t for t in queue if t.owner != owner]
+        self.forget(owner)
         return gone
+
+    def forget(self, owner: Hashable) -> None:
+        """The owner is gone: drop its fair-share account (its queue is ``cancel``'s job)."""
+        self.fair.forget(owner)
 
     def withdraw(self, owner: Hashable, request_id: Hashable) -> Ticket | None:
         """Take back one queued request (not yet in a batch); None if it is not queued."""
@@ -267,28 +280,40 @@ class Scheduler:
         finals = self._queues[Priority.FINAL]
         partials = self._queues[Priority.PARTIAL]
         if finals and self._due(finals, now, self.config.final_budget_s, DecodeKind.FINAL):
-            return self._take(finals, self.batch_limit(DecodeKind.FINAL, finals))
+            return self._take(finals)
         if partials and self._due(partials, now, self.config.partial_budget_s, DecodeKind.PARTIAL):
-            return self._take(partials, self.batch_limit(DecodeKind.PARTIAL, partials))
+            return self._take(partials)
         if finals or partials:
             return None  # live work is waiting for its budget: the model is not idle
         for prio in _IDLE_ONLY:
-            queue = self._queues[prio]
-            if queue:
-                kind = queue[0].kind
-                same = [t for t in queue if t.kind is kind]
-                return self._take(queue, self.batch_limit(kind, same), same)
+            if self._queues[prio]:
+                return self._take(self._queues[prio])
         return None
+
+    def in_fair_order(self, tickets: Sequence[Ticket]) -> list[Ticket]:
+        """Tickets in the order they would be served: owner's fair tag, then age."""
+        return sorted(tickets, key=lambda t: (self.fair.tag(t.owner), t.seq))
+
+    def charge_of(self, request: DecodeRequest) -> float:
+        """What serving a request costs its owner's fair share: predicted decode seconds
+        where the model's costs were measured, else one unit per request (round robin)."""
+        if request.kind in self.costs.profiles:
+            predicted = self.costs.predict([request])
+            if predicted is not None:
+                return predicted
+        return 1.0
 
     def _due(self, queue: list[Ticket], now: float, budget: float, kind: DecodeKind) -> bool:
         return len(queue) >= self.batch_limit(kind, queue) or now - queue[0].submitted >= budget
 
-    def _take(
-        self, queue: list[Ticket], size: int, candidates: list[Ticket] | None = None
-    ) -> list[Ticket]:
-        """Pop the oldest candidates of a queue, up to size; a solo ticket goes alone."""
+    def _take(self, queue: list[Ticket]) -> list[Ticket]:
+        """Pop the next batch from a (non-empty) queue: in fair order, of the first ticket's
+        kind, up to the batch limit; a solo ticket goes alone. Its owners are charged."""
+        ordered = self.in_fair_order(queue)
+        kind = ordered[0].kind
+        candidates = [t for t in ordered if t.kind is kind]
         batch: list[Ticket] = []
-        for ticket in (queue if candidates is None else candidates)[:size]:
+        for ticket in candidates[: self.batch_limit(kind, candidates)]:
             if batch and ticket.solo:
                 break
             batch.append(ticket)
@@ -296,6 +321,7 @@ class Scheduler:
                 break
         taken = {t.seq for t in batch}
         queue[:] = [t for t in queue if t.seq not in taken]
+        self.fair.charge((t.owner, self.charge_of(t.request)) for t in batch)
         return batch
 
     def next_deadline(self, now: float) -> float | None:

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kettle.transcribe.cli_args import (
     non_negative_float,
@@ -15,6 +15,9 @@ from kettle.transcribe.cli_args import (
     positive_int,
 )
 from kettle.transcribe.errors import ConfigError
+
+if TYPE_CHECKING:
+    from kettle.streaming.engine import EngineConfig
 
 
 def register_serve(sub: Any) -> None:
@@ -138,6 +141,24 @@ def register_serve(sub: Any) -> None:
     )
     parser.add_argument("--threads", type=non_negative_int, default=0, help="model CPU threads")
     parser.add_argument("--batch-size", type=positive_int, default=8, help="largest decode batch")
+    parser.add_argument(
+        "--fixed-cadence",
+        action="store_true",
+        help="partials every 0.5 s of audio as configured, not paced by the measured decode "
+        "cost (the cadence before scheduler v2); degradation may still stretch it",
+    )
+    parser.add_argument(
+        "--remeasure-costs",
+        action="store_true",
+        help="measure the model's costs at start-up even if they are cached (the cache, in "
+        "$KETTLE_CACHE_DIR/costs, keeps them per model, device, compute type, threads and "
+        "machine), and replace the cached ones",
+    )
+    parser.add_argument(
+        "--no-cost-cache",
+        action="store_true",
+        help="measure the model's costs at every start-up and store nothing",
+    )
     parser.add_argument("--tls-cert", default=None, metavar="FILE")
     parser.add_argument("--tls-key", default=None, metavar="FILE")
     parser.set_defaults(func=_serve)
@@ -173,7 +194,7 @@ def _serve(args: argparse.Namespace) -> int:
         audio_burst_s=args.audio_burst,
         max_backlog_s=args.max_backlog_seconds,
     )
-    engine_config = _engine_config(args.batch_size)
+    engine_config = _engine_config(args)
     fake, model, final_model, threads = args.fake_model, args.model, args.final_model, args.threads
 
     def load() -> Any:
@@ -200,11 +221,17 @@ def _serve(args: argparse.Namespace) -> int:
         ) from None
 
 
-def _engine_config(batch_size: int) -> Any:
+def _engine_config(args: argparse.Namespace) -> EngineConfig:
     from kettle.streaming.engine import EngineConfig
     from kettle.streaming.scheduler import SchedulerConfig
+    from kettle.transcribe.models import cache_dir
 
-    return EngineConfig(scheduler=SchedulerConfig(max_batch_size=batch_size))
+    return EngineConfig(
+        scheduler=SchedulerConfig(max_batch_size=args.batch_size),
+        adaptive_cadence=not args.fixed_cadence,
+        cost_cache=None if args.no_cost_cache else cache_dir() / "costs",
+        remeasure_costs=args.remeasure_costs,
+    )
 
 
 def register_stream(sub: Any) -> None:

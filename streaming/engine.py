@@ -34,6 +34,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Protocol
 
@@ -71,6 +72,11 @@ class EngineConfig:
     fallback_rounds: bool = True
     # Measure the model's costs at start (a decoder with measure_costs(); fakes have none).
     measure_costs: bool = True
+    # A folder where measured costs are kept per model, device, compute type, threads and
+    # machine (transcribe/cost_cache.py), so a restart need not measure again; None: measure
+    # at every start. ``remeasure_costs``: measure anyway and replace what is kept.
+    cost_cache: Path | None = None
+    remeasure_costs: bool = False
     # Partial cadence from the measured decode cost: each stream's partial interval is at
     # least what keeps the model's busy fraction from partials at busy_target. False: the
     # sessions' configured interval only (the cadence before scheduler v2).
@@ -245,17 +251,28 @@ class Engine:
         self._worker.shutdown()
 
     async def _measure_costs(self) -> None:
-        """Profile each model that has measure_costs() (the real adapter) on its thread."""
+        """Profile each model that has measure_costs() (the real adapter) on its thread, or
+        read its profile from the cost cache (EngineConfig.cost_cache)."""
         profiles: dict[DecodeKind, CostProfile] = {}
         for kind, decoder in (
             (DecodeKind.PARTIAL, self._decoder),
             (DecodeKind.FINAL, self.final_decoder),
         ):
+            if kind is DecodeKind.FINAL and decoder is self._decoder:
+                if DecodeKind.PARTIAL in profiles:  # one model serves both: measured once
+                    profiles[kind] = profiles[DecodeKind.PARTIAL]
+                continue
             measure = getattr(decoder, "measure_costs", None)
             if measure is None:
                 continue
+            cache, refresh = self.config.cost_cache, self.config.remeasure_costs
             try:
-                profiles[kind] = await self._worker.call(measure)
+                if cache is None and not refresh:
+                    profiles[kind] = await self._worker.call(measure)
+                else:
+                    profiles[kind] = await self._worker.call(
+                        functools.partial(measure, cache, refresh=refresh)
+                    )
             except Exception:  # no profile: batches are sized from measured times instead
                 logger.exception("could not measure the costs of %s", decoder.name)
         self._scheduler.costs.profiles.update(profiles)

@@ -21,10 +21,11 @@ import math
 import threading
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
-from kettle.transcribe import cost_probe, decoding
+from kettle.transcribe import cost_cache, cost_probe, decoding
 from kettle.transcribe.aligner import WordAligner
 from kettle.transcribe.costs import CostProfile
 from kettle.transcribe.decoding import Thresholds
@@ -254,13 +255,37 @@ class WhisperAdapter:
         log-mel state goes before the next batch. Safe from any thread."""
         self._encoder.release_stream(stream_key)
 
-    def measure_costs(self) -> CostProfile:
-        """What the model costs on this device (``cost_probe``; measured once, then cached)."""
-        if self._costs is None:
-            with self._lock:
-                self._costs = cost_probe.measure(self._ct2, self._fw, self._prompts, self._device)
-            logger.info("measured model costs: %s", self._costs.to_dict())
+    def measure_costs(self, cache: Path | None = None, *, refresh: bool = False) -> CostProfile:
+        """What the model costs on this device (``cost_probe``; measured once, then kept).
+
+        ``cache``: a folder of stored profiles (``cost_cache``); a profile stored there for
+        this model, device, compute type, thread count and machine is used instead of
+        measuring (unless ``refresh``), and a fresh measurement is stored there."""
+        if self._costs is None or refresh:
+            key = self.cost_key()
+            stored = None if cache is None or refresh else cost_cache.load(cache, key)
+            if stored is not None:
+                logger.info("model costs from %s: %s", cache, stored.to_dict())
+                self._costs = stored
+            else:
+                with self._lock:
+                    self._costs = cost_probe.measure(
+                        self._ct2, self._fw, self._prompts, self._device
+                    )
+                logger.info("measured model costs: %s", self._costs.to_dict())
+                if cache is not None:
+                    cost_cache.store(cache, key, self._costs)
         return self._costs
+
+    def cost_key(self) -> cost_cache.CostKey:
+        """What a measured cost profile depends on (the cost cache's key)."""
+        return cost_cache.CostKey(
+            model=f"{self._config.name}|{cost_cache.weights_id(Path(self._path))}",
+            device=self._device,
+            compute_type=self._compute_type,
+            threads=self._config.threads,
+            machine=cost_cache.machine_id(str(getattr(self._fw.ctranslate2, "__version__", "?"))),
+        )
 
     def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
         """Decode every request; results come back in request order.

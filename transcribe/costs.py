@@ -9,8 +9,9 @@ Pure data: the adapter measures (``WhisperAdapter.measure_costs``), the schedule
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,15 @@ class CostProfile:
         n = len(sizes)
         enc = n if encoded is None else encoded
         return (self.encode(enc) if enc else 0.0) + max(sizes) * self.step(n * max(1, beam))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CostProfile:
+        """The inverse of ``to_dict`` (ValueError, KeyError or TypeError when malformed)."""
+        return cls(
+            encode_s=tuple((int(n), float(s)) for n, s in data["encode_s"].items()),
+            step_s=tuple((int(n), float(s)) for n, s in data["step_s"].items()),
+            device=str(data.get("device", "cpu")),
+        )
 
     def to_dict(self) -> dict[str, object]:
         return {

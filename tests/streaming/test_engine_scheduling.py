@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from kettle.streaming.events import Done, Error, Event, Final
 from kettle.streaming.scheduler import SchedulerConfig
 from kettle.streaming.session import SessionConfig
 from kettle.streaming.worker import RetryPolicy
+from kettle.transcribe.costs import CostProfile
 from kettle.transcribe.fake import FakeDecoder, scripted_audio
 from kettle.transcribe.types import DecodeKind, DecodeRequest, DecodeResult
 
@@ -327,3 +329,28 @@ async def test_the_engine_releases_an_utterances_features_when_its_final_is_in()
     # Each utterance's features go once it is over: when the next one starts, or the stream
     # ends (a speculative final in a pause does not end it).
     assert dec.released == [(stream.stream_id, 0), (stream.stream_id, 1)]
+
+
+class CostedDecoder(FakeDecoder):
+    """A fake with a cost probe that records how the engine asked for it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[tuple[object, bool]] = []
+
+    def measure_costs(self, cache: object = None, *, refresh: bool = False) -> CostProfile:
+        self.asked.append((cache, refresh))
+        return CostProfile(((1, 0.3),), ((1, 0.01),))
+
+
+@pytest.mark.parametrize(("cache", "remeasure"), [(None, False), ("costs", False), ("costs", True)])
+async def test_start_up_costs_come_from_the_cost_cache_when_configured(
+    tmp_path: Path, cache: str | None, remeasure: bool
+) -> None:
+    dec = CostedDecoder()
+    folder = None if cache is None else tmp_path / cache
+    config = EngineConfig(cost_cache=folder, remeasure_costs=remeasure)
+    async with Engine(dec, config, clock=ManualClock()) as engine:
+        # One model serves partials and finals: asked once, its profile used for both.
+        assert dec.asked == [(folder, remeasure)]
+        assert set(engine.cost_profiles) == {DecodeKind.PARTIAL, DecodeKind.FINAL}

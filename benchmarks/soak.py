@@ -439,6 +439,10 @@ async def soak(args: argparse.Namespace, base: str, pid: int) -> dict[str, Any]:
         "final_lag_p95_quiet_s": quiet_p95,
         "final_lag_p95_abusive_s": abusive_p95,
         "final_lag_ratio": abusive_p95 / quiet_p95 if quiet_lags and abusive_lags else None,
+        "final_lag_p95_by_block": [
+            _p95([lag for at, lag in tally.final_lags if start <= at < end])
+            for start, end, _ in phase.blocks
+        ],
         "finals_quiet": len(quiet_lags),
         "finals_abusive": len(abusive_lags),
         "flood_rate_x_realtime": (
@@ -460,6 +464,10 @@ async def soak(args: argparse.Namespace, base: str, pid: int) -> dict[str, Any]:
             if name == "kettle_errors_total"
         },
     }
+
+
+def _p95(values: list[float]) -> float | None:
+    return round(float(np.percentile(values, 95)), 3) if values else None
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
@@ -500,6 +508,15 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> None:
         {"figure": "honest final lag P95, quiet blocks (s)", "value": _f(result, "quiet")},
         {"figure": "honest final lag P95, abusive blocks (s)", "value": _f(result, "abusive")},
         {"figure": "abusive / quiet", "value": _ratio(result["final_lag_ratio"])},
+        {
+            "figure": "honest final lag P95 per block (s)",
+            "value": ", ".join(
+                f"{'A' if abusive else 'Q'} {'n/a' if p95 is None else f'{p95:.2f}'}"
+                for (_, _, abusive), p95 in zip(
+                    result["blocks"], result["final_lag_p95_by_block"], strict=True
+                )
+            ),
+        },
         {
             "figure": "flooder's admitted rate (x real time)",
             "value": result["flood_rate_x_realtime"],

@@ -17,15 +17,22 @@ import time
 from typing import Any
 
 import numpy as np
+from _timeline import Recorder, breakdown
 
 BURST_TARGET = 1.3
 
 
 async def run(decoder: Any, plan: list[list[Any]], **engine_kw: Any) -> Any:
+    """One real-time simulation; a Recorder decoder also observes the engine and gets the
+    run's start (``started``) to place its timeline."""
     from kettle.streaming.engine import Engine, EngineConfig
     from kettle.streaming.simulate import run_simulation
 
-    async with Engine(decoder, EngineConfig(**engine_kw)) as engine:
+    observer = decoder if isinstance(decoder, Recorder) else None
+    async with Engine(decoder, EngineConfig(**engine_kw), observer=observer) as engine:
+        if observer is not None:
+            observer.reset()
+            observer.started = time.monotonic()
         return await run_simulation(engine, plan, realtime=True)
 
 
@@ -65,6 +72,11 @@ def burst_figures(decoder: Any, plan: list[list[Any]], result: Any) -> dict[str,
         )
         windows.append(audio[final.start : final.end])
     span = last_final - last_endpoint
+    where = (
+        breakdown(decoder, decoder.started + last_endpoint, decoder.started + last_final)
+        if isinstance(decoder, Recorder)
+        else {}
+    )
     clear = getattr(decoder, "clear_encoder_cache", None)
     if clear is not None:
         clear()
@@ -83,6 +95,7 @@ def burst_figures(decoder: Any, plan: list[list[Any]], result: Any) -> dict[str,
         "final_lag_p50": result.summary["final_lag_s"]["p50"],
         "finals_lost": result.summary["finals_lost"],
         "mean_batch": result.summary["mean_batch_size"],
+        "where": where,
     }
 
 
@@ -90,6 +103,7 @@ async def scenarios(
     decoder: Any, clips: list[Any], which: set[str], seconds: float, plan_fn: Any
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    decoder = Recorder(decoder)  # where the model's time goes, per run
     if "one" in which:
         one_plan = plan_fn(clips, 1, seconds)
         rows = []
@@ -125,6 +139,8 @@ async def scenarios(
         rows = []
         for n in (1, 8):
             s = (await run(decoder, plan_fn(clips, n, seconds))).summary
+            where = breakdown(decoder, decoder.started, decoder.started + s["wall_s"])
+            busy = sum(v for k, v in where.items() if k.endswith("_s") and k != "idle_s")
             rows.append(
                 {
                     "streams": n,
@@ -135,6 +151,8 @@ async def scenarios(
                     "finals_lost": s["finals_lost"],
                     "overloaded": s["errors"].get("overloaded", 0),
                     "mean_batch": s["mean_batch_size"],
+                    "model_busy": round(busy / s["wall_s"], 3) if s["wall_s"] else None,
+                    "where": where,
                 }
             )
             print(f"mixed N={n}: {rows[-1]}", flush=True)

@@ -9,7 +9,9 @@ Priorities (``scheduler.Priority``): finals > partials > speculative finals > of
 (``decode_offline``, for files and uploads). A session's queued request that became useless
 (a partial while its final is due, a speculation that speech resuming made void) is withdrawn
 and reported dropped to the session, so its final never waits behind it; a speculative final
-whose utterance ended on the speculated window is promoted to a final.
+whose utterance ended on the speculated window is promoted to a final. Within a class, a
+stream whose client sends audio faster than real time yields to live streams, and owners
+share the model fairly (the engine reports each stream's audio to the scheduler's pace).
 
 Each temperature-fallback round of a live final is a request of its own
 (``DecodeRequest.fallback_round``): a final that needs a retry goes back in the queue and the
@@ -207,6 +209,7 @@ class Engine:
         self._offline: set[_OfflineCall] = set()
         self._tags: dict[int, _Tag] = {}  # ticket seq -> tag, for tickets queued or running
         self._keys: dict[str, Hashable] = {}  # stream id -> stream key of its latest request
+        self._fed: dict[str, int] = {}  # stream id -> samples its pace was told of
         self._noticed: dict[str, float] = {}  # stream id -> when it last got a load notice
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
@@ -388,6 +391,11 @@ class Engine:
         if released:
             requests = []  # released (failed or finished): nothing more runs for it
         now = self._clock.now()
+        fed = session.samples_fed - self._fed.get(stream.stream_id, 0)
+        if fed > 0 and not released:
+            # The client's pace: a stream ahead of real time yields to live ones.
+            self._fed[stream.stream_id] = session.samples_fed
+            self._scheduler.observe_audio(stream.stream_id, fed / SAMPLE_RATE, now)
         for request in requests:
             if request.stream_key is not None:
                 self._track_key(stream.stream_id, request.stream_key)
@@ -426,6 +434,7 @@ class Engine:
             for ticket in self._scheduler.cancel(stream.stream_id):
                 self._tags.pop(ticket.seq, None)
         self._scheduler.forget(stream.stream_id)
+        self._fed.pop(stream.stream_id, None)
         if not self._streams and self._drained is not None:
             self._drained.set()
 

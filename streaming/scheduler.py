@@ -11,11 +11,18 @@ highest first (``Priority``):
 - offline work (files and uploads) goes only when nothing live is queued, so a long upload
   never delays a live final by more than the one batch already running.
 
-Within a class, requests go in fair order across owners (``fairness.py``, start-time fair
-queueing on predicted decode seconds): the owner that has had the least of the model lately
-goes first, oldest first among equals. A client ahead of real time that keeps the model busy
-with its backlog (a flooder) therefore yields to a live stream's final queued after its own;
-it is still served whenever no one else is waiting.
+Within a class, requests go in this order:
+
+1. streams that are not ahead of real time before those that are (``pace.py``: a client
+   that sent audio faster than real time, a flooder admitted at twice real time, holds a
+   backlog that live users are not waiting on word by word); the engine reports each
+   stream's audio (``observe_audio``);
+2. fair order across owners (``fairness.py``, start-time fair queueing on predicted decode
+   seconds): the owner that has had the least of the model lately goes first;
+3. oldest first.
+
+So a flooder's queued final never delays a live stream's final, even one queued after it; it
+is still served whenever no live request is waiting (the model is never left idle).
 
 And within the live classes:
 
@@ -49,6 +56,7 @@ from dataclasses import dataclass
 
 from kettle.streaming.cost_model import CostModel
 from kettle.streaming.fairness import FairShare
+from kettle.streaming.pace import PaceMeter
 from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.types import DecodeKind, DecodeRequest
 
@@ -138,6 +146,7 @@ class Scheduler:
         self._last_overload: float | None = None
         self._per_request_s: dict[DecodeKind, float] = {}  # EMA of decode s per request
         self.fair = FairShare()
+        self._pace: dict[Hashable, PaceMeter] = {}
         self.skipped_total = 0
 
     # --- queries -------------------------------------------------------------------------
@@ -234,8 +243,21 @@ class Scheduler:
         return gone
 
     def forget(self, owner: Hashable) -> None:
-        """The owner is gone: drop its fair-share account (its queue is ``cancel``'s job)."""
+        """The owner is gone: drop its fair-share account and pace (``cancel`` does both)."""
         self.fair.forget(owner)
+        self._pace.pop(owner, None)
+
+    def observe_audio(self, owner: Hashable, audio_s: float, now: float) -> None:
+        """A live owner's client sent ``audio_s`` seconds of audio (its pace, ``pace.py``)."""
+        meter = self._pace.get(owner)
+        if meter is None:
+            meter = self._pace[owner] = PaceMeter(now)
+        meter.feed(audio_s, now)
+
+    def ahead(self, owner: Hashable, now: float) -> bool:
+        """Whether an owner's client runs ahead of real time (its requests yield)."""
+        meter = self._pace.get(owner)
+        return meter is not None and meter.ahead(now)
 
     def withdraw(self, owner: Hashable, request_id: Hashable) -> Ticket | None:
         """Take back one queued request (not yet in a batch); None if it is not queued."""
@@ -275,24 +297,27 @@ class Scheduler:
         longer cannot grow the batch, so it goes at once.
         """
         self._expire(now)
+        clock = now
         if sources is not None and self.live_queued >= sources:
             now = math.inf  # every budget has elapsed
         finals = self._queues[Priority.FINAL]
         partials = self._queues[Priority.PARTIAL]
         if finals and self._due(finals, now, self.config.final_budget_s, DecodeKind.FINAL):
-            return self._take(finals)
+            return self._take(finals, clock)
         if partials and self._due(partials, now, self.config.partial_budget_s, DecodeKind.PARTIAL):
-            return self._take(partials)
+            return self._take(partials, clock)
         if finals or partials:
             return None  # live work is waiting for its budget: the model is not idle
         for prio in _IDLE_ONLY:
             if self._queues[prio]:
-                return self._take(self._queues[prio])
+                return self._take(self._queues[prio], clock)
         return None
 
-    def in_fair_order(self, tickets: Sequence[Ticket]) -> list[Ticket]:
-        """Tickets in the order they would be served: owner's fair tag, then age."""
-        return sorted(tickets, key=lambda t: (self.fair.tag(t.owner), t.seq))
+    def in_order(self, tickets: Sequence[Ticket], now: float) -> list[Ticket]:
+        """Tickets in the order they would be served: owners ahead of real time last, then
+        the owner's fair tag, then age."""
+        ahead = {t.owner: self.ahead(t.owner, now) for t in tickets}
+        return sorted(tickets, key=lambda t: (ahead[t.owner], self.fair.tag(t.owner), t.seq))
 
     def charge_of(self, request: DecodeRequest) -> float:
         """What serving a request costs its owner's fair share: predicted decode seconds
@@ -306,10 +331,10 @@ class Scheduler:
     def _due(self, queue: list[Ticket], now: float, budget: float, kind: DecodeKind) -> bool:
         return len(queue) >= self.batch_limit(kind, queue) or now - queue[0].submitted >= budget
 
-    def _take(self, queue: list[Ticket]) -> list[Ticket]:
-        """Pop the next batch from a (non-empty) queue: in fair order, of the first ticket's
-        kind, up to the batch limit; a solo ticket goes alone. Its owners are charged."""
-        ordered = self.in_fair_order(queue)
+    def _take(self, queue: list[Ticket], now: float) -> list[Ticket]:
+        """Pop the next batch from a (non-empty) queue: in order (``in_order``), of the first
+        ticket's kind, up to the batch limit; a solo ticket goes alone. Owners are charged."""
+        ordered = self.in_order(queue, now)
         kind = ordered[0].kind
         candidates = [t for t in ordered if t.kind is kind]
         batch: list[Ticket] = []

@@ -122,6 +122,29 @@ async def test_a_due_final_withdraws_the_sessions_queued_partial() -> None:
     assert [type(e) for e in events] == [Final, Done]
 
 
+async def test_a_stream_ahead_of_real_time_yields_to_a_live_stream() -> None:
+    dec = HeldDecoder()
+    dec.gate.clear()
+    config = EngineConfig(SchedulerConfig(max_batch_size=1))
+    session = SessionConfig(partials=False, speculative_final=False)
+    async with Engine(dec, config, clock=ManualClock()) as engine:
+        upload = asyncio.create_task(engine.decode_offline(offline(1)))
+        await hold_first_batch(dec)  # the model is busy
+        flooder = engine.open_stream(session)
+        flooder.feed_audio(scripted_audio([("voice", 1.5), ("silence", 1.0)] * 4))  # 10 s now
+        live = engine.open_stream(session)
+        live.feed_audio(scripted_audio([("voice", 1.5), ("silence", 1.0)]))
+        assert engine.queue_depth == 2  # the flooder's first final, queued first, and the live one
+        dec.gate.set()
+        live.stop()
+        flooder.stop()
+        await drain(live)
+        await drain(flooder)
+        await asyncio.wait_for(upload, GUARD_S)
+    owners = [str(c[0].request_id).split("/")[0] for c in dec.calls[1:]]
+    assert owners[0] == live.stream_id and owners[1:] == [flooder.stream_id] * 4
+
+
 async def test_each_fallback_round_is_a_request_of_its_own() -> None:
     first: list[object] = []
 

@@ -1,10 +1,13 @@
-"""Fair shares across owners (start-time fair queueing), alone and inside the scheduler."""
+"""Fair shares across owners (start-time fair queueing) and yielding when ahead of real
+time (pace), alone and inside the scheduler."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from kettle.streaming.cost_model import CostModel
 from kettle.streaming.fairness import PRUNE_AT, FairShare
+from kettle.streaming.pace import PaceMeter
 from kettle.streaming.scheduler import Priority, Scheduler, SchedulerConfig
 from kettle.transcribe.costs import CostProfile
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest
@@ -134,3 +137,48 @@ def test_a_cancelled_owner_is_forgotten() -> None:
     assert s.fair.ahead_s("a") > 0
     s.cancel("a")
     assert s.fair.ahead_s("a") == 0 and len(s.fair) == 0
+
+
+# --- ahead of real time ------------------------------------------------------------------
+
+
+def feed_realtime(s: Scheduler, owner: str, start: float, seconds: float) -> None:
+    for i in range(int(seconds * 10)):
+        s.observe_audio(owner, 0.1, start + i * 0.1)
+
+
+def test_pace_real_time_stays_behind_the_threshold_a_flood_does_not() -> None:
+    live, flood = PaceMeter(0.0), PaceMeter(0.0)
+    for i in range(600):  # a minute of 100 ms messages
+        now = i * 0.1
+        live.feed(0.1, now)
+        flood.feed(0.2, now)  # twice real time
+    assert live.ahead_s(60.0) <= 0.1 and not live.ahead(60.0)
+    assert flood.ahead(60.0) and flood.ahead_s(60.0) > 40
+
+
+def test_a_burst_is_forgiven_after_a_while() -> None:
+    meter = PaceMeter(0.0)
+    meter.feed(10.0, 0.0)  # a reconnect sends 10 s again at once
+    assert meter.ahead(0.0)
+    for i in range(1, 400):  # then real time
+        meter.feed(0.1, i * 0.1)
+        if i == 200:
+            assert meter.ahead_s(20.0) == pytest.approx(5.0, abs=0.2)  # not at once
+    assert not meter.ahead(40.0) and meter.ahead_s(40.0) <= 0.1
+
+
+def test_a_stream_ahead_of_real_time_yields_to_live_ones_in_its_class() -> None:
+    s = Scheduler(SchedulerConfig(max_batch_size=1))
+    feed_realtime(s, "live", 0.0, 10.0)
+    for i in range(100):  # the flooder sends 10 s of audio per second
+        s.observe_audio("flooder", 1.0, i * 0.1)
+    s.submit(final("flood"), now=9.0, owner="flooder")
+    s.submit(final("live"), now=9.5, owner="live")
+    # Though the live stream has had more of the model (its fair tag is higher).
+    s.fair.charge([("live", 5.0)])
+    assert s.ahead("flooder", 10.0) and not s.ahead("live", 10.0)
+    assert ids(s.next_batch(10.0)) == ["live"]
+    assert ids(s.next_batch(10.0)) == ["flood"]
+    s.forget("flooder")
+    assert not s.ahead("flooder", 10.0)

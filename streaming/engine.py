@@ -506,7 +506,11 @@ class Engine:
         if outcome.results is not None:
             kind = DecodeKind.FINAL if final else DecodeKind.PARTIAL
             self._scheduler.observe_batch([t.request for t in batch], outcome.decode_s)
-            live = batch[0].priority <= Priority.PARTIAL  # the latency targets apply
+            # The latency targets apply to live classes, and not to streams that run ahead
+            # of real time (their requests yield, so they wait by design).
+            live = batch[0].priority <= Priority.PARTIAL and not all(
+                self._scheduler.ahead(t.owner, started) for t in batch
+            )
             now = self._clock.now()
             if live and self._degrader.observe(now, kind, max(waits), outcome.decode_s):
                 self._level_changed()
@@ -528,7 +532,7 @@ class Engine:
     def _check_pressure(self, now: float, deadline: float | None) -> float | None:
         """Step the degradation on queued finals' age or calm; the next time to look again."""
         cfg = self._degrader.config
-        oldest = self._scheduler.oldest(Priority.FINAL)
+        oldest = self._scheduler.oldest(Priority.FINAL, now)  # live streams' finals
         changed = False
         if oldest is not None and now - oldest > cfg.share * cfg.final_target_s:
             changed = self._degrader.pressure(now)

@@ -169,9 +169,13 @@ class Scheduler:
         """Queued requests of live streams (every class but offline)."""
         return len(self) - len(self._queues[Priority.OFFLINE])
 
-    def oldest(self, priority: Priority) -> float | None:
-        """When the oldest queued request of a class was submitted (None: none queued)."""
+    def oldest(self, priority: Priority, now: float | None = None) -> float | None:
+        """When the oldest queued request of a class was submitted (None: none queued).
+        Given ``now``, only requests of owners not ahead of real time count: a flooder's
+        final that waits because it yields is no sign that live streams wait."""
         queue = self._queues[priority]
+        if now is not None:
+            queue = [t for t in queue if not self.ahead(t.owner, now)]
         return min(t.submitted for t in queue) if queue else None
 
     def overloaded(self, now: float) -> bool:

@@ -182,3 +182,14 @@ def test_a_stream_ahead_of_real_time_yields_to_live_ones_in_its_class() -> None:
     assert ids(s.next_batch(10.0)) == ["flood"]
     s.forget("flooder")
     assert not s.ahead("flooder", 10.0)
+
+
+def test_a_waiting_final_of_a_stream_ahead_is_no_pressure() -> None:
+    s = Scheduler()
+    for i in range(100):
+        s.observe_audio("flooder", 1.0, i * 0.1)
+    s.submit(final("flood"), now=5.0, owner="flooder")
+    assert s.oldest(Priority.FINAL) == 5.0
+    assert s.oldest(Priority.FINAL, now=10.0) is None  # it yields by design
+    s.submit(final("live"), now=9.0, owner="live")
+    assert s.oldest(Priority.FINAL, now=10.0) == 9.0

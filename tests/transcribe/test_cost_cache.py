@@ -56,6 +56,7 @@ def test_the_profile_round_trips_through_its_dict() -> None:
     assert CostProfile.from_dict(json.loads(json.dumps(PROFILE.to_dict()))) == PROFILE
 
 
+@pytest.mark.slow  # loads the real model three times
 def test_the_adapter_measures_once_per_key_then_reads_the_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

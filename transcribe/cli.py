@@ -12,30 +12,29 @@ import functools
 import json
 import logging
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-import numpy as np
-from kettle.transcribe.audio_io import (
-    RAW_SUFFIXES,
-    RawFormat,
-    is_audio_path,
-    load_audio,
-    read_input,
-)
+from kettle.transcribe.audio_io import RawFormat
 from kettle.transcribe.cli_args import (
     non_negative_float,
     non_negative_int,
     positive_float,
     positive_int,
 )
+from kettle.transcribe.cli_inputs import (
+    STDIN,
+    Input,
+    PlannedInput,
+    collect_inputs,
+    plan_inputs,
+)
 from kettle.transcribe.errors import ConfigError
-from kettle.transcribe.pipeline import FileJob, FileOutcome, PipelineConfig, transcribe_files
+from kettle.transcribe.pipeline import FileOutcome, PipelineConfig, transcribe_files
 from kettle.transcribe.progress import Progress
-from kettle.transcribe.ray_batch import RayOptions, RemoteJob, connect
-from kettle.transcribe.result_cache import ResultCache, cache_key, hash_file, hash_stream
+from kettle.transcribe.ray_batch import RayOptions, connect
+from kettle.transcribe.result_cache import ResultCache
 from kettle.transcribe.transcript import Transcript
 from kettle.transcribe.types import Decoder, DecodeRequest, DecodeResult
 from kettle.transcribe.windows import WindowConfig
@@ -44,7 +43,6 @@ from kettle.transcribe.writers import FORMATS, parse_formats, render, write_outp
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "tiny.en"
-STDIN = "-"
 
 EPILOG = """\
 output:
@@ -156,62 +154,6 @@ def register_transcribe(sub: Any) -> None:
 FAST_OPTIONS: dict[str, Any] = {"windows": WindowConfig(max_window_s=30.0), "recover_depth": 0}
 
 
-@dataclass(frozen=True)
-class Input:
-    """One thing to transcribe: a file (``path``) or stdin (``data``), and where it writes."""
-
-    name: str
-    path: Path | None
-    out_stem: Path  # relative output path without the format suffix
-    data: bytes | None = None
-
-
-def collect_inputs(paths: Sequence[str], errors: list[tuple[str, str]]) -> list[Input]:
-    """Expand files and folders; problems go to ``errors`` as (name, reason)."""
-    inputs: list[Input] = []
-    stdin_used = False
-    for arg in paths:
-        if arg == STDIN:
-            if stdin_used:
-                errors.append((arg, "stdin can be read only once"))
-                continue
-            stdin_used = True
-            inputs.append(Input("<stdin>", None, Path("stdin"), data=sys.stdin.buffer.read()))
-            continue
-        path = Path(arg)
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and is_audio_path(p))
-            if not found:
-                errors.append((arg, "no audio files in this folder"))
-            for p in found:
-                rel = p.relative_to(path)
-                inputs.append(Input(str(p), p, rel.with_suffix("")))
-        elif path.exists():
-            inputs.append(Input(arg, path, Path(path.stem)))
-        else:
-            errors.append((arg, "no such file or directory"))
-    return inputs
-
-
-def _expected_seconds(item: Input, raw: RawFormat | None) -> float:
-    """A cheap duration estimate from the file header, for the progress bar only."""
-    try:
-        if item.path is None:
-            return 0.0
-        if raw is not None and _is_raw(item):
-            frame = raw.frame_bytes
-            return item.path.stat().st_size / frame / raw.sample_rate
-        import soundfile as sf
-
-        return float(sf.info(str(item.path)).duration)
-    except Exception:
-        return 0.0
-
-
-def _is_raw(item: Input) -> bool:
-    return item.path is None or item.path.suffix.lower() in RAW_SUFFIXES or not item.path.suffix
-
-
 def load_decoder(name: str, threads: int, device: str, beam_size: int) -> Decoder:
     """The Whisper adapter for ``kettle transcribe``'s options (module level: Ray pickles it)."""
     from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
@@ -295,13 +237,14 @@ def run(args: argparse.Namespace) -> int:
     printed = 0
     started_ray = False
     try:
-        if ray_options is None:
-            outcomes = _local_outcomes(inputs, args, raw, identity, config, cache, progress)
-        else:
+        if ray_options is not None:
             started_ray = connect(ray_options.address, verbose=args.verbose > 0)
-            outcomes = _ray_outcomes(
-                inputs, args, raw, identity, config, cache, progress, ray_options
-            )
+        # Both paths see each input the same way; they differ in where its audio is decoded.
+        planned = plan_inputs(inputs, raw, identity, config, cache, progress)
+        if ray_options is None:
+            outcomes = _local_outcomes(planned, args, config, cache, progress)
+        else:
+            outcomes = _ray_outcomes(planned, args, config, cache, progress, ray_options)
         for outcome in outcomes:
             if outcome.transcript is None:
                 progress.clear()
@@ -331,26 +274,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _local_outcomes(
-    inputs: Sequence[Input],
+    planned: Sequence[PlannedInput],
     args: argparse.Namespace,
-    raw: RawFormat | None,
-    identity: str,
     config: PipelineConfig,
     cache: ResultCache | None,
     progress: Progress,
 ) -> Iterator[FileOutcome]:
-    jobs = []
-    for item in inputs:
-        item_raw = raw if raw is not None and _is_raw(item) else None
-        jobs.append(
-            FileJob(
-                name=item.name,
-                load=_loader(item, item_raw),
-                cache_key=None if cache is None else _key(item, item_raw, identity, config),
-                expected_s=_expected_seconds(item, item_raw),
-            )
-        )
-        progress.expect(item.name, jobs[-1].expected_s)
+    jobs = [p.file_job() for p in planned]
     decoder = _LazyDecoder(
         args.final_model or args.model, args.threads, args.device, args.beam_size
     )
@@ -376,10 +306,8 @@ def _ray_options(args: argparse.Namespace) -> RayOptions | None:
 
 
 def _ray_outcomes(
-    inputs: Sequence[Input],
+    planned: Sequence[PlannedInput],
     args: argparse.Namespace,
-    raw: RawFormat | None,
-    identity: str,
     config: PipelineConfig,
     cache: ResultCache | None,
     progress: Progress,
@@ -388,21 +316,7 @@ def _ray_outcomes(
     from kettle.transcribe.ray_batch import transcribe_on_ray
     from kettle.transcribe.ray_worker import WorkerSpec
 
-    jobs = []
-    for item in inputs:
-        item_raw = raw if raw is not None and _is_raw(item) else None
-        jobs.append(
-            RemoteJob(
-                name=item.name,
-                read=_reader(item, item_raw),
-                # What the local path's warnings call it: the file's name, or <input>.
-                label=item.path.name if item.path is not None else "<input>",
-                raw=item_raw,
-                cache_key=None if cache is None else _key(item, item_raw, identity, config),
-                expected_s=_expected_seconds(item, item_raw),
-            )
-        )
-        progress.expect(item.name, jobs[-1].expected_s)
+    jobs = [p.remote_job() for p in planned]
     threads = int(options.cpus_per_worker) if not options.gpus_per_worker else args.threads
     device = "cuda" if options.gpus_per_worker else args.device
     model = args.final_model or args.model
@@ -413,45 +327,11 @@ def _ray_outcomes(
     return transcribe_on_ray(jobs, spec, options, cache=cache, progress=progress)
 
 
-def _reader(item: Input, raw: RawFormat | None) -> Callable[[], bytes]:
-    def read() -> bytes:
-        if item.data is not None:
-            return item.data
-        assert item.path is not None
-        return read_input(item.path, raw)
-
-    return read
-
-
-def _loader(item: Input, raw: RawFormat | None) -> Callable[[], np.ndarray]:
-    def load() -> np.ndarray:
-        if item.data is not None:
-            return load_audio(item.data, raw)
-        assert item.path is not None
-        return load_audio(item.path, raw)
-
-    return load
-
-
 def _open_cache(max_mb: float | None) -> ResultCache:
     try:
         return ResultCache(max_bytes=None if max_mb is None else max(1, int(max_mb * (1 << 20))))
     except ValueError as exc:  # a bad KETTLE_CACHE_MAX_MB
         raise ConfigError(str(exc)) from None
-
-
-def _key(item: Input, raw: RawFormat | None, identity: str, config: PipelineConfig) -> str | None:
-    try:
-        if item.data is not None:
-            import io
-
-            digest = hash_stream(io.BytesIO(item.data))
-        else:
-            assert item.path is not None
-            digest = hash_file(item.path)
-    except OSError:
-        return None  # unreadable: loading will report it
-    return cache_key(digest, identity, {**config.cache_options(), "raw": str(raw)})
 
 
 def _check_collisions(inputs: Sequence[Input], out_dir: Path, formats: Sequence[str]) -> None:

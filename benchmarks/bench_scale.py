@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -39,6 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import eval_dir, machine_info, markdown_table, require_eval_set, write_section
+from _serve import start_kettle
 from bench_server import (
     CATEGORIES,
     Track,
@@ -85,16 +85,9 @@ def load_clips(files: list[Path]) -> list[tuple[np.ndarray, str]]:
 
 
 def start_replica(model: str) -> tuple[subprocess.Popen[str], int]:
-    cmd = [sys.executable, "-m", "kettle.streaming.cli", "serve", "--port", "0"]
-    cmd += ["--model", model, "--threads", "1", "--max-sessions", "64"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    match = re.fullmatch(r"kettle serving on http://127\.0\.0\.1:(\d+)\n", line)
-    if not match:
-        proc.kill()
-        raise SystemExit(f"replica did not start: {line!r}")
-    return proc, int(match.group(1))
+    serve = ["--model", model, "--threads", "1", "--max-sessions", "64"]
+    proc, base = start_kettle(serve)
+    return proc, int(base.rsplit(":", 1)[1])
 
 
 def start_haproxy(ports: list[int], workdir: Path) -> tuple[subprocess.Popen[bytes], int]:

@@ -28,8 +28,6 @@ import asyncio
 import csv
 import json
 import os
-import re
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -40,6 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import eval_dir, machine_info, markdown_table, require_eval_set, write_section
+from _serve import kettle_serving, ws_url
 from kettle.streaming.client import ClientOptions, StreamResult, stream_audio
 
 HERE = Path(__file__).resolve().parent
@@ -80,31 +79,12 @@ def build_tracks(clips: list[tuple[np.ndarray, str]], n: int, seconds: float) ->
     return tracks
 
 
-def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "kettle.streaming.cli",
-        "serve",
-        "--port",
-        "0",
-        "--model",
-        args.model,
-        "--max-sessions",
-        "64",
-        "--batch-size",
-        str(args.batch_size),
-        "--threads",
-        str(args.threads),
+def serve_args(args: argparse.Namespace) -> list[str]:
+    """`kettle serve`'s options for this benchmark's server."""
+    return [
+        *("--model", args.model, "--max-sessions", "64"),
+        *("--batch-size", str(args.batch_size), "--threads", str(args.threads)),
     ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    match = re.fullmatch(r"kettle serving on http://(\S+)\n", line)
-    if not match:
-        proc.kill()
-        raise SystemExit(f"server did not start: {line!r}")
-    return proc, f"ws://{match.group(1)}/v1/stream"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -153,9 +133,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     clips = load_clips()
     max_n = max(args.clients)
     tracks = build_tracks(clips, max_n, args.seconds)
-    proc, url = start_server(args)
     rows: list[dict[str, Any]] = []
-    try:
+    with kettle_serving(serve_args(args)) as (proc, base):
+        url = ws_url(base)
         # Reference run, unpaced, finals only: expected finals per track (and a warm-up).
         refs = asyncio.run(run_clients(url, tracks, realtime=False, chunk_ms=args.chunk_ms))
         expected = [len(ref.finals) for ref in refs]
@@ -204,12 +184,6 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 f" CPU {row['server_cpu_s_per_audio_s']:.3f} s/s",
                 flush=True,
             )
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
     return {
         "data": data_line,
         "model": args.model,
@@ -227,10 +201,8 @@ def measure_protocols(args: argparse.Namespace) -> dict[str, Any]:
 
     data_line = require_eval_set(EVAL)
     tracks = build_tracks(load_clips(), 6, args.seconds)
-    proc, url = start_server(args)
-    base = url.removesuffix("/v1/stream").replace("ws", "http", 1)
     load_before = os.getloadavg()[0]
-    try:
+    with kettle_serving(serve_args(args)) as (_, base):
         # Warm-up (model caches, first-call costs), not measured.
         asyncio.run(_protocols.kettle_v1(base, tracks[0].audio[: 5 * SAMPLE_RATE], args.chunk_ms))
         per = asyncio.run(
@@ -257,12 +229,6 @@ def measure_protocols(args: argparse.Namespace) -> dict[str, Any]:
             f"{uploads['live_alone_final_p95_s']:.2f} s)",
             flush=True,
         )
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
     return {
         "data": data_line,
         "model": args.model,

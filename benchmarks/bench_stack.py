@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import machine_info, markdown_table, write_section
+from _serve import start_kettle, stop_kettle, ws_url
 from bench_server import (
     SAMPLE_RATE,
     Track,
@@ -88,25 +88,12 @@ def baseline_python(ref: str) -> Iterator[tuple[str, str]]:
 
 
 def start_server(python: str, model: str, threads: int) -> tuple[subprocess.Popen[str], str]:
+    """One stack's server (run from a neutral folder, so it imports its own kettle); its
+    /v1/stream URL."""
     model_args = ["--fake-model"] if model == "fake" else ["--model", model]
-    cmd = [python, "-m", "kettle.streaming.cli", "serve", "--port", "0", *model_args]
-    cmd += ["--max-sessions", "64", "--threads", str(threads)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=tempfile.gettempdir())
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    match = re.fullmatch(r"kettle serving on http://(\S+)\n", line)
-    if not match:
-        proc.kill()
-        raise SystemExit(f"server did not start: {line!r}")
-    return proc, f"ws://{match.group(1)}/v1/stream"
-
-
-def stop_server(proc: subprocess.Popen[str]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    serve = [*model_args, "--max-sessions", "64", "--threads", str(threads)]
+    proc, base = start_kettle(serve, python=python, cwd=tempfile.gettempdir())
+    return proc, ws_url(base)
 
 
 def measure_pair(
@@ -147,7 +134,7 @@ def measure_pair(
             audio_s += sum(len(t.audio) for t in chosen) / SAMPLE_RATE
     finally:
         for proc, _ in servers.values():
-            stop_server(proc)
+            stop_kettle(proc)
     rows: list[dict[str, Any]] = []
     for name in servers:
         rows.append(

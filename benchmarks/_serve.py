@@ -1,0 +1,55 @@
+"""`kettle serve` as a subprocess for benchmarks: started on an ephemeral port, stopped.
+
+The server prints ``kettle serving on http://HOST:PORT`` once it listens; `start_kettle`
+waits for that line, so a benchmark starts measuring only when the server takes clients.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+
+SERVING = re.compile(r"kettle serving on (http://\S+)\n")
+
+
+def start_kettle(
+    serve_args: Sequence[str], *, python: str = sys.executable, cwd: str | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    """``python -m kettle.streaming.cli serve --port 0 SERVE_ARGS``; returns the process and
+    its base URL (http://HOST:PORT) once it serves."""
+    cmd = [python, "-m", "kettle.streaming.cli", "serve", "--port", "0", *serve_args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=cwd)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    match = SERVING.fullmatch(line)
+    if not match:
+        proc.kill()
+        raise SystemExit(f"server did not start: {line!r}")
+    return proc, match.group(1)
+
+
+def stop_kettle(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM (the server drains), then kill it if it has not ended within 30 s."""
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@contextlib.contextmanager
+def kettle_serving(serve_args: Sequence[str]) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`start_kettle` for the block, `stop_kettle` after it, whatever happens in it."""
+    proc, base = start_kettle(serve_args)
+    try:
+        yield proc, base
+    finally:
+        stop_kettle(proc)
+
+
+def ws_url(base: str) -> str:
+    """kettle's own WebSocket endpoint on the server at ``base``."""
+    return base.replace("http", "ws", 1) + "/v1/stream"

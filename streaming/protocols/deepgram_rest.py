@@ -11,17 +11,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs
 
 from kettle.streaming.protocols.deepgram_wire import (
     DEFAULT_SAMPLE_RATES,
     ENCODINGS,
+    PRERECORDED_PARAMETERS,
     ListenParamError,
     ModelIdentity,
-    parse_flag,
     parse_int,
-    parse_language,
     plain_transcript,
+    query_flag,
+    query_language,
+    query_values,
+    refuse_multichannel,
     word_fields,
 )
 from kettle.transcribe.audio_io import RawFormat
@@ -50,12 +52,9 @@ def parse_prerecorded_query(
     query: str, *, multilingual: bool, model_name: str
 ) -> PrerecordedParams:
     """The request's query string; ListenParamError (HTTP 400) names what is wrong.
-    Parameters kettle does not implement are ignored (multichannel=true is refused)."""
-    try:
-        pairs = parse_qs(query, keep_blank_values=True, errors="strict")
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ListenParamError(f"query string cannot be decoded: {exc}") from None
-    one = {name: values[-1] for name, values in pairs.items()}
+    Parameters kettle does not implement are ignored (multichannel=true is refused); as on the
+    live endpoint, one that kettle reads must not be given twice with different values."""
+    one = query_values(query, PRERECORDED_PARAMETERS)
     raw = None
     if "encoding" in one:
         encoding = one["encoding"].strip().lower()
@@ -69,20 +68,15 @@ def parse_prerecorded_query(
             rate = parse_int("sample_rate", one["sample_rate"], 1000, MAX_RAW_SAMPLE_RATE)
         channels = parse_int("channels", one["channels"], 1, 32) if "channels" in one else 1
         raw = RawFormat(RAW_ENCODINGS[encoding], rate, channels)
-    if "multichannel" in one and parse_flag("multichannel", one["multichannel"]):
-        raise ListenParamError("multichannel=true is not supported: channels are mixed down")
-    detect = "detect_language" in one and parse_flag("detect_language", one["detect_language"])
-    language: str | None = None if detect else "en"
-    if "language" in one and not detect:
-        language = parse_language(one["language"])
-    if language not in (None, "en") and not multilingual:
-        raise ListenParamError(f"language {language!r}: model {model_name} is English-only")
+    refuse_multichannel(one)
+    detect = query_flag(one, "detect_language")
+    language = query_language(one, multilingual=multilingual, model_name=model_name, detect=detect)
     return PrerecordedParams(
         raw=raw,
         model=one.get("model"),
         language=language if multilingual else (language or "en"),
-        punctuate="punctuate" in one and parse_flag("punctuate", one["punctuate"]),
-        smart_format="smart_format" in one and parse_flag("smart_format", one["smart_format"]),
+        punctuate=query_flag(one, "punctuate"),
+        smart_format=query_flag(one, "smart_format"),
         detect_language=detect,
     )
 

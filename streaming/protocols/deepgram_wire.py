@@ -5,7 +5,7 @@ parameters, credentials, model identity and word fields. No I/O.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
@@ -25,6 +25,26 @@ MIN_ENDPOINTING_MS = 200
 MAX_ENDPOINTING_MS = 10000
 MAX_UTTERANCE_END_MS = 600_000
 SUBPROTOCOL = "token"
+# The query parameters each endpoint reads; it ignores the rest.
+_SHARED_PARAMETERS = frozenset(
+    {
+        "model",
+        "encoding",
+        "sample_rate",
+        "channels",
+        "multichannel",
+        "language",
+        "punctuate",
+        "smart_format",
+    }
+)
+LIVE_PARAMETERS = _SHARED_PARAMETERS | {
+    "endpointing",
+    "utterance_end_ms",
+    "interim_results",
+    "vad_events",
+}
+PRERECORDED_PARAMETERS = _SHARED_PARAMETERS | {"detect_language"}
 
 
 class ListenParamError(KettleError):
@@ -122,6 +142,50 @@ def parse_language(raw: str) -> str | None:
     return primary
 
 
+def query_values(query: str, reads: Collection[str]) -> dict[str, str]:
+    """The parameters kettle reads (``reads``), one value each; ListenParamError when the
+    query cannot be decoded or gives one of them twice with different values. The others
+    are left out: kettle ignores them, and Deepgram's lists (``tag``, ``keywords``, ...) may
+    repeat."""
+    try:
+        pairs = parse_qs(query, keep_blank_values=True, errors="strict")
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ListenParamError(f"query string cannot be decoded: {exc}") from None
+    one: dict[str, str] = {}
+    for name, values in pairs.items():
+        if name not in reads:
+            continue
+        if len(set(values)) > 1:
+            raise ListenParamError(f"{name} is given more than once with different values")
+        one[name] = values[0]
+    return one
+
+
+def query_flag(one: Mapping[str, str], name: str) -> bool:
+    """A true/false parameter; absent is false."""
+    return parse_flag(name, one[name]) if name in one else False
+
+
+def refuse_multichannel(one: Mapping[str, str]) -> None:
+    """Both endpoints mix channels down to one transcript, so results per channel cannot be
+    given: ``multichannel=true`` is refused."""
+    if query_flag(one, "multichannel"):
+        raise ListenParamError("multichannel=true is not supported: channels are mixed down")
+
+
+def query_language(
+    one: Mapping[str, str], *, multilingual: bool, model_name: str, detect: bool = False
+) -> str | None:
+    """``language`` ("en" when absent; None to detect, as ``detect`` asks too), which the
+    model must know: an English-only model takes English only."""
+    if detect:
+        return None  # ``language`` is then not looked at
+    language = parse_language(one["language"]) if "language" in one else "en"
+    if language not in (None, "en") and not multilingual:
+        raise ListenParamError(f"language {language!r}: model {model_name} is English-only")
+    return language
+
+
 def parse_listen_query(query: str, *, multilingual: bool, model_name: str) -> ListenParams:
     """The handshake's query string; ListenParamError (HTTP 400) names what is wrong.
 
@@ -129,15 +193,7 @@ def parse_listen_query(query: str, *, multilingual: bool, model_name: str) -> Li
     ignores those a model does not support; ``multichannel=true`` is refused, because
     results per channel cannot be given.
     """
-    try:
-        pairs = parse_qs(query, keep_blank_values=True, errors="strict")
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ListenParamError(f"query string cannot be decoded: {exc}") from None
-    one: dict[str, str] = {}
-    for name, values in pairs.items():
-        if len(set(values)) > 1:
-            raise ListenParamError(f"{name} is given more than once with different values")
-        one[name] = values[0]
+    one = query_values(query, LIVE_PARAMETERS)
     encoding = one.get("encoding")
     if encoding is None:
         raise ListenParamError(
@@ -151,13 +207,8 @@ def parse_listen_query(query: str, *, multilingual: bool, model_name: str) -> Li
     if "sample_rate" in one:
         rate = parse_int("sample_rate", one["sample_rate"], MIN_SAMPLE_RATE, MAX_SAMPLE_RATE)
     channels = parse_int("channels", one["channels"], 1, 2) if "channels" in one else 1
-    if "multichannel" in one and parse_flag("multichannel", one["multichannel"]):
-        raise ListenParamError("multichannel=true is not supported: channels are mixed down")
-    language: str | None = "en"
-    if "language" in one:
-        language = parse_language(one["language"])
-    if language not in (None, "en") and not multilingual:
-        raise ListenParamError(f"language {language!r}: model {model_name} is English-only")
+    refuse_multichannel(one)
+    language = query_language(one, multilingual=multilingual, model_name=model_name)
     endpointing, endpointing_ms = True, None
     if "endpointing" in one:
         raw = one["endpointing"].strip().lower()
@@ -171,7 +222,7 @@ def parse_listen_query(query: str, *, multilingual: bool, model_name: str) -> Li
             "utterance_end_ms", one["utterance_end_ms"], 1, MAX_UTTERANCE_END_MS
         )
     flags = {
-        name: parse_flag(name, one[name]) if name in one else False
+        name: query_flag(one, name)
         for name in ("interim_results", "vad_events", "punctuate", "smart_format")
     }
     return ListenParams(

@@ -89,6 +89,9 @@ def test_query() -> None:
     assert parse("detect_language=true", multilingual=True).language is None
     assert parse("detect_language=true").language == "en"  # English-only: nothing to detect
     assert parse("language=fr-CA", multilingual=True).language == "fr"
+    # detect_language wins over language, which is then not read at all.
+    assert parse("detect_language=true&language=xx", multilingual=True).language is None
+    assert parse("tag=a&tag=b&punctuate=true&punctuate=true").punctuate  # as the live query
 
 
 @pytest.mark.parametrize(
@@ -99,6 +102,8 @@ def test_query() -> None:
         ("multichannel=true", "multichannel"),
         ("language=de", "English-only"),
         ("punctuate=maybe", "punctuate"),
+        ("language=en&language=de", "more than once"),
+        ("model=%ff", "decoded"),
     ],
 )
 def test_bad_query(query: str, match: str) -> None:

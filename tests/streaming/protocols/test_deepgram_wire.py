@@ -48,6 +48,10 @@ def test_query_defaults_and_every_parameter() -> None:
     assert not off.endpointing and off.session_config().endpoint_silence_ms == 500
     assert parse("encoding=linear16&language=multi", multilingual=True).language is None
     assert parse("encoding=linear16&language=de", multilingual=True).language == "de"
+    # Parameters kettle ignores may repeat, as Deepgram's lists do; those it reads may
+    # repeat only with one value.
+    assert parse("encoding=linear16&tag=a&tag=b&keywords=x:2&keywords=y").encoding == "linear16"
+    assert parse("encoding=linear16&encoding=linear16").encoding == "linear16"
 
 
 @pytest.mark.parametrize(

@@ -106,10 +106,6 @@ class Uploads:
         return self._slots.active
 
     @property
-    def limit(self) -> int:
-        return self._slots.limit
-
-    @property
     def full(self) -> bool:
         return self._slots.full
 
@@ -129,8 +125,9 @@ class Uploads:
         self._idle.clear()
         try:
             body = await read_body(request, self.max_bytes)
-            job = await unless_disconnected(request, _transcribe(engine, body, prepare))
-            return Transcribed(job[0], body, job[1])
+            work = _transcribe(engine, body, prepare)
+            parsed, transcript = await unless_disconnected(request, work)
+            return Transcribed(parsed, body, transcript)
         finally:
             self._slots.release()
             if self._slots.active == 0:

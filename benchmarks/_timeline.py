@@ -22,6 +22,7 @@ class Call:
     start: float  # time.monotonic()
     end: float
     classes: tuple[str, ...]  # one per request: final, fallback, speculative, partial
+    requests: tuple[Any, ...] = ()  # the DecodeRequests themselves (to replay them)
 
 
 @dataclass
@@ -42,7 +43,8 @@ class Recorder:
         try:
             return self.inner.decode_batch(requests)
         finally:
-            self.calls.append(Call(t0, time.monotonic(), tuple(_class(r) for r in requests)))
+            classes = tuple(_class(r) for r in requests)
+            self.calls.append(Call(t0, time.monotonic(), classes, tuple(requests)))
 
     # -- the observer side ----------------------------------------------------------------
     def on_batch(
@@ -68,6 +70,10 @@ class Recorder:
         self.final_waits.clear()
         self.final_decodes.clear()
         self.levels.clear()
+
+    def calls_within(self, start: float, end: float) -> list[Call]:
+        """The model calls that ran (at least partly) within [start, end]."""
+        return [c for c in self.calls if c.end > start and c.start < end]
 
 
 def _class(request: Any) -> str:

@@ -7,8 +7,10 @@ a worker thread and sends its batches to the engine's offline queue, so live str
 and partials always go first. Errors are Deepgram's ``{"err_code", "err_msg", "request_id"}``:
 401 for a bad key, 400 for bad parameters or audio, 413 for a body over the limit, 429 with
 Retry-After while the upload slots are full, 503 with Retry-After while the model loads or
-the server drains. A JSON body asks kettle to fetch a URL, which it does not do (400). The
-slot, the body's limit and the decode are uploads.py's, shared with OpenAI's upload routes: a
+the server drains (an upload in flight when a drain begins is answered within the drain's
+timeout; one still running when a shutdown or the drain's end cuts it short gets this 503).
+A JSON body asks kettle to fetch a URL, which it does not do (400). The slot, the body's
+limit and the decode are uploads.py's, shared with OpenAI's upload routes: a
 client that goes away cancels the rest of its work and frees its slot.
 """
 
@@ -82,7 +84,7 @@ def routes(server: KettleServer) -> list[BaseRoute]:
             body = {**error_body(exc.message, code=exc.code), "request_id": request_id}
             return JSONResponse(body, exc.status, headers)
 
-    return [Route(LISTEN_PATH, listen, methods=["POST"])]
+    return [Route(LISTEN_PATH, server.uploads.answered(listen), methods=["POST"])]
 
 
 async def _transcribe(server: KettleServer, request: Request, request_id: str) -> Response:
@@ -110,6 +112,8 @@ async def _transcribe(server: KettleServer, request: Request, request_id: str) -
         done = await server.uploads.transcribe(request, engine, lambda body: _job(body, params))
     except UploadsFull as exc:
         raise _Refused(429, "TOO_MANY_REQUESTS", str(exc), retry=True) from None
+    except UploadsUnavailable as exc:  # cut short by the server's shutdown
+        raise _Refused(503, "SERVICE_UNAVAILABLE", str(exc), retry=True) from None
     except UploadTooLarge as exc:
         raise _Refused(413, "PAYLOAD_TOO_LARGE", str(exc)) from None
     except UnreadableAudio as exc:

@@ -5,7 +5,8 @@ The request's order of checks, cheapest first, so a refused upload costs no read
 
 1. the key (401), then whether the server takes work at all (503 while the model loads or the
    server drains) and a free upload slot (429 while ``max_uploads`` are being transcribed),
-   both with Retry-After, which the SDK's retry honours;
+   both with Retry-After, which the SDK's retry honours (an upload in flight when a drain
+   begins is answered within the drain's timeout; one a shutdown cuts short gets the 503);
 2. the body, read up to ``max_upload_bytes`` (413 beyond; Content-Length is checked first);
 3. the form (400, 404 for an unknown model; see protocols/openai_rest.py), then the audio,
    decoded from its bytes (400 when it is not audio).
@@ -18,7 +19,7 @@ upload route: a client that goes away cancels the rest of its work and frees its
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from kettle.streaming.limits import bearer_token
@@ -38,6 +39,7 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp
 
 if TYPE_CHECKING:
     from kettle.streaming.engine import Engine
@@ -78,9 +80,12 @@ class OpenAIRest:
         return [
             Route(MODELS_PATH, self.list_models, methods=["GET"]),
             Route(MODELS_PATH + "/{model_id:path}", self.get_model, methods=["GET"]),
-            Route(TRANSCRIPTIONS_PATH, self.transcriptions, methods=["POST"]),
-            Route(TRANSLATIONS_PATH, self.translations, methods=["POST"]),
+            Route(TRANSCRIPTIONS_PATH, self._answered(self.transcriptions), methods=["POST"]),
+            Route(TRANSLATIONS_PATH, self._answered(self.translations), methods=["POST"]),
         ]
+
+    def _answered(self, endpoint: Callable[[Request], Awaitable[Response]]) -> ASGIApp:
+        return self.server.uploads.answered(endpoint)  # a drain waits for its answer
 
     # -- checks -----------------------------------------------------------------------------
 
@@ -152,6 +157,8 @@ class OpenAIRest:
                 return exc
             case UploadsFull():
                 return rest.busy(retry)
+            case UploadsUnavailable():  # cut short by the server's shutdown
+                return rest.busy(retry, unavailable=True)
             case UploadTooLarge(limit=limit):
                 return rest.too_large(limit)
             case UnreadableAudio():

@@ -380,27 +380,37 @@ class KettleServer:
 
     async def drain(self, timeout: float | None = None) -> None:
         """Leave the rotation but finish the work: /readyz turns 503 at once and new sessions
-        get 503 + Retry-After (the port stays open, so a balancer sees both and retries
-        elsewhere); live sessions go on for up to ``timeout`` (``drain_timeout_s``). Then the
-        server shuts down: what remains gets its finals and a close with 1012, on which
-        clients reconnect (through the balancer, to another replica)."""
+        and uploads get 503 + Retry-After (the port stays open, so a balancer sees both and
+        retries elsewhere); live sessions go on, and uploads in flight are transcribed and
+        answered, for up to ``timeout`` (``drain_timeout_s``). Then the server shuts down:
+        sessions still live get their finals and a close with 1012, on which clients
+        reconnect (through the balancer, to another replica); uploads still running get 503
+        + Retry-After."""
         timeout = self.config.drain_timeout_s if timeout is None else timeout
         self._draining = True
-        if not self._idle.is_set():
+        uploads = self.uploads.active
+        if not self._idle.is_set() or uploads:
             logger.info(
-                "draining: %d live session(s) may go on for up to %g s",
+                "draining: %d live session(s) and %d upload(s) may go on for up to %g s",
                 self.sessions_active,
+                uploads,
                 timeout,
             )
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), timeout)
+            await asyncio.wait_for(self._settled(), timeout)
         await self.shutdown(close_code=CLOSE_SERVICE_RESTART)
+
+    async def _settled(self) -> None:
+        """Every session closed and every upload answered (none can start while draining)."""
+        await self._idle.wait()
+        await self.uploads.wait_idle()
 
     async def shutdown(
         self, timeout: float | None = None, *, close_code: int = CLOSE_GOING_AWAY
     ) -> None:
         """Stop accepting, finish open sessions' finals (bounded), close them with
-        ``close_code`` (1001; a drain's end uses 1012)."""
+        ``close_code`` (1001; a drain's end uses 1012); uploads still running are answered
+        503 at once (bounded by the same timeout)."""
         if self._shutdown_task is None:
             self._shutdown_task = asyncio.create_task(self._shutdown(timeout, close_code))
         await asyncio.shield(self._shutdown_task)
@@ -408,6 +418,7 @@ class KettleServer:
     async def _shutdown(self, timeout: float | None, close_code: int) -> None:
         timeout = self.config.shutdown_timeout_s if timeout is None else timeout
         self._draining = True
+        self.uploads.close()  # what still runs is answered 503 before the connections close
         uv = self._uvicorn
         if uv is not None:
             for listener in uv.servers:
@@ -422,10 +433,10 @@ class KettleServer:
                 logger.exception("session %s: could not stop it", runner.session_id)
                 runner.force_close(close_code)
         waiters = [asyncio.ensure_future(r.closed.wait()) for r in runners]
-        if waiters:
-            _, pending = await asyncio.wait(waiters, timeout=timeout)
-            for waiter in pending:
-                waiter.cancel()
+        waiters.append(asyncio.ensure_future(self.uploads.wait_idle()))
+        _, pending = await asyncio.wait(waiters, timeout=timeout)
+        for waiter in pending:
+            waiter.cancel()
         for runner in list(self._runners):
             runner.force_close(close_code)
         if uv is not None:
@@ -618,7 +629,7 @@ async def serve_until_signalled(
 
     SIGTERM (what an orchestrator sends) drains: see `KettleServer.drain`. SIGINT (Ctrl-C),
     or a second signal during a drain, shuts down now: open sessions get their finals and
-    1001 (1012 when the drain had begun).
+    1001 (1012 when the drain had begun), uploads still running 503.
     """
     loop = asyncio.get_running_loop()
     signals: asyncio.Queue[signal.Signals] = asyncio.Queue()

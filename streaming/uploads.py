@@ -13,13 +13,18 @@ From the end of the body on, a client that goes away (the next ASGI message is t
 disconnect) cancels steps 3-5, withdraws what is still queued and frees the slot at once;
 the call raises Starlette's `ClientDisconnect`, as a client gone during the body does.
 Each route renders the refusals in its own API's error shape.
+
+A drain (server.py) lets the uploads in flight finish: `wait_idle` returns once none holds a
+slot and every route wrapped by `answered` has sent its response. At the drain's end (or at
+once on a plain shutdown) `close` cuts what still runs short: its work is cancelled and the
+call raises `UploadsUnavailable`, which each route answers with 503 and Retry-After.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -30,6 +35,9 @@ from kettle.transcribe.errors import AudioError
 from kettle.transcribe.pipeline import PipelineConfig
 from kettle.transcribe.transcript import Transcript
 from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.routing import request_response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 if TYPE_CHECKING:
     from kettle.streaming.engine import Engine
@@ -98,8 +106,10 @@ class Uploads:
     def __init__(self, max_uploads: int, max_bytes: int) -> None:
         self._slots = SessionSlots(max_uploads)
         self.max_bytes = max_bytes
-        self._idle = asyncio.Event()  # set while no upload holds a slot
+        self._busy = 0  # slots held plus requests of `answered` routes not yet answered
+        self._idle = asyncio.Event()  # set while _busy is 0
         self._idle.set()
+        self._closed = asyncio.Event()
 
     @property
     def active(self) -> int:
@@ -109,9 +119,35 @@ class Uploads:
     def full(self) -> bool:
         return self._slots.full
 
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
     async def wait_idle(self) -> None:
-        """Return once no upload holds a slot."""
+        """Return once no upload holds a slot and every `answered` route's request has had
+        its response sent."""
         await self._idle.wait()
+
+    def close(self) -> None:
+        """Cut the uploads short: each one in flight, and each later, raises
+        `UploadsUnavailable` instead of giving its transcript (its work is cancelled)."""
+        self._closed.set()
+
+    def answered(self, endpoint: Callable[[Request], Awaitable[Response]]) -> ASGIApp:
+        """A route's ASGI app for ``endpoint`` whose requests `wait_idle` waits for until
+        the response is sent, not only until the transcription is over."""
+        return _Answered(self, request_response(endpoint))
+
+    @contextlib.contextmanager
+    def _holding(self) -> Iterator[None]:
+        self._busy += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._busy -= 1
+            if self._busy == 0:
+                self._idle.set()
 
     async def transcribe(
         self,
@@ -120,18 +156,43 @@ class Uploads:
         prepare: Callable[[bytes], Awaitable[UploadJob[P]]],
     ) -> Transcribed[P]:
         """Steps 1-5 of the module's docstring for one request."""
+        if self.closed:
+            raise UploadsUnavailable("the server is shutting down")
         if not self._slots.try_acquire():
             raise UploadsFull("as many uploads as kettle takes are running")
-        self._idle.clear()
         try:
-            body = await read_body(request, self.max_bytes)
-            work = _transcribe(engine, body, prepare)
-            parsed, transcript = await unless_disconnected(request, work)
-            return Transcribed(parsed, body, transcript)
+            with self._holding():
+                upload = _upload(request, self.max_bytes, engine, prepare)
+                return await _unless(upload, self._closed.wait(), _cut_short)
         finally:
             self._slots.release()
-            if self._slots.active == 0:
-                self._idle.set()
+
+
+class _Answered:
+    """An ASGI app that holds its `Uploads` busy until the response has been sent."""
+
+    def __init__(self, uploads: Uploads, app: ASGIApp) -> None:
+        self._uploads, self._app = uploads, app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        with self._uploads._holding():
+            await self._app(scope, receive, send)
+
+
+def _cut_short() -> UploadsUnavailable:
+    return UploadsUnavailable("the server shut down before the transcription finished")
+
+
+async def _upload(
+    request: Request,
+    limit: int,
+    engine: Engine,
+    prepare: Callable[[bytes], Awaitable[UploadJob[P]]],
+) -> Transcribed[P]:
+    body = await read_body(request, limit)
+    work = _transcribe(engine, body, prepare)
+    parsed, transcript = await unless_disconnected(request, work)
+    return Transcribed(parsed, body, transcript)
 
 
 async def _transcribe(
@@ -163,18 +224,25 @@ async def read_body(request: Request, limit: int) -> bytes:
 async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
     """Await ``work``, cancelling it if the client goes away first (call it once the body
     is read, so the next ASGI message is the disconnect); then `ClientDisconnect`."""
+    return await _unless(work, _disconnected(request), ClientDisconnect)
+
+
+async def _unless(
+    work: Awaitable[T], interrupt: Awaitable[object], error: Callable[[], BaseException]
+) -> T:
+    """Await ``work``; if ``interrupt`` comes first, cancel the work and raise ``error()``."""
     job = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(_disconnected(request))
+    watcher = asyncio.ensure_future(interrupt)
     try:
         await asyncio.wait({job, watcher}, return_when=asyncio.FIRST_COMPLETED)
     except BaseException:
-        await _stop(job)  # the handler itself was cancelled (shutdown): so is its work
+        await _stop(job)  # the caller itself was cancelled: so is its work
         raise
     finally:
         watcher.cancel()
     if not job.done():
         await _stop(job)
-        raise ClientDisconnect()
+        raise error()
     return job.result()
 
 

@@ -33,6 +33,7 @@ from kettle.transcribe.pipeline import PipelineConfig
 from kettle.transcribe.types import DecodeRequest
 from kettle.transcribe.windows import WindowConfig
 from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
 
 GUARD = 60  # seconds: a deadlock guard only
 WHOLE = PipelineConfig(windows=WindowConfig(vad=False))  # one window, whatever the VAD hears
@@ -203,3 +204,63 @@ async def test_upload_engine_refuses_while_the_server_takes_no_uploads() -> None
     stopped = SimpleNamespace(engine=engine, draining=False)  # the engine has stopped
     with pytest.raises(UploadsUnavailable, match="stopped"):
         upload_engine(cast(KettleServer, stopped))
+
+
+async def test_close_cuts_uploads_short_and_refuses_later_ones() -> None:
+    decoding, release = threading.Event(), threading.Event()
+
+    def held(request: DecodeRequest) -> str:
+        decoding.set()
+        release.wait(GUARD)
+        return "held"
+
+    uploads = Uploads(max_uploads=2, max_bytes=1 << 20)
+    body = wav(AUDIO)
+    try:
+        async with Engine(FakeDecoder(text_for=held), EngineConfig()) as engine:
+            running = asyncio.create_task(
+                uploads.transcribe(Client([body]).request, engine, job(body))
+            )
+            assert await asyncio.to_thread(decoding.wait, GUARD)
+            reading = Client([body[:10], body[10:]])  # one still reading its body, too
+            reading.messages.pop()  # its second chunk never comes
+            waiting = asyncio.create_task(uploads.transcribe(reading.request, engine, job(body)))
+            while reading.reads < 2:  # it has read its first chunk and waits for more
+                await asyncio.sleep(0)
+            uploads.close()
+            for task in (running, waiting):
+                with pytest.raises(UploadsUnavailable, match="shut down"):
+                    await task
+            assert uploads.active == 0 and uploads.closed
+            await uploads.wait_idle()
+            later = Client([body])
+            with pytest.raises(UploadsUnavailable, match="shutting down"):
+                await uploads.transcribe(later.request, engine, job(body))
+            assert later.reads == 0
+            release.set()
+    finally:
+        release.set()
+
+
+async def test_answered_holds_wait_idle_until_the_response_is_sent() -> None:
+    uploads = Uploads(max_uploads=1, max_bytes=1024)
+    sending, sent = asyncio.Event(), asyncio.Event()
+
+    async def endpoint(request: Request) -> Response:
+        return Response("ok")
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            sending.set()
+            await sent.wait()  # the socket takes the body only when the test says
+
+    app = uploads.answered(endpoint)
+    scope = {"type": "http", "method": "POST", "path": "/", "headers": [], "query_string": b""}
+    serving = asyncio.create_task(app(scope, Client([b""]).request.receive, send))
+    await asyncio.wait_for(sending.wait(), GUARD)  # answered, its body not sent yet
+    idle = asyncio.create_task(uploads.wait_idle())
+    await asyncio.sleep(0)
+    assert not idle.done()
+    sent.set()
+    await asyncio.wait_for(serving, GUARD)
+    await asyncio.wait_for(idle, GUARD)

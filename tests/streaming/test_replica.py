@@ -1,16 +1,20 @@
 """`kettle serve` as a well-behaved replica: /readyz is 503 while the model is failing, and
 SIGTERM drains (out of the rotation at once, live sessions go on until --drain-timeout, then
-get their finals and 1012). Real servers; no wall-clock asserts."""
+get their finals and 1012; an upload in flight is answered). Real servers; no wall-clock
+asserts."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import pytest
 from kettle.streaming.client import ClientOptions, stream_audio
 from kettle.streaming.server import KettleServer, ServerConfig
@@ -27,6 +31,7 @@ pytestmark = pytest.mark.slow
 GUARD_S = 60.0
 UTTERANCE = [("voice", 1.5), ("silence", 1.0)]
 AUDIO = scripted_audio([*UTTERANCE, *UTTERANCE, ("voice", 1.5), ("silence", 0.8)])
+FLAC = (Path(__file__).resolve().parents[1] / "data" / "jfk.flac").read_bytes()
 
 
 def _readyz(url: str) -> tuple[int, str]:
@@ -114,3 +119,41 @@ async def test_readiness_is_503_while_the_model_fails_and_200_once_it_works() ->
         assert await asyncio.to_thread(_readyz, server.url) == (200, "ready")
     finally:
         await server.shutdown(timeout=5)
+
+
+async def test_sigterm_lets_an_upload_in_flight_finish(
+    serve_replica: Callable[..., Replica],
+) -> None:
+    replica = serve_replica("--drain-timeout", "600")
+    reader, writer = await asyncio.open_connection("127.0.0.1", replica.port)
+    # With Expect: 100-continue the server says Continue once the route reads the body: the
+    # upload holds its slot and its body is half sent when SIGTERM comes.
+    head = (
+        f"POST /v1/listen HTTP/1.1\r\nHost: 127.0.0.1:{replica.port}\r\n"
+        f"Content-Length: {len(FLAC)}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n"
+    )
+    half = len(FLAC) // 2
+    try:
+        writer.write(head.encode())
+        await writer.drain()
+        continued = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), GUARD_S)
+        assert continued.startswith(b"HTTP/1.1 100 ")
+        writer.write(FLAC[:half])
+        await writer.drain()
+        replica.terminate()
+        assert await _until_unready(replica.url) == (503, "shutting down")
+        async with httpx.AsyncClient(timeout=GUARD_S) as client:  # a new upload: elsewhere
+            late = await client.post(replica.url + "/v1/listen", content=FLAC)
+        assert late.status_code == 503 and int(late.headers["Retry-After"]) >= 1
+        assert late.json()["err_code"] == "SERVICE_UNAVAILABLE"
+        writer.write(FLAC[half:])  # the rest of the upload in flight
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), GUARD_S)  # up to the close
+    finally:
+        writer.close()
+    status, _, body = answer.partition(b"\r\n\r\n")
+    assert status.startswith(b"HTTP/1.1 200 "), answer[:500]
+    results = json.loads(body)["results"]
+    assert results["channels"][0]["alternatives"][0]["transcript"]
+    assert replica.proc is not None
+    assert await asyncio.to_thread(replica.proc.wait, GUARD_S) == 0

@@ -28,9 +28,10 @@ def register_serve(sub: Any) -> None:
             "Serve PROTOCOL.md on ws://HOST:PORT/v1/stream, OpenAI's audio API (/v1/audio/..., "
             "/v1/models, /v1/realtime), the browser page on /, and /v1/info, /healthz, /readyz, "
             "/metrics. Prints 'kettle serving on http://HOST:PORT' once ready. SIGTERM drains: "
-            "/readyz turns 503, new sessions get 503, live sessions go on for up to "
-            "--drain-timeout, then get their finals and close 1012 (clients reconnect "
-            "elsewhere). Ctrl-C finishes open sessions' finals now and exits."
+            "/readyz turns 503, new sessions and uploads get 503, live sessions and uploads in "
+            "flight go on for up to --drain-timeout, then sessions get their finals and close "
+            "1012 (clients reconnect elsewhere), uploads still running 503. Ctrl-C finishes "
+            "open sessions' finals now, answers uploads in flight 503 and exits."
         ),
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
@@ -127,7 +128,8 @@ def register_serve(sub: Any) -> None:
         type=non_negative_float,
         default=30.0,
         metavar="S",
-        help="after SIGTERM, how long live sessions may go on (default %(default)s)",
+        help="after SIGTERM, how long live sessions and uploads in flight may go on "
+        "(default %(default)s)",
     )
     parser.add_argument(
         "--max-uploads",

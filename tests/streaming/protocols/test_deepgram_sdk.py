@@ -3,9 +3,8 @@ with the embedded tiny.en model (slow tests).
 
 The live tests drive the stream by what the server says, not by the wall clock: each step
 waits (with a generous deadlock guard) for the message it needs, and no assertion is about
-time. Audio goes as fast as the socket takes it, except before the first interim result (paced
-at twice real time, so that the stream does not run past the partials) and in the KeepAlive
-test, whose idle timeout is a wall-clock rule.
+time. Audio goes as fast as the socket takes it, except in the KeepAlive test, whose idle
+timeout is a wall-clock rule.
 """
 
 from __future__ import annotations
@@ -23,6 +22,9 @@ import pytest
 from deepgram import AsyncDeepgramClient, DeepgramClient
 from deepgram.core.api_error import ApiError
 from deepgram.environment import DeepgramClientEnvironment
+from kettle.streaming.degrade import DegradeConfig
+from kettle.streaming.engine import EngineConfig
+from kettle.streaming.scheduler import SchedulerConfig
 from kettle.streaming.server import KettleServer, ServerConfig
 from kettle.transcribe.audio_io import load_audio
 from websockets.asyncio.client import connect
@@ -44,6 +46,16 @@ JFK_REFERENCE = (
 KEY = "dg-test-key"
 GUARD = 120  # seconds: a deadlock guard, never a timing assertion
 PIECE = 3200  # bytes: 100 ms of 16 kHz linear16
+# Where the Finalize test cuts the first utterance, mid-speech ("And so my fellow| Americans").
+FINALIZE_AT = 16 * PIECE
+# An engine that sheds no partials: no degradation, no cost-based cadence, no partial
+# dropped for having waited (each of these reads the wall clock, so a loaded machine would
+# decide whether the first utterance gets an interim result before the cut).
+EVERY_PARTIAL = EngineConfig(
+    scheduler=SchedulerConfig(partial_max_wait_s=float(GUARD)),
+    adaptive_cadence=False,
+    degrade=DegradeConfig(enabled=False),
+)
 
 
 @pytest.fixture(scope="module")
@@ -56,9 +68,9 @@ def pcm() -> bytes:
 async def make_server(tiny_decoder: Any) -> AsyncIterator[Callable[..., Any]]:
     servers: list[KettleServer] = []
 
-    async def start(**overrides: Any) -> KettleServer:
+    async def start(engine: EngineConfig | None = None, **overrides: Any) -> KettleServer:
         server = KettleServer(
-            ServerConfig(port=0, api_keys=(KEY,), **overrides), lambda: tiny_decoder
+            ServerConfig(port=0, api_keys=(KEY,), **overrides), lambda: tiny_decoder, engine
         )
         await server.start()
         servers.append(server)
@@ -95,7 +107,7 @@ def finals_text(messages: list[Any]) -> str:
 async def test_live_interim_results_finalize_and_close_stream(
     make_server: Callable[..., Any], pcm: bytes, wer_fn: Any
 ) -> None:
-    server = await make_server()
+    server = await make_server(EVERY_PARTIAL)
     client = AsyncDeepgramClient(api_key=KEY, environment=environment(server.url))
     seen: list[Any] = []
     first_interim, finalized = asyncio.Event(), asyncio.Event()
@@ -117,14 +129,10 @@ async def test_live_interim_results_finalize_and_close_stream(
                     finalized.set()
 
         reader = asyncio.create_task(read())
-        # Audio goes until the first interim result has come: how much that takes depends on
-        # the partial cadence the engine can afford here, so the server decides, not a clock.
-        # (Paced at twice real time only so that the stream does not run ahead of it.)
-        sent = 0
-        while sent < len(pcm) and not first_interim.is_set():
-            await socket.send_media(pcm[sent : sent + PIECE])
-            sent += PIECE
-            await asyncio.sleep(0.05)
+        # The audio up to the cut, then nothing until the first interim result has come: the
+        # Finalize cuts at the same point of the speech however loaded the machine is (the
+        # finals, and so their words, depend on where it cuts).
+        await send_audio(socket, pcm[:FINALIZE_AT])
         await asyncio.wait_for(first_interim.wait(), GUARD)
         interim = next(m for m in seen if is_results(m) and not m.is_final)
         assert interim.channel.alternatives[0].transcript
@@ -136,7 +144,7 @@ async def test_live_interim_results_finalize_and_close_stream(
         answer = next(m for m in seen if is_results(m) and m.from_finalize)
         assert answer.is_final is True and answer.speech_final is False
         # The rest, then CloseStream: the remaining finals, Metadata, close 1000.
-        await send_audio(socket, pcm[sent:])
+        await send_audio(socket, pcm[FINALIZE_AT:])
         await socket.send_close_stream()
         await asyncio.wait_for(reader, GUARD)
     kinds = [m.type for m in seen]

@@ -61,10 +61,12 @@ DISCONNECTS_PER_MINUTE = 10
 # -- the server ---------------------------------------------------------------------------------
 
 
-def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
+def start_server(
+    args: argparse.Namespace, extra: tuple[str, ...] = ()
+) -> tuple[subprocess.Popen[str], str]:
     cmd = [sys.executable, "-m", "kettle.streaming.cli", "serve", "--port", "0"]
     cmd += ["--fake-model"] if args.fake_model else ["--model", args.model]
-    cmd += ["--max-sessions", "64", "--idle-timeout", "20"]
+    cmd += ["--max-sessions", "64", "--idle-timeout", "20", *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()

@@ -31,6 +31,10 @@ class LagWindow:
         self.count += 1
         self.worst = max(self.worst, lag_s)
 
+    def samples(self) -> list[float]:
+        """The window's samples, oldest first."""
+        return list(self._samples)
+
     def quantile(self, q: float) -> float:
         """The nearest-rank q-quantile of the window (0 when empty)."""
         if not 0 <= q <= 1:

@@ -22,6 +22,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -40,6 +41,7 @@ from kettle.streaming.limits import Authenticator, SessionSlots
 from kettle.streaming.looplag import LoopLagMonitor
 from kettle.streaming.metrics import ServerMetrics
 from kettle.streaming.origins import OriginPolicy
+from kettle.streaming.priority import MAX_NICE_INCREMENT, lower_this_thread
 from kettle.streaming.protocols.base import (
     CLOSE_GOING_AWAY,
     CLOSE_SERVICE_RESTART,
@@ -109,6 +111,8 @@ class ServerConfig:
     audio_rate: float = 2.0
     audio_burst_s: float = 10.0
     max_backlog_s: float = 120.0
+    # The model's compute threads run this much nicer than the event loop (priority.py).
+    model_nice: int = 5
 
     def __post_init__(self) -> None:
         problems = []
@@ -136,6 +140,8 @@ class ServerConfig:
             problems.append("retry_after_s must be at least 1")
         if self.max_upload_bytes < 1 or self.max_uploads < 1:
             problems.append("max_upload_bytes and max_uploads must be at least 1")
+        if not 0 <= self.model_nice <= MAX_NICE_INCREMENT:
+            problems.append(f"model_nice must be within 0..{MAX_NICE_INCREMENT}")
         if self.outbox_limit < 1:
             problems.append("outbox_limit must be at least 1")
         if (self.tls_cert is None) != (self.tls_key is None):
@@ -281,7 +287,7 @@ class KettleServer:
     async def load(self) -> None:
         from kettle.streaming.engine import Engine, EngineConfig
 
-        loaded = await asyncio.to_thread(self._load)
+        loaded = await _load_lowered(self._load, self.config.model_nice)
         decoder, final_decoder = loaded if isinstance(loaded, tuple) else (loaded, None)
         engine = Engine(
             decoder,
@@ -553,6 +559,21 @@ class KettleServer:
 
 
 _BEARER_CHALLENGE = {"WWW-Authenticate": "Bearer"}
+
+
+async def _load_lowered(load: Callable[[], DecoderLoad], nice: int) -> DecoderLoad:
+    """`load()` in a thread of its own, made `nice` lower in priority first: the compute
+    threads the model creates there inherit it, the event loop keeps its own (priority.py)."""
+
+    def run() -> DecoderLoad:
+        lower_this_thread(nice)
+        return load()
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="kettle-load")
+    try:
+        return await asyncio.get_running_loop().run_in_executor(pool, run)
+    finally:
+        pool.shutdown(wait=False)
 
 
 def _dead_peer_detection(sock: socket.socket) -> None:

@@ -17,6 +17,7 @@ def test_window_quantiles_and_bound() -> None:
     assert window.quantile(0.5) == 0.15
     assert window.quantile(0.99) == 0.199
     assert window.quantile(1.0) == 0.2
+    assert window.samples() == [i / 1000 for i in range(101, 201)]
     with pytest.raises(ValueError):
         window.quantile(1.5)
 

@@ -55,6 +55,7 @@ asyncio.run(main(float(sys.argv[1])))
 """
 
 Samples = dict[Any, float]
+Phase = tuple[Samples, Samples, list[float], list[float]]  # before, after, control, final lags
 
 
 async def clients(ws_url: str, tracks: list[Any]) -> list[Any]:
@@ -62,10 +63,9 @@ async def clients(ws_url: str, tracks: list[Any]) -> list[Any]:
     return list(await asyncio.gather(*(stream_audio(t, options) for t in tracks)))
 
 
-def phase(
-    base: str, tracks: list[Any], seconds: float
-) -> tuple[Samples, Samples, list[float], int]:
-    """One variant's turn: the streams, the server's metrics before and after, the control."""
+def phase(base: str, tracks: list[Any], seconds: float) -> Phase:
+    """One variant's turn: the streams, the server's metrics before and after, the control's
+    lag samples and the streams' final lags (from the audio's end to the final's arrival)."""
     ws_url = base.replace("http", "ws", 1) + "/v1/stream"
     before = scrape(base)
     control = subprocess.Popen(
@@ -74,12 +74,16 @@ def phase(
     results = asyncio.run(clients(ws_url, tracks))
     after = scrape(base)
     out, _ = control.communicate(timeout=120)
-    return before, after, json.loads(out)["samples"], sum(len(r.finals) for r in results)
+    lags = [
+        at - (r.audio_start + m["end"])
+        for r in results
+        for m, at in r.received
+        if m["type"] == "final"
+    ]
+    return before, after, json.loads(out)["samples"], lags
 
 
-def summarize(
-    variant: str, phases: list[tuple[Samples, Samples, list[float], int]], wall: float
-) -> dict[str, Any]:
+def summarize(variant: str, phases: list[Phase], wall: float) -> dict[str, Any]:
     """The server's lag over every phase of one variant (histogram deltas added up)."""
     before: Samples = {}
     after: Samples = {}
@@ -90,6 +94,7 @@ def summarize(
     count = metric(after, "kettle_event_loop_lag_seconds_count")
     total = metric(after, "kettle_event_loop_lag_seconds_sum")
     control = sorted(s for _, _, c, _ in phases for s in c)
+    final_lags = sorted(lag for _, _, _, lags in phases for lag in lags)
     within = {}
     for bound in BOUNDS:
         key = ("kettle_event_loop_lag_seconds_bucket", (("le", bound),))
@@ -99,7 +104,9 @@ def summarize(
     return {
         "variant": variant or "(defaults)",
         "seconds": round(wall, 1),
-        "finals": sum(f for _, _, _, f in phases),
+        "finals": len(final_lags),
+        "final_lag_p50_s": _round(_quantile(final_lags, 0.5)),
+        "final_lag_p95_s": _round(_quantile(final_lags, 0.95)),
         "server_lag_samples": int(count),
         "server_lag_mean_ms": _round(1000 * total / count if count else None),
         "server_lag_p99_bucket_s": histogram_quantile(
@@ -177,6 +184,7 @@ def main() -> int:
             {
                 "variant": v["variant"],
                 "finals": v["finals"],
+                "final lag P50 / P95 (s)": f"{v['final_lag_p50_s']} / {v['final_lag_p95_s']}",
                 "server P99 bucket (s)": v["server_lag_p99_bucket_s"],
                 "server mean (ms)": v["server_lag_mean_ms"],
                 "server within 5 / 20 ms": _pair(share, "server"),

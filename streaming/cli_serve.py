@@ -145,10 +145,11 @@ def register_serve(sub: Any) -> None:
     parser.add_argument(
         "--model-nice",
         type=non_negative_int,
-        default=5,
+        default=0,
         metavar="N",
         help="run the model's threads N nice levels below the event loop, so every stream's "
-        "I/O goes first (Linux; 0..19, default %(default)s; 0: same priority)",
+        "I/O goes first (Linux; 0..19; default %(default)s: the same priority). The model then "
+        "also yields to other processes: for a machine that serves kettle alone",
     )
     parser.add_argument("--batch-size", type=positive_int, default=8, help="largest decode batch")
     parser.add_argument(

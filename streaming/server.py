@@ -112,7 +112,7 @@ class ServerConfig:
     audio_burst_s: float = 10.0
     max_backlog_s: float = 120.0
     # The model's compute threads run this much nicer than the event loop (priority.py).
-    model_nice: int = 5
+    model_nice: int = 0
 
     def __post_init__(self) -> None:
         problems = []

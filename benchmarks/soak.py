@@ -555,7 +555,9 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> None:
         f"{args.block_s:g} s blocks, quiet and abusive (a 50x real-time flooder, a garbage "
         "sender, 10 abrupt disconnects a minute); warm-up is the first quiet + abusive pair. "
         "The machine was shared with other jobs during the run (a 2-core box running other "
-        "helpers' test suites), which the interleaved blocks share alike.\n\n"
+        "helpers' test suites), which the interleaved blocks share alike; 1-minute load "
+        f"average {result['load_average_start_end'][0]} at the start, "
+        f"{result['load_average_start_end'][1]} at the end.\n\n"
         + (f"{args.note}\n\n" if args.note else "")
         + table
         + "\n![soak RSS](soak.png)\n"
@@ -596,9 +598,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="leave RESULTS.md alone")
     parser.add_argument("--note", default="", help="a paragraph for RESULTS.md (conditions)")
     args = parser.parse_args(argv)
+    load_start = os.getloadavg()[0]
     proc, base = start_server(args)
     try:
         result = asyncio.run(soak(args, base, proc.pid))
+        result["load_average_start_end"] = [round(load_start, 1), round(os.getloadavg()[0], 1)]
     finally:
         proc.terminate()
         try:

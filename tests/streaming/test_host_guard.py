@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -18,6 +18,9 @@ from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.fake import FakeDecoder
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
+
+if TYPE_CHECKING:
+    from tests.conftest import Replica
 
 TIMEOUT = 30
 
@@ -124,3 +127,15 @@ async def test_star_serves_any_host(make_server: Callable[..., Any]) -> None:
 def test_malformed_allowed_host_is_refused_at_start() -> None:
     with pytest.raises(ConfigError, match=r"allowed host 'kettle\.example:8765'"):
         ServerConfig(allowed_hosts=("kettle.example:8765",))
+
+
+@pytest.mark.slow
+async def test_kettle_serve_takes_allowed_hosts(serve_replica: Callable[..., Replica]) -> None:
+    replica = serve_replica("--allowed-hosts", "kettle.example,*.corp.example")
+    async with httpx.AsyncClient(base_url=replica.url, timeout=TIMEOUT, trust_env=False) as c:
+        for host, status in [
+            ("kettle.example", 200),
+            ("a.corp.example", 200),
+            ("evil.example", 400),
+        ]:
+            assert (await c.get("/v1/info", headers={"Host": host})).status_code == status, host

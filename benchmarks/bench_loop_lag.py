@@ -55,12 +55,15 @@ asyncio.run(main(float(sys.argv[1])))
 """
 
 Samples = dict[Any, float]
-Phase = tuple[Samples, Samples, list[float], list[float]]  # before, after, control, final lags
+# The server's metrics before and after, the control's lags, final lags, streams that failed
+Phase = tuple[Samples, Samples, list[float], list[float], int]
 
 
 async def clients(ws_url: str, tracks: list[Any]) -> list[Any]:
+    """Each stream's result, or its exception (a server too busy to answer `stop` in time)."""
     options = ClientOptions(url=ws_url, realtime=True, chunk_ms=100, done_timeout_s=120)
-    return list(await asyncio.gather(*(stream_audio(t, options) for t in tracks)))
+    streams = (stream_audio(t, options) for t in tracks)
+    return list(await asyncio.gather(*streams, return_exceptions=True))
 
 
 def phase(base: str, tracks: list[Any], seconds: float) -> Phase:
@@ -74,27 +77,28 @@ def phase(base: str, tracks: list[Any], seconds: float) -> Phase:
     results = asyncio.run(clients(ws_url, tracks))
     after = scrape(base)
     out, _ = control.communicate(timeout=120)
+    done = [r for r in results if not isinstance(r, BaseException)]
     lags = [
         at - (r.audio_start + m["end"])
-        for r in results
+        for r in done
         for m, at in r.received
         if m["type"] == "final"
     ]
-    return before, after, json.loads(out)["samples"], lags
+    return before, after, json.loads(out)["samples"], lags, len(results) - len(done)
 
 
 def summarize(variant: str, phases: list[Phase], wall: float) -> dict[str, Any]:
     """The server's lag over every phase of one variant (histogram deltas added up)."""
     before: Samples = {}
     after: Samples = {}
-    for b, a, _, _ in phases:  # sum of deltas: a pseudo "before" of 0 and "after" of the sum
+    for b, a, *_ in phases:  # sum of deltas: a pseudo "before" of 0 and "after" of the sum
         for key, value in a.items():
             if key[0].startswith("kettle_event_loop_lag_seconds"):
                 after[key] = after.get(key, 0.0) + value - b.get(key, 0.0)
     count = metric(after, "kettle_event_loop_lag_seconds_count")
     total = metric(after, "kettle_event_loop_lag_seconds_sum")
-    control = sorted(s for _, _, c, _ in phases for s in c)
-    final_lags = sorted(lag for _, _, _, lags in phases for lag in lags)
+    control = sorted(s for _, _, c, *_ in phases for s in c)
+    final_lags = sorted(lag for _, _, _, lags, _ in phases for lag in lags)
     within = {}
     for bound in BOUNDS:
         key = ("kettle_event_loop_lag_seconds_bucket", (("le", bound),))
@@ -105,6 +109,7 @@ def summarize(variant: str, phases: list[Phase], wall: float) -> dict[str, Any]:
         "variant": variant or "(defaults)",
         "seconds": round(wall, 1),
         "finals": len(final_lags),
+        "streams_failed": sum(p[4] for p in phases),
         "final_lag_p50_s": _round(_quantile(final_lags, 0.5)),
         "final_lag_p95_s": _round(_quantile(final_lags, 0.95)),
         "server_lag_samples": int(count),
@@ -183,7 +188,7 @@ def main() -> int:
         rows.append(
             {
                 "variant": v["variant"],
-                "finals": v["finals"],
+                "finals (streams failed)": f"{v['finals']} ({v['streams_failed']})",
                 "final lag P50 / P95 (s)": f"{v['final_lag_p50_s']} / {v['final_lag_p95_s']}",
                 "server P99 bucket (s)": v["server_lag_p99_bucket_s"],
                 "server mean (ms)": v["server_lag_mean_ms"],

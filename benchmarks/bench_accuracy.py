@@ -216,18 +216,36 @@ class Outcome:
     cache_hit_rate: float | None = None
 
 
-def stream_config(variant: str) -> Any:
+ALONE = {"context_s": "0", "final_tail_ms": "200", "stable_holdback": "0"}
+
+
+def parse_variant(method: str) -> tuple[dict[str, str], str | None]:
+    """A streaming method's SessionConfig changes and its finals' model (None: the run's).
+
+    ``stream`` is the defaults; ``alone`` the per-utterance path; either may carry
+    ``:field=value`` changes (``stream:context_chars=150:final_tail_ms=200``), and
+    ``:final_model=base`` decodes its finals with another model (the cascade)."""
+    name, *changes = method.split(":")
+    if name not in ("stream", "alone"):
+        raise SystemExit(f"unknown streaming method {method!r}")
+    fields = dict(ALONE) if name == "alone" else {}
+    for kv in changes:
+        key, _, value = kv.partition("=")
+        fields[key] = value
+    final_model = fields.pop("final_model", None)
+    return fields, final_model
+
+
+def stream_config(method: str) -> Any:
     from kettle.streaming.session import SessionConfig
 
-    if variant == "alone":
-        return SessionConfig(context_s=0, final_tail_ms=200, stable_holdback=0)
-    # "stream" or "stream:key=value,...": the defaults with some fields changed (experiments)
-    fields: dict[str, Any] = {}
-    if ":" in variant:
-        for kv in variant.split(":", 1)[1].split(","):
-            key, value = kv.split("=")
-            fields[key] = type(getattr(SessionConfig(), key))(value)
-    return SessionConfig(**fields)
+    fields = parse_variant(method)[0]
+    defaults = SessionConfig()
+    typed: dict[str, Any] = {}
+    for key, value in fields.items():
+        kind = type(getattr(defaults, key))
+        typed[key] = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
+    return SessionConfig(**typed)
 
 
 async def _stream(
@@ -284,6 +302,32 @@ def run_offline(model: Any, item: Item) -> Outcome:
     segments, _ = model.transcribe(item.audio, beam_size=5)
     text = " ".join(s.text.strip() for s in segments)
     return Outcome(text, time.process_time() - cpu0)
+
+
+class Models:
+    """Adapters and faster-whisper anchors, loaded once each, on first use."""
+
+    def __init__(self, threads: int) -> None:
+        self._threads = threads
+        self._adapters: dict[str, Any] = {}
+        self._anchors: dict[str, Any] = {}
+
+    def adapter(self, name: str) -> Any:
+        from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
+
+        if name not in self._adapters:
+            self._adapters[name] = WhisperAdapter(ModelConfig(name=name, threads=self._threads))
+        return self._adapters[name]
+
+    def anchor(self, name: str) -> Any:
+        from kettle.transcribe import fw
+
+        if name not in self._anchors:
+            self._anchors[name] = fw.load_whisper(
+                str(self.adapter(name).path), device="cpu", compute_type="int8",
+                threads=self._threads,
+            )  # fmt: skip
+        return self._anchors[name]
 
 
 # --- scoring -------------------------------------------------------------------------------
@@ -345,7 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--methods",
         default="stream,alone,transcribe,offline",
-        help="stream[:field=value,...], alone, transcribe, offline",
+        help="comma-separated: stream[:field=value...][:final_model=M], alone[:...], "
+        "transcribe, offline[:model]",
     )
     parser.add_argument("--orders", type=int, default=None, help="set (a) orders (1; full 3)")
     parser.add_argument("--clips", type=int, default=10, help="clips per conversation in (a)")
@@ -353,12 +398,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--singles", type=int, default=None, help="set (c) clips (12; full all)")
     parser.add_argument("--noise-minutes", type=float, default=None, help="set (n) (1; full 10)")
     parser.add_argument("--no-realtime", action="store_true", help="skip the lag runs")
+    parser.add_argument(
+        "--lag-methods", default=None, help="streaming methods with a lag run (default: all)"
+    )
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--final-model", default=None, help="e.g. base: the cascade")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=HERE / "bench_accuracy.json")
     parser.add_argument("--plot", type=Path, default=HERE / "accuracy.png")
     parser.add_argument("--no-write", action="store_true", help="do not touch RESULTS.md")
+    parser.add_argument(
+        "--section",
+        default="bench_accuracy",
+        help="RESULTS.md section to write (runs split by set write one each)",
+    )
     args = parser.parse_args(argv)
     full = args.full
     orders = args.orders or (3 if full else 1)
@@ -368,21 +421,10 @@ def main(argv: list[str] | None = None) -> int:
     methods = args.methods.split(",")
     wanted = set(args.sets.split(","))
 
-    from kettle.transcribe import fw
-    from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
-
     t0 = time.monotonic()
     load0 = os.getloadavg()
-    decoder = WhisperAdapter(ModelConfig(name=args.model, threads=args.threads))
-    final_decoder = None
-    if args.final_model and args.final_model != args.model:
-        final_decoder = WhisperAdapter(ModelConfig(name=args.final_model, threads=args.threads))
-    anchor = None
-    if "offline" in methods:
-        anchor = fw.load_whisper(
-            str((final_decoder or decoder).path), device="cpu", compute_type="int8",
-            threads=args.threads,
-        )  # fmt: skip
+    models = Models(args.threads)
+    run_final = args.final_model or args.model
     clips = load_eval(eval_dir())
     sets: dict[str, list[Item]] = {}
     if "a" in wanted:
@@ -394,26 +436,35 @@ def main(argv: list[str] | None = None) -> int:
     if "n" in wanted:
         sets["n"] = set_n(noise_minutes, clips)
 
+    def stream(item: Item, method: str, realtime: bool) -> Outcome:
+        final_model = parse_variant(method)[1] or run_final
+        final = None if final_model == args.model else models.adapter(final_model)
+        return run_stream(models.adapter(args.model), final, item, method, realtime)
+
     outcomes: dict[tuple[str, str], list[tuple[Item, Outcome]]] = {}
     for name, items in sets.items():
         for item in items:
             for method in methods:
-                if name == "n" and method == "alone":
+                if name == "n" and method.startswith("alone"):
                     continue
                 if method == "transcribe":
-                    out = run_transcribe(final_decoder or decoder, item)
-                elif method == "offline":
-                    out = run_offline(anchor, item)
+                    out = run_transcribe(models.adapter(run_final), item)
+                elif method.startswith("offline"):
+                    _, _, model = method.partition(":")
+                    out = run_offline(models.anchor(model or run_final), item)
                 else:
-                    out = run_stream(decoder, final_decoder, item, method, realtime=False)
+                    out = stream(item, method, realtime=False)
                 outcomes.setdefault((name, method), []).append((item, out))
-                print(f"[{name}] {item.name} {method}: cpu {out.cpu_s:.1f} s", flush=True)
+                score = "" if name == "n" else f", wer {wer([(item.reference, out.text)])}"
+                print(f"[{name}] {item.name} {method}: cpu {out.cpu_s:.1f} s{score}", flush=True)
 
     lags: dict[str, Outcome] = {}
     if not args.no_realtime and "a" in sets:
         first = sets["a"][0]
-        for method in [m for m in methods if m.startswith(("stream", "alone"))]:
-            lags[method] = run_stream(decoder, final_decoder, first, method, realtime=True)
+        streaming = [m for m in methods if m.startswith(("stream", "alone"))]
+        chosen = streaming if args.lag_methods is None else args.lag_methods.split(",")
+        for method in chosen:
+            lags[method] = stream(first, method, realtime=True)
             print(
                 f"[lag] {method}: p50 {lags[method].lag_p50} p95 {lags[method].lag_p95}", flush=True
             )
@@ -479,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     plot(rows, args.plot)
     if not args.no_write:
         write_section(
-            "bench_accuracy",
+            args.section,
             f"Model {args.model}, finals by {args.final_model or args.model}; "
             f"load average {load0[0]:.1f} at the start, {load1[0]:.1f} at the end (2 cores, "
             f"shared with other jobs); {total:.0f} s wall.\n\n{table}\n"
@@ -489,7 +540,8 @@ def main(argv: list[str] | None = None) -> int:
             "lag from the end of speech in a real-time run of the first (a) conversation; "
             "`words` counts words emitted on non-speech; `stable_share` is the share of final "
             "words that were stable in a partial before, `stable_accuracy` how many of those "
-            "match the reference.\n\n![accuracy](accuracy.png)\n",
+            "match the reference.\n\n"
+            f"![accuracy]({args.plot.name})\n",
         )
     return 0
 

@@ -80,6 +80,10 @@ class Agreement:
     def stable_words(self) -> list[str]:
         return list(self._stable)
 
+    @property
+    def stable_count(self) -> int:
+        return len(self._stable)
+
     def update(self, text: str) -> Hypothesis:
         """Take a new hypothesis of the utterance so far; return it with its stable prefix."""
         words = self.splice(split_words(text))

@@ -39,6 +39,13 @@ class PlannerConfig:
     # as costly as generating them), so partials, asked for twice a second, get less.
     final_context_chars: int
     partial_context_chars: int
+    # Partials stop using context once the utterance has this many stable words (0: never):
+    # context matters at the utterance's start, where a window cut at its first words makes
+    # the model guess; later partials are forced to start with the stable words anyway.
+    partial_context_until: int = 0
+    # Context stops at a final whose voice signature lies further than this from the
+    # utterance's (voice.py); None: no voice gate.
+    max_voice_distance: float | None = None
     # The engine's longer cadence for an utterance's partials after its first (the first
     # words are shown soon; the cost-based hint spaces the rest).
     later_partial_interval: int | None = None
@@ -133,7 +140,9 @@ def _plan(
     speculative: bool = False,
 ) -> Plan:
     chars = cfg.final_context_chars if kind is DecodeKind.FINAL else cfg.partial_context_chars
+    if kind is DecodeKind.PARTIAL and 0 < cfg.partial_context_until <= utt.agreement.stable_count:
+        chars = 0
     language = None if utt.alone else cfg.language
-    context = history.context(utt.start, end, language, chars)
+    context = history.context(utt.start, end, language, chars, utt.voice, cfg.max_voice_distance)
     prefix = utt.agreement.stable_text
     return Plan(utt, kind, context.start, end, context, prefix, speculative)

@@ -36,6 +36,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
+from kettle.streaming import voice
 from kettle.streaming.agreement import Agreement, splice_words
 from kettle.streaming.context import ContextHistory, Spoken
 from kettle.streaming.events import (
@@ -105,8 +106,14 @@ class SessionConfig:
     partial_context_chars: int = 120
     # Silence kept after the last voiced frame in a final's window (at most the endpoint's).
     final_tail_ms: int = 500
+    # Partials stop using context once this many words of the utterance are stable (0:
+    # never stop); see planner.PlannerConfig.
+    partial_context_until: int = 0
     # The last words of a partial never become stable (see agreement.py).
     stable_holdback: int = 1
+    # Context stops where the voice changes: at an earlier final whose voice signature
+    # (voice.py) lies further than this from the utterance's; 0 turns the gate off.
+    voice_gate: float = 0.0
     # The model detects each window's language (a multilingual model and no ``language``):
     # then no context is used, since the earlier utterances would decide the language.
     multilingual: bool = False
@@ -128,6 +135,12 @@ class SessionConfig:
             raise ConfigError("context_chars and partial_context_chars must be within 0..400")
         if not 0 <= self.final_tail_ms <= 2000:
             raise ConfigError(f"final_tail_ms must be within 0..2000, not {self.final_tail_ms}")
+        if not 0 <= self.partial_context_until <= 100:
+            raise ConfigError(
+                f"partial_context_until must be within 0..100, not {self.partial_context_until}"
+            )
+        if not 0.0 <= self.voice_gate <= 10.0:
+            raise ConfigError(f"voice_gate must be within 0..10, not {self.voice_gate}")
         if not 0 <= self.stable_holdback <= 10:
             raise ConfigError(f"stable_holdback must be within 0..10, not {self.stable_holdback}")
         self.segmenter_config()  # validates the VAD fields
@@ -160,6 +173,8 @@ class SessionConfig:
             language=(self.language or "en") if context else None,
             final_context_chars=self.context_chars,
             partial_context_chars=self.partial_context_chars,
+            max_voice_distance=self.voice_gate or None,
+            partial_context_until=self.partial_context_until,
         )
 
 
@@ -393,6 +408,8 @@ class Session:
         """Ask for the most useful decode, if none of ours is in flight."""
         if self._in_flight is None:
             self._resolve_ready()
+            if self._planner.max_voice_distance is not None:
+                self._update_voices()
             plan = plan_next(self._utts, self._history, self._stream_state(), self._planner_now())
             if plan is not None:
                 self._request(plan)
@@ -412,6 +429,17 @@ class Session:
                 self._resolve_empty(utt)
             else:
                 return
+
+    def _update_voices(self) -> None:
+        """Voice signatures of the utterances a plan may be for: the closed one at the head
+        of the queue, else the open one (over its first seconds, once it has them)."""
+        utt = self._utts.closed[0] if self._utts.closed else self._utts.open
+        if utt is None or utt.voice_final:
+            return
+        end = utt.end if utt.end is not None else self._segmenter.position
+        end = min(end, utt.start + int(voice.SIGNATURE_S * SAMPLE_RATE))
+        utt.voice = voice.signature(self._buf.slice(utt.start, end))
+        utt.voice_final = utt.end is not None or end - utt.start >= voice.SIGNATURE_S * SAMPLE_RATE
 
     def _planner_now(self) -> PlannerConfig:
         """The planner's config with the engine's partial cadence, if it set a longer one
@@ -589,7 +617,7 @@ class Session:
     def _publish(self, utt: Utterance, text: str, words: tuple[Word, ...], language: str) -> None:
         assert utt.end is not None
         number = self._utts.published(utt)
-        self._history.add(Spoken(utt.start, utt.end, text, language, utt.sealed))
+        self._history.add(Spoken(utt.start, utt.end, text, language, utt.sealed, utt.voice))
         self._events.append(
             Final(number, utt.start, utt.end, text, words, language, utt.end_reason)
         )

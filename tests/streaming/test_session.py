@@ -477,6 +477,27 @@ def test_context_span_and_the_30_s_window_bound_the_context() -> None:
     assert finals[-1].context and len(finals[-1].context.split()) >= 20
 
 
+def test_context_stops_where_the_voice_changes() -> None:
+    def part(what: str, seconds: float, f0: float = 140.0) -> np.ndarray:
+        if what == "voice":
+            return synth_voice(seconds, f0=f0)
+        return np.zeros(round(seconds * SR), dtype=np.float32)
+
+    # Two utterances in one voice, then one in another (a higher pitch: another spectrum).
+    pieces = [("voice", 1.5, 140.0), ("silence", 1.0, 0.0)] * 2
+    pieces += [("voice", 1.5, 260.0), ("silence", 1.0, 0.0)]
+    audio = np.concatenate([part(what, seconds, f0) for what, seconds, f0 in pieces])
+    run = drive(audio, SessionConfig(voice_gate=0.2))
+    f0, f1, f2 = run.finals
+    finals = _requests_of(run, DecodeKind.FINAL)
+    assert finals[1].context == f0.text  # same voice: in context
+    assert finals[2].context is None and finals[2].cache_key is not None
+    assert finals[2].cache_key[2] == f2.start  # new voice: its window starts with it
+    # Without the gate the third utterance hears both earlier ones.
+    ungated = _requests_of(drive(audio, SessionConfig()), DecodeKind.FINAL)
+    assert ungated[2].context == f"{f0.text} {f1.text}"
+
+
 def test_no_context_when_a_multilingual_model_detects_the_language() -> None:
     run = drive(THREE, SessionConfig(multilingual=True))
     assert all(r.context is None for r in run.requests)
@@ -510,6 +531,25 @@ def test_the_last_word_of_a_partial_never_becomes_stable() -> None:
     for p in shown:
         assert len(p.stable.split()) <= len(p.text.split()) - 1
     assert run.finals[0].text.startswith(shown[-1].stable)
+
+
+def test_partials_leave_the_context_once_enough_words_are_stable() -> None:
+    audio = scripted_audio([("voice", 1.5), ("silence", 1.0), ("voice", 6.0), ("silence", 1.0)])
+    config = SessionConfig(partial_context_until=2)
+    run = drive(audio, config, decoder=FakeDecoder(seconds_per_word=0.3))
+    f0 = run.finals[0]
+    second = [r for r in _requests_of(run, DecodeKind.PARTIAL) if r.cache_key[1] == 1]
+    with_context = [r for r in second if r.context]
+    alone = [r for r in second if not r.context]
+    # The first partials of the second utterance hear the first; once two words are stable
+    # the window starts at the utterance, forced to begin with those words.
+    assert with_context and alone and second.index(alone[0]) == len(with_context)
+    assert all(r.context == f0.text for r in with_context)
+    for r in alone:
+        assert r.prefix is not None and len(r.prefix.split()) >= 2
+        assert r.cache_key[2] == run.finals[1].start
+    # The final still hears the context.
+    assert _requests_of(run, DecodeKind.FINAL)[-1].context == f0.text
 
 
 def test_undecoded_samples_counts_from_the_oldest_utterance_without_a_final() -> None:

@@ -16,12 +16,14 @@ Methods, on the same model, in one run (interleaved per conversation):
 - ``offline``: faster-whisper ``WhisperModel.transcribe`` (beam 5, its defaults, whole file),
   the anchor.
 
-Streaming runs feed audio as fast as the engine takes it, decoding at the same audio
-positions as in real time (``run_simulation(realtime=False)``), for WER and CPU; the final
-lag from the end of speech (P50/P95) comes from real-time runs of the first conversation of
-set (a). WER is after Whisper's English normaliser; CPU is this process's CPU seconds per
-audio second. Also reported: the share of final words that were stable in a partial before,
-and the accuracy of those words (aligned to the reference).
+For WER and CPU, streaming runs drive the session directly and decode each request as it
+is asked for, at the audio position a real-time stream on an idle server would ask for it:
+the same requests every run, so CPU differences are the methods' own (the engine's
+load-dependent partial cadence is left out). The final lag from the end of speech
+(P50/P95) comes from real-time runs through the engine (``run_simulation``) of the first
+conversation of set (a). WER is after Whisper's English normaliser; CPU is this process's
+CPU seconds per audio second. Also reported: the share of final words that were stable in a
+partial before, and the accuracy of those words (aligned to the reference).
 
     python benchmarks/bench_accuracy.py           # short run (a few minutes on 2 cores)
     python benchmarks/bench_accuracy.py --full    # 3 orders, 4 renderings, all clips, 10 min noise
@@ -289,6 +291,44 @@ def run_stream(
     return asyncio.run(_stream(decoder, final_decoder, item, variant, realtime))
 
 
+def run_session(decoder: Any, final_decoder: Any, item: Item, variant: str) -> Outcome:
+    """The session alone, each request decoded at once (finals by ``final_decoder`` if set),
+    audio fed in 20 ms chunks."""
+    from kettle.streaming.events import Final, Partial
+    from kettle.streaming.session import Session
+    from kettle.transcribe.types import DecodeKind
+
+    session = Session(stream_config(variant), session_id="bench")
+    stable: dict[int, int] = {}
+    finals: list[tuple[str, int]] = []
+
+    def settle() -> None:
+        while requests := session.poll_requests():
+            for request in requests:
+                final = request.kind is DecodeKind.FINAL and final_decoder is not None
+                (result,) = (final_decoder if final else decoder).decode_batch([request])
+                session.on_result(result)
+        for event in session.poll_events():
+            if isinstance(event, Partial):
+                stable[event.utterance] = len(event.stable.split())
+            elif isinstance(event, Final):
+                finals.append((event.text, stable.pop(event.utterance, 0)))
+
+    cache0 = decoder.cache_stats()
+    cpu0 = time.process_time()
+    for pos in range(0, len(item.audio), 320):
+        session.feed_audio(item.audio[pos : pos + 320])
+        settle()
+    session.stop()
+    settle()
+    cpu = time.process_time() - cpu0
+    cache1 = decoder.cache_stats()
+    hits, misses = cache1.hits - cache0.hits, cache1.misses - cache0.misses
+    text = " ".join(t for t, _ in finals)
+    rate = hits / (hits + misses) if hits + misses else None
+    return Outcome(text, cpu, finals=finals, cache_hit_rate=rate)
+
+
 def run_transcribe(decoder: Any, item: Item) -> Outcome:
     from kettle.transcribe.pipeline import transcribe_audio
 
@@ -453,7 +493,9 @@ def main(argv: list[str] | None = None) -> int:
                     _, _, model = method.partition(":")
                     out = run_offline(models.anchor(model or run_final), item)
                 else:
-                    out = stream(item, method, realtime=False)
+                    final_model = parse_variant(method)[1] or run_final
+                    final = None if final_model == args.model else models.adapter(final_model)
+                    out = run_session(models.adapter(args.model), final, item, method)
                 outcomes.setdefault((name, method), []).append((item, out))
                 score = "" if name == "n" else f", wer {wer([(item.reference, out.text)])}"
                 print(f"[{name}] {item.name} {method}: cpu {out.cpu_s:.1f} s{score}", flush=True)

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-import numpy as np
-from kettle.streaming import voice as voices
+from kettle.streaming.voice import Voice, change
 from kettle.transcribe.types import MAX_WINDOW_SAMPLES
 
 # Context text per request, bounded so that Whisper's 224 generated tokens (forced ones
@@ -35,7 +34,7 @@ class Spoken:
     # covers may follow, so no context reaches back across it.
     sealed: bool = True
     # Its voice signature (voice.py), None if unknown: context stops at a change of voice.
-    voice: np.ndarray | None = field(default=None, compare=False)
+    voice: Voice | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -69,13 +68,14 @@ class ContextHistory:
         window_end: int,
         language: str | None,
         max_chars: int,
-        voice: np.ndarray | None = None,
-        max_voice_distance: float | None = None,
+        voice: Voice | None = None,
+        max_voice_change: float | None = None,
     ) -> Context:
         """The context of a window that ends at ``window_end`` for an utterance starting at
         ``utterance_start``: the latest run of whole finals that fits the 30 s window, the
         configured span and ``max_chars``, all in ``language`` (None: no context) and, when
-        both signatures are known, in a voice within ``max_voice_distance`` of ``voice``."""
+        both signatures are known, in a voice no more than ``max_voice_change`` from
+        ``voice`` (voice.change)."""
         start, texts, chars = utterance_start, [], 0
         max_chars = min(max_chars, self._max_chars)
         taken = 0
@@ -89,7 +89,7 @@ class ContextHistory:
                     or utterance_start - s.start > self._max_span
                     or window_end - s.start > MAX_WINDOW_SAMPLES
                     or chars + len(s.text) + 1 > max_chars
-                    or _other_voice(voice, s.voice, max_voice_distance)
+                    or _other_voice(voice, s.voice, max_voice_change)
                 ):
                     break
                 start, chars = s.start, chars + len(s.text) + 1
@@ -112,7 +112,7 @@ class ContextHistory:
         return self._spoken[0].start if self._spoken else None
 
 
-def _other_voice(a: np.ndarray | None, b: np.ndarray | None, limit: float | None) -> bool:
+def _other_voice(a: Voice | None, b: Voice | None, limit: float | None) -> bool:
     if a is None or b is None or limit is None:
         return False
-    return voices.distance(a, b) > limit
+    return change(a, b) > limit

@@ -43,9 +43,9 @@ class PlannerConfig:
     # context matters at the utterance's start, where a window cut at its first words makes
     # the model guess; later partials are forced to start with the stable words anyway.
     partial_context_until: int = 0
-    # Context stops at a final whose voice signature lies further than this from the
-    # utterance's (voice.py); None: no voice gate.
-    max_voice_distance: float | None = None
+    # Context stops at a final whose voice differs from the utterance's by more than this
+    # (voice.change); None: no voice gate.
+    max_voice_change: float | None = None
     # The engine's longer cadence for an utterance's partials after its first (the first
     # words are shown soon; the cost-based hint spaces the rest).
     later_partial_interval: int | None = None
@@ -143,6 +143,6 @@ def _plan(
     if kind is DecodeKind.PARTIAL and 0 < cfg.partial_context_until <= utt.agreement.stable_count:
         chars = 0
     language = None if utt.alone else cfg.language
-    context = history.context(utt.start, end, language, chars, utt.voice, cfg.max_voice_distance)
+    context = history.context(utt.start, end, language, chars, utt.voice, cfg.max_voice_change)
     prefix = utt.agreement.stable_text
     return Plan(utt, kind, context.start, end, context, prefix, speculative)

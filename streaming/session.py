@@ -111,8 +111,8 @@ class SessionConfig:
     partial_context_until: int = 0
     # The last words of a partial never become stable (see agreement.py).
     stable_holdback: int = 1
-    # Context stops where the voice changes: at an earlier final whose voice signature
-    # (voice.py) lies further than this from the utterance's; 0 turns the gate off.
+    # Context stops where the voice changes: at an earlier final whose voice differs from the
+    # utterance's by more than this (voice.change: 1 is the measured boundary); 0: no gate.
     voice_gate: float = 0.0
     # The model detects each window's language (a multilingual model and no ``language``):
     # then no context is used, since the earlier utterances would decide the language.
@@ -173,7 +173,7 @@ class SessionConfig:
             language=(self.language or "en") if context else None,
             final_context_chars=self.context_chars,
             partial_context_chars=self.partial_context_chars,
-            max_voice_distance=self.voice_gate or None,
+            max_voice_change=self.voice_gate or None,
             partial_context_until=self.partial_context_until,
         )
 
@@ -408,7 +408,7 @@ class Session:
         """Ask for the most useful decode, if none of ours is in flight."""
         if self._in_flight is None:
             self._resolve_ready()
-            if self._planner.max_voice_distance is not None:
+            if self._planner.max_voice_change is not None:
                 self._update_voices()
             plan = plan_next(self._utts, self._history, self._stream_state(), self._planner_now())
             if plan is not None:

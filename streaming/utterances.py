@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-import numpy as np
 from kettle.streaming.agreement import Agreement
 from kettle.streaming.speculation import Speculation
+from kettle.streaming.voice import Voice
 
 ENDPOINTS_KEPT = 256  # end-decision positions kept for latency measurement (simulate)
 
@@ -39,7 +39,7 @@ class Utterance:
     decided_at: int | None = None  # stream position when the end was decided
     end_reason: str | None = None  # the segmenter's SpeechEnd reason
     alone: bool = False  # a decode in context went wrong: decode this one without context
-    voice: np.ndarray | None = None  # voice signature (voice.py), once enough audio came
+    voice: Voice | None = None  # voice signature (voice.py), once enough audio came
     voice_final: bool = False  # the signature covers all it will (no need to compute again)
 
 

@@ -409,6 +409,9 @@ def test_end_decisions_kept_are_bounded(monkeypatch) -> None:
 # --- finals and partials in context (the defaults) -----------------------------------------
 
 CONTEXT = SessionConfig(word_timestamps=True)
+# A final's window keeps final_tail_ms after the last voiced frame; the utterance itself ends
+# the segmenter's 200 ms after it.
+PAST_END = (CONTEXT.final_tail_ms - 200) / 1000
 
 
 def _requests_of(run: Run, kind: DecodeKind) -> list[DecodeRequest]:
@@ -426,8 +429,8 @@ def test_finals_are_decoded_in_context_and_emit_only_new_words() -> None:
     assert [r.context for r in finals] == [None, f0.text, f"{f0.text} {f1.text}"]
     for r, f in zip(finals, (f0, f1, f2), strict=True):
         assert r.cache_key is not None and r.cache_key[2] == f0.start  # window start
-        # The window ends 0.5 s after the last voiced frame, past the utterance's end.
-        assert r.cache_key[3] == f.end + int(0.3 * SR)
+        # The window ends final_tail_ms after the last voiced frame, past the utterance's end.
+        assert r.cache_key[3] == f.end + int(PAST_END * SR)
         assert len(r.audio) == r.cache_key[3] - f0.start
     assert [f.utterance for f in run.finals] == [0, 1, 2]
 
@@ -446,7 +449,7 @@ def test_word_times_in_context_are_absolute() -> None:
     for f in run.finals:
         assert [w.word for w in f.words] == f.text.split()
         assert f.start / SR <= f.words[0].start
-        assert f.words[-1].end <= f.end / SR + 0.3 + 1e-6  # within the window's tail
+        assert f.words[-1].end <= f.end / SR + PAST_END + 1e-6  # within the window's tail
         assert all(a.end <= b.start for a, b in itertools.pairwise(f.words))
 
 
@@ -487,7 +490,7 @@ def test_context_stops_where_the_voice_changes() -> None:
     pieces = [("voice", 1.5, 140.0), ("silence", 1.0, 0.0)] * 2
     pieces += [("voice", 1.5, 260.0), ("silence", 1.0, 0.0)]
     audio = np.concatenate([part(what, seconds, f0) for what, seconds, f0 in pieces])
-    run = drive(audio, SessionConfig(voice_gate=0.2))
+    run = drive(audio, SessionConfig(voice_gate=1.0))
     f0, f1, f2 = run.finals
     finals = _requests_of(run, DecodeKind.FINAL)
     assert finals[1].context == f0.text  # same voice: in context

@@ -102,10 +102,10 @@ class SessionConfig:
     # fits in a 30 s window); 0 decodes every utterance alone. The context's text is bounded
     # too, in characters, for finals and for partials (see planner.PlannerConfig).
     context_s: float = 30.0
-    context_chars: int = 400
+    context_chars: int = 250
     partial_context_chars: int = 120
     # Silence kept after the last voiced frame in a final's window (at most the endpoint's).
-    final_tail_ms: int = 500
+    final_tail_ms: int = 300
     # Partials stop using context once this many words of the utterance are stable (0:
     # never stop); see planner.PlannerConfig.
     partial_context_until: int = 0
@@ -113,7 +113,7 @@ class SessionConfig:
     stable_holdback: int = 1
     # Context stops where the voice changes: at an earlier final whose voice differs from the
     # utterance's by more than this (voice.change: 1 is the measured boundary); 0: no gate.
-    voice_gate: float = 0.0
+    voice_gate: float = 1.1
     # The model detects each window's language (a multilingual model and no ``language``):
     # then no context is used, since the earlier utterances would decide the language.
     multilingual: bool = False
@@ -173,7 +173,7 @@ class SessionConfig:
             language=(self.language or "en") if context else None,
             final_context_chars=self.context_chars,
             partial_context_chars=self.partial_context_chars,
-            max_voice_change=self.voice_gate or None,
+            max_voice_change=(self.voice_gate or None) if context else None,
             partial_context_until=self.partial_context_until,
         )
 

@@ -74,8 +74,8 @@ class ContextHistory:
         """The context of a window that ends at ``window_end`` for an utterance starting at
         ``utterance_start``: the latest run of whole finals that fits the 30 s window, the
         configured span and ``max_chars``, all in ``language`` (None: no context) and, when
-        both signatures are known, in a voice no more than ``max_voice_change`` from
-        ``voice`` (voice.change)."""
+        both signatures are known, each no more than ``max_voice_change`` (voice.change)
+        from the voice after it, ``voice`` being the utterance's."""
         start, texts, chars = utterance_start, [], 0
         max_chars = min(max_chars, self._max_chars)
         taken = 0
@@ -92,6 +92,9 @@ class ContextHistory:
                     or _other_voice(voice, s.voice, max_voice_change)
                 ):
                     break
+                # Each final is compared with the one after it (the calibrated case: one
+                # voice's utterances drift apart over a conversation, neighbours do not).
+                voice = s.voice
                 start, chars = s.start, chars + len(s.text) + 1
                 texts.append(s.text)
                 taken += 1

@@ -490,14 +490,14 @@ def test_context_stops_where_the_voice_changes() -> None:
     pieces = [("voice", 1.5, 140.0), ("silence", 1.0, 0.0)] * 2
     pieces += [("voice", 1.5, 260.0), ("silence", 1.0, 0.0)]
     audio = np.concatenate([part(what, seconds, f0) for what, seconds, f0 in pieces])
-    run = drive(audio, SessionConfig(voice_gate=1.0))
+    run = drive(audio, SessionConfig())  # the gate is on by default
     f0, f1, f2 = run.finals
     finals = _requests_of(run, DecodeKind.FINAL)
     assert finals[1].context == f0.text  # same voice: in context
     assert finals[2].context is None and finals[2].cache_key is not None
     assert finals[2].cache_key[2] == f2.start  # new voice: its window starts with it
     # Without the gate the third utterance hears both earlier ones.
-    ungated = _requests_of(drive(audio, SessionConfig()), DecodeKind.FINAL)
+    ungated = _requests_of(drive(audio, SessionConfig(voice_gate=0)), DecodeKind.FINAL)
     assert ungated[2].context == f"{f0.text} {f1.text}"
 
 

@@ -69,6 +69,7 @@ from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest, Deco
 
 logger = logging.getLogger(__name__)
 
+VOICE_STEP = SAMPLE_RATE // 2  # samples of new audio between an open utterance's signatures
 OVERLOAD_NOTICE_INTERVAL = 5 * SAMPLE_RATE  # samples of stream audio between notices
 MAX_BACKOFF = 8.0
 FINAL_BEAM_SIZE = 5
@@ -438,8 +439,13 @@ class Session:
             return
         end = utt.end if utt.end is not None else self._segmenter.position
         end = min(end, utt.start + int(voice.SIGNATURE_S * SAMPLE_RATE))
+        final = utt.end is not None or end - utt.start >= voice.SIGNATURE_S * SAMPLE_RATE
+        # The session pumps on every chunk: an open utterance's signature is taken again
+        # only every VOICE_STEP of new audio (a few times per utterance), not per chunk.
+        if not final and end - utt.voice_end < VOICE_STEP:
+            return
         utt.voice = voice.signature(self._buf.slice(utt.start, end))
-        utt.voice_final = utt.end is not None or end - utt.start >= voice.SIGNATURE_S * SAMPLE_RATE
+        utt.voice_end, utt.voice_final = end, final
 
     def _planner_now(self) -> PlannerConfig:
         """The planner's config with the engine's partial cadence, if it set a longer one

@@ -41,6 +41,7 @@ class Utterance:
     alone: bool = False  # a decode in context went wrong: decode this one without context
     voice: Voice | None = None  # voice signature (voice.py), once enough audio came
     voice_final: bool = False  # the signature covers all it will (no need to compute again)
+    voice_end: int = 0  # where the audio of the last signature ended
 
 
 class UtteranceTracker:

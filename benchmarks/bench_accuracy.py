@@ -314,6 +314,7 @@ def run_session(decoder: Any, final_decoder: Any, item: Item, variant: str) -> O
             elif isinstance(event, Final):
                 finals.append((event.text, stable.pop(event.utterance, 0)))
 
+    decoder.clear_encoder_cache()  # no method reuses another's windows
     cache0 = decoder.cache_stats()
     cpu0 = time.process_time()
     for pos in range(0, len(item.audio), 320):

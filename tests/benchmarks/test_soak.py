@@ -48,8 +48,10 @@ def test_two_minute_soak_with_the_fake_model(tmp_path: Path) -> None:
     assert result["honest_finals"] > 0
     # Honest clients see at most "overloaded" (partials thinned on a busy box), nothing else.
     assert set(result["honest_errors"]) <= {"overloaded"}
-    # The flooder is slowed by admission, silently: no error, far below its 50x.
-    assert result["flood_audio_s"] > 0 and result["flood_errors"] == {}
+    # The flooder is slowed by admission, silently: no error of its own (no audio_backlog),
+    # far below its 50x. Like every stream on a busy box it may be told "overloaded" when its
+    # partials are thinned: a notice about the server's load, not about the client.
+    assert result["flood_audio_s"] > 0 and set(result["flood_errors"]) <= {"overloaded"}
     # What the server transcribed of it: at most its 10 s burst plus 2x real time (a 30 s block).
     assert result["flood_rate_x_realtime"] < 3.0
     assert result["flood_sent_s"] > result["flood_audio_s"]

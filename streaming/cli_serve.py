@@ -8,6 +8,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from kettle.streaming.native_memory import limit_malloc_arenas
 from kettle.transcribe.cli_args import (
     non_negative_float,
     non_negative_int,
@@ -225,6 +226,9 @@ def _serve(args: argparse.Namespace) -> int:
     def announce(server: Any) -> None:
         print(f"kettle serving on {server.url}", flush=True)
 
+    if not fake:
+        # Before any thread starts: CTranslate2's threads otherwise grow RSS in glibc arenas.
+        limit_malloc_arenas()
     try:
         return asyncio.run(serve_until_signalled(config, load, engine_config, on_ready=announce))
     except OSError as exc:

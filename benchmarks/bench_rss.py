@@ -1,0 +1,233 @@
+"""RSS under a loop of real decodes: is the server's native memory growth glibc malloc's?
+
+Each variant runs in a fresh process that loads the model through kettle's own adapter and
+runs the same seeded sequence of decodes the streaming path makes (growing windows per
+stream with incremental log-mel, partials with a prefix, finals with the earlier finals as
+context and word timestamps, batches of 1-4, streams released at each final), printing RSS
+every `--every` decodes:
+
+- default: glibc as it comes (one malloc arena per thread that ever contended, up to 8x cores);
+- arena2: MALLOC_ARENA_MAX=2 in the environment;
+- trim: default, plus glibc malloc_trim(0) every `--every` decodes;
+- mallopt: what `kettle serve` does at start-up (``kettle.streaming.native_memory``).
+
+    python benchmarks/bench_rss.py                      # 4 variants, 90 s each, tiny.en
+    python benchmarks/bench_rss.py --seconds 30 --variants default,mallopt --no-write
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import markdown_table, write_section
+
+HERE = Path(__file__).resolve().parent
+SAMPLE_RATE = 16000
+VARIANTS = ("default", "arena2", "trim", "mallopt")
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _clips(eval_dir: Path, limit: int) -> list[np.ndarray]:
+    from kettle.transcribe.audio_io import load_audio
+
+    paths = sorted((eval_dir / "audio").iterdir())[:limit]
+    return [load_audio(p) for p in paths]
+
+
+class _Stream:
+    """One simulated stream: a window that grows until a final, then starts afresh."""
+
+    def __init__(self, index: int, clip: np.ndarray) -> None:
+        self.index = index
+        self.clip = clip
+        self.start = 0
+        self.end = 0
+        self.utterance = 0
+        self.finals: list[str] = []
+        self.partial = ""
+
+    def key(self) -> tuple[int, int]:
+        return (self.index, self.utterance)
+
+
+def _child(args: argparse.Namespace) -> None:
+    from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
+    from kettle.transcribe.types import DecodeKind, DecodeRequest
+
+    if args.variant == "mallopt":
+        from kettle.streaming.native_memory import limit_malloc_arenas
+
+        limit_malloc_arenas()
+    trim = ctypes.CDLL("libc.so.6").malloc_trim if args.variant == "trim" else None
+    rng = random.Random(args.seed)
+    clips = _clips(Path(args.eval_dir), 12)
+    adapter = WhisperAdapter(ModelConfig(name=args.model, threads=args.threads))
+    streams = [_Stream(i, clips[i % len(clips)]) for i in range(4)]
+    decodes = decode_s = 0.0
+    began = time.monotonic()
+    print(json.dumps({"decodes": 0, "rss_mb": rss_mb(), "t": 0.0}), flush=True)
+    while time.monotonic() - began < args.seconds:
+        batch: list[DecodeRequest] = []
+        chosen = rng.sample(streams, rng.randint(1, 4))
+        for s in chosen:
+            s.end = min(len(s.clip), s.end + int(rng.uniform(0.5, 3.0) * SAMPLE_RATE))
+            final = s.end - s.start > rng.uniform(4, 28) * SAMPLE_RATE or s.end >= len(s.clip)
+            context = " ".join(s.finals)[-200:] or None
+            batch.append(
+                DecodeRequest(
+                    audio=s.clip[s.start : s.end],
+                    kind=DecodeKind.FINAL if final else DecodeKind.PARTIAL,
+                    request_id=s.index,
+                    prompt=context if final else None,
+                    prefix=None if final else (s.partial.split(".")[0] or None),
+                    word_timestamps=final,
+                    stream_key=s.key(),
+                )
+            )
+        t0 = time.perf_counter()
+        results = adapter.decode_batch(batch)
+        decode_s += time.perf_counter() - t0
+        for s, req, res in zip(chosen, batch, results, strict=True):
+            if req.kind is DecodeKind.FINAL:
+                s.finals = [*s.finals[-8:], res.text]
+                s.partial = ""
+                adapter.release_stream(s.key())
+                s.utterance += 1
+                s.start = s.end if s.end < len(s.clip) else 0
+                s.end = s.start
+                if s.start == 0:
+                    s.clip = clips[rng.randrange(len(clips))]
+            else:
+                s.partial = res.text
+        before = int(decodes) // args.every
+        decodes += len(batch)
+        if int(decodes) // args.every > before:
+            if trim is not None:
+                trim(0)
+            print(
+                json.dumps(
+                    {
+                        "decodes": int(decodes),
+                        "rss_mb": rss_mb(),
+                        "t": time.monotonic() - began,
+                        "decode_s": decode_s,
+                    }
+                ),
+                flush=True,
+            )
+
+
+def _run_variant(args: argparse.Namespace, variant: str) -> list[dict[str, float]]:
+    env = dict(os.environ)
+    env.pop("MALLOC_ARENA_MAX", None)
+    if variant == "arena2":
+        env["MALLOC_ARENA_MAX"] = "2"
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        variant,
+        "--seconds",
+        str(args.seconds),
+        "--every",
+        str(args.every),
+        "--model",
+        args.model,
+        "--threads",
+        str(args.threads),
+        "--eval-dir",
+        args.eval_dir,
+        "--seed",
+        str(args.seed),
+    ]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+    samples = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    for row in samples:
+        print(variant, row, file=sys.stderr, flush=True)
+    return samples
+
+
+def summarize(samples: list[dict[str, float]]) -> dict[str, Any]:
+    """RSS after the first sample past warm-up (a quarter of the decodes) and at the end."""
+    loaded = samples[1] if len(samples) > 1 else samples[0]
+    warm = samples[max(1, len(samples) // 4)] if len(samples) > 1 else samples[0]
+    last = samples[-1]
+    tail = last["decodes"] - warm["decodes"]
+    per_decode = (last["decode_s"] - warm.get("decode_s", 0.0)) / tail if tail else float("nan")
+    return {
+        "decodes": int(last["decodes"]),
+        "rss_first_mb": round(loaded["rss_mb"], 1),
+        "rss_warm_mb": round(warm["rss_mb"], 1),
+        "rss_end_mb": round(last["rss_mb"], 1),
+        "growth_after_warm_pct": round(100 * (last["rss_mb"] / warm["rss_mb"] - 1), 1),
+        "mb_per_100_decodes": round(100 * (last["rss_mb"] - warm["rss_mb"]) / tail, 2)
+        if tail
+        else float("nan"),
+        "ms_per_decode": round(1000 * per_decode, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--seconds", type=float, default=90.0, help="per variant")
+    parser.add_argument("--every", type=int, default=25, help="decodes between RSS samples")
+    parser.add_argument("--model", default="tiny.en")
+    parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument(
+        "--eval-dir", default=os.environ.get("KETTLE_EVAL_DIR", str(HERE.parent / "tests/data"))
+    )
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--note", default="")
+    parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--child", default=None, choices=VARIANTS, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        args.variant = args.child
+        _child(args)
+        return
+    load = os.getloadavg()[0]
+    report: dict[str, Any] = {"load_start": round(load, 2), "variants": {}}
+    for variant in args.variants.split(","):
+        samples = _run_variant(args, variant)
+        report["variants"][variant] = {"summary": summarize(samples), "samples": samples}
+    report["load_end"] = round(os.getloadavg()[0], 2)
+    print(json.dumps({k: v["summary"] for k, v in report["variants"].items()}))
+    rows: list[dict[str, object]] = [
+        {"variant": name, **v["summary"]} for name, v in report["variants"].items()
+    ]
+    table = markdown_table(rows, list(rows[0]))
+    print(table)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1), encoding="utf-8")
+    if not args.no_write:
+        body = (
+            f"{args.note}\n\n1-minute load average {report['load_start']} at the start, "
+            f"{report['load_end']} at the end; {args.seconds:.0f} s per variant, one after "
+            f"another, each a fresh process.\n\n{table}"
+        )
+        write_section("rss", body)
+
+
+if __name__ == "__main__":
+    main()

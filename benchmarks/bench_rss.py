@@ -8,11 +8,14 @@ every `--every` decodes:
 
 - default: glibc as it comes (one malloc arena per thread that ever contended, up to 8x cores);
 - arena2: MALLOC_ARENA_MAX=2 in the environment;
-- trim: default, plus glibc malloc_trim(0) every `--every` decodes;
-- mallopt: what `kettle serve` does at start-up (``kettle.streaming.native_memory``).
+- trim: default, plus glibc malloc_trim(0) every `--every` decodes (what `kettle serve`
+  does when idle, at most once a minute: ``kettle.streaming.native_memory``).
 
-    python benchmarks/bench_rss.py                      # 4 variants, 90 s each, tiny.en
-    python benchmarks/bench_rss.py --seconds 30 --variants default,mallopt --no-write
+Variants may repeat (`--variants default,trim,default,trim`) to interleave the decode
+timings on a shared machine; a repeated variant's rows are numbered.
+
+    python benchmarks/bench_rss.py                      # 3 variants, 90 s each, tiny.en
+    python benchmarks/bench_rss.py --seconds 30 --variants default,trim --no-write
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from _results import markdown_table, write_section
 
 HERE = Path(__file__).resolve().parent
 SAMPLE_RATE = 16000
-VARIANTS = ("default", "arena2", "trim", "mallopt")
+VARIANTS = ("default", "arena2", "trim")
 
 
 def rss_mb() -> float:
@@ -73,10 +76,6 @@ def _child(args: argparse.Namespace) -> None:
     from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
     from kettle.transcribe.types import DecodeKind, DecodeRequest
 
-    if args.variant == "mallopt":
-        from kettle.streaming.native_memory import limit_malloc_arenas
-
-        limit_malloc_arenas()
     trim = ctypes.CDLL("libc.so.6").malloc_trim if args.variant == "trim" else None
     rng = random.Random(args.seed)
     clips = _clips(Path(args.eval_dir), 12)
@@ -208,9 +207,10 @@ def main() -> None:
         return
     load = os.getloadavg()[0]
     report: dict[str, Any] = {"load_start": round(load, 2), "variants": {}}
-    for variant in args.variants.split(","):
+    for i, variant in enumerate(args.variants.split(",")):
         samples = _run_variant(args, variant)
-        report["variants"][variant] = {"summary": summarize(samples), "samples": samples}
+        name = variant if variant not in report["variants"] else f"{variant}#{i + 1}"
+        report["variants"][name] = {"summary": summarize(samples), "samples": samples}
     report["load_end"] = round(os.getloadavg()[0], 2)
     print(json.dumps({k: v["summary"] for k, v in report["variants"].items()}))
     rows: list[dict[str, object]] = [

@@ -66,6 +66,7 @@ def start_server(
 ) -> tuple[subprocess.Popen[str], str]:
     cmd = [sys.executable, "-m", "kettle.streaming.cli", "serve", "--port", "0"]
     cmd += ["--fake-model"] if args.fake_model else ["--model", args.model]
+    cmd += args.serve_arg
     cmd += ["--max-sessions", "64", "--idle-timeout", "20", *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
@@ -592,6 +593,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block-s", type=float, default=60.0, help="length of each block")
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--fake-model", action="store_true")
+    parser.add_argument(
+        "--serve-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="pass ARG to `kettle serve` (repeatable; e.g. --serve-arg=--release-memory-s=0)",
+    )
     parser.add_argument("--no-abuse", action="store_true", help="honest streams only")
     parser.add_argument("--audio", nargs="*", default=None, help="speech files (default: eval)")
     parser.add_argument("--json", default=None, metavar="PATH", help="write the result here")

@@ -8,7 +8,6 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from kettle.streaming.native_memory import limit_malloc_arenas
 from kettle.transcribe.cli_args import (
     non_negative_float,
     non_negative_int,
@@ -171,6 +170,15 @@ def register_serve(sub: Any) -> None:
         action="store_true",
         help="measure the model's costs at every start-up and store nothing",
     )
+    parser.add_argument(
+        "--release-memory-s",
+        type=non_negative_float,
+        default=60.0,
+        metavar="S",
+        help="while idle after work, give memory the C library holds free back to the OS "
+        "at most every S seconds (glibc only; 0: never). Keeps a long-running server's "
+        "RSS from creeping up",
+    )
     parser.add_argument("--tls-cert", default=None, metavar="FILE")
     parser.add_argument("--tls-key", default=None, metavar="FILE")
     parser.set_defaults(func=_serve)
@@ -226,9 +234,6 @@ def _serve(args: argparse.Namespace) -> int:
     def announce(server: Any) -> None:
         print(f"kettle serving on {server.url}", flush=True)
 
-    if not fake:
-        # Before any thread starts: CTranslate2's threads otherwise grow RSS in glibc arenas.
-        limit_malloc_arenas()
     try:
         return asyncio.run(serve_until_signalled(config, load, engine_config, on_ready=announce))
     except OSError as exc:
@@ -247,6 +252,7 @@ def _engine_config(args: argparse.Namespace) -> EngineConfig:
         adaptive_cadence=not args.fixed_cadence,
         cost_cache=None if args.no_cost_cache else cache_dir() / "costs",
         remeasure_costs=args.remeasure_costs,
+        release_memory_s=args.release_memory_s or None,
     )
 
 

@@ -44,6 +44,7 @@ import numpy as np
 from kettle.streaming.clock import Clock, MonotonicClock
 from kettle.streaming.degrade import STRETCH, DegradeConfig, Degrader, Level
 from kettle.streaming.events import Done, Error, Event, Final, Partial
+from kettle.streaming.native_memory import IdleTrim, load_malloc_trim
 from kettle.streaming.scheduler import Priority, Scheduler, SchedulerConfig, Ticket
 from kettle.streaming.session import Session, SessionConfig
 from kettle.streaming.stream import Stream
@@ -88,6 +89,9 @@ class EngineConfig:
     # when the model still cannot keep up the degradation steps take over.
     max_cadence_s: float = 2.0
     degrade: DegradeConfig = field(default_factory=DegradeConfig)
+    # Seconds between returns of glibc's free heap to the OS, made only while idle after
+    # work (native_memory.py); None: never (glibc's own policy; no-op off glibc anyway).
+    release_memory_s: float | None = None
 
     def __post_init__(self) -> None:
         if not 8 <= self.event_queue_size <= 1_000_000:
@@ -100,6 +104,8 @@ class EngineConfig:
             raise ConfigError(f"max_cadence_s must be within 0.1..10, not {self.max_cadence_s}")
         if not 0.05 <= self.busy_target <= 1.0:
             raise ConfigError(f"busy_target must be within 0.05..1, not {self.busy_target}")
+        if self.release_memory_s is not None and not self.release_memory_s > 0:
+            raise ConfigError(f"release_memory_s must be positive, not {self.release_memory_s}")
 
 
 class EngineObserver(Protocol):
@@ -195,7 +201,10 @@ class Engine:
         final_decoder: Decoder | None = None,
         observer: EngineObserver | None = None,
         clock: Clock | None = None,
+        release_memory: Callable[[], None] | None = None,
     ) -> None:
+        """``release_memory``: what returns free memory to the OS when
+        ``config.release_memory_s`` is set (default: glibc's malloc_trim, where present)."""
         self._decoder = decoder
         self._final_decoder = final_decoder
         self.config = config or EngineConfig()
@@ -216,6 +225,7 @@ class Engine:
         self._closing = False
         self._drained: asyncio.Event | None = None
         self.stats = BatchStats()
+        self._trim = _idle_trim(self.config.release_memory_s, release_memory)
 
     # --- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
@@ -478,6 +488,9 @@ class Engine:
                     logger.exception("engine loop error")
                     await asyncio.sleep(0)
                     continue
+                if self._trim is not None and self._trim.due(now):
+                    await self._worker.call(functools.partial(self._trim.run, now))
+                    continue
                 deadline = self._scheduler.next_deadline(now)
                 deadline = self._check_pressure(now, deadline)
             self._wake.clear()
@@ -503,6 +516,8 @@ class Engine:
         final = batch[0].kind is DecodeKind.FINAL
         decoder = self.final_decoder if final else self._decoder
         outcome = await self._worker.run(decoder, [t.request for t in batch])
+        if self._trim is not None:
+            self._trim.note_work()
         if outcome.results is not None:
             kind = DecodeKind.FINAL if final else DecodeKind.PARTIAL
             self._scheduler.observe_batch([t.request for t in batch], outcome.decode_s)
@@ -707,6 +722,13 @@ _TYPICAL_PARTIAL = DecodeRequest(
     beam_size=1,
     max_new_tokens=96,
 )
+
+
+def _idle_trim(interval_s: float | None, release: Callable[[], None] | None) -> IdleTrim | None:
+    if interval_s is None:
+        return None
+    release = release or load_malloc_trim()
+    return None if release is None else IdleTrim(interval_s, release)
 
 
 def _pick_after_fallback(rounds: Sequence[DecodeResult]) -> DecodeResult:

@@ -32,25 +32,7 @@ def test_fixed_cadence_and_cost_cache_flags() -> None:
     assert engine_config("--remeasure-costs").remeasure_costs is True
 
 
-@pytest.mark.parametrize(("flags", "capped"), [((), 1), (("--fake-model",), 0)])
-def test_serve_caps_malloc_arenas_before_serving_a_real_model(
-    monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...], capped: int
-) -> None:
-    from kettle.streaming import cli_serve, server
-
-    calls: list[str] = []
-
-    def fake_cap() -> bool:
-        calls.append("cap")
-        return True
-
-    monkeypatch.setattr(cli_serve, "limit_malloc_arenas", fake_cap)
-
-    async def fake_serve(*_args: object, **_kwargs: object) -> int:
-        calls.append("serve")  # the model would load here, on the loop's threads
-        return 0
-
-    monkeypatch.setattr(server, "serve_until_signalled", fake_serve)
-    args = build_parser().parse_args(["serve", "--port", "0", *flags])
-    assert args.func(args) == 0
-    assert calls == ["cap"] * capped + ["serve"]
+def test_serve_releases_free_memory_once_a_minute_unless_told_not_to() -> None:
+    assert engine_config().release_memory_s == 60.0
+    assert engine_config("--release-memory-s", "5").release_memory_s == 5.0
+    assert engine_config("--release-memory-s", "0").release_memory_s is None

@@ -319,3 +319,30 @@ async def test_silence_and_noise_give_no_finals_with_words(tiny_decoder: Any) ->
     finals = [e for e in events if isinstance(e, Final)]
     assert [f.text for f in finals] == []
     assert isinstance(events[-1], Done) and events[-1].utterances == 0
+
+
+async def test_an_idle_engine_releases_memory_on_the_model_thread_once_an_interval() -> None:
+    released: list[str] = []
+    config = EngineConfig(release_memory_s=3600.0)
+    dec = FakeDecoder()
+    engine = Engine(
+        dec,
+        config,
+        release_memory=lambda: released.append(threading.current_thread().name),
+    )
+    async with engine:
+        assert released == []  # no work yet
+        await run_one(engine, TWO)
+        await run_one(engine, TWO)
+    assert len(released) == 1  # the second stream's work came within the interval
+    # on the model's own thread, so no decode runs beside it
+    assert released[0].startswith("kettle-inference")
+
+
+async def test_no_release_unless_configured() -> None:
+    released: list[int] = []
+    async with Engine(FakeDecoder(), release_memory=lambda: released.append(1)) as engine:
+        await run_one(engine, TWO)
+    assert released == []
+    with pytest.raises(KettleError):
+        EngineConfig(release_memory_s=0.0)

@@ -80,6 +80,21 @@ async def test_read_body_within_and_over_the_limit() -> None:
     assert declared.reads == 0  # refused on Content-Length, before any reading
 
 
+class _Endless:
+    """Work that never ends by itself: says when it starts and when it is cancelled."""
+
+    def __init__(self) -> None:
+        self.started, self.cancelled = asyncio.Event(), asyncio.Event()
+
+    async def run(self) -> None:
+        self.started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+
+
 async def test_unless_disconnected_returns_the_work_or_cancels_it() -> None:
     client = Client([b""])
     await read_body(client.request, 10)
@@ -88,43 +103,25 @@ async def test_unless_disconnected_returns_the_work_or_cancels_it() -> None:
         return 42
 
     assert await unless_disconnected(client.request, answer()) == 42
-    started, cancelled = asyncio.Event(), asyncio.Event()
-
-    async def forever() -> None:
-        started.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-
-    waiting = asyncio.create_task(unless_disconnected(client.request, forever()))
-    await started.wait()
+    work = _Endless()
+    waiting = asyncio.create_task(unless_disconnected(client.request, work.run()))
+    await work.started.wait()
     client.gone.set()
     with pytest.raises(ClientDisconnect):
         await waiting
-    assert cancelled.is_set()
+    assert work.cancelled.is_set()
 
 
 async def test_a_cancelled_caller_cancels_the_work() -> None:
     client = Client([b""])
     await read_body(client.request, 10)
-    started, cancelled = asyncio.Event(), asyncio.Event()
-
-    async def forever() -> None:
-        started.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-
-    waiting = asyncio.create_task(unless_disconnected(client.request, forever()))
-    await started.wait()
+    work = _Endless()
+    waiting = asyncio.create_task(unless_disconnected(client.request, work.run()))
+    await work.started.wait()
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
-    assert cancelled.is_set()
+    assert work.cancelled.is_set()
 
 
 def job(audio: bytes) -> Callable[[bytes], Awaitable[UploadJob[str]]]:

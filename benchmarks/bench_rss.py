@@ -9,7 +9,8 @@ every `--every` decodes:
 - default: glibc as it comes (one malloc arena per thread that ever contended, up to 8x cores);
 - arena2: MALLOC_ARENA_MAX=2 in the environment;
 - trim: default, plus glibc malloc_trim(0) every `--every` decodes (what `kettle serve`
-  does when idle, at most once a minute: ``kettle.streaming.native_memory``).
+  does at most once a minute, when idle or between batches under steady load:
+  ``kettle.streaming.native_memory``).
 
 Variants may repeat (`--variants default,trim,default,trim`) to interleave the decode
 timings on a shared machine; a repeated variant's rows are numbered.

@@ -175,9 +175,9 @@ def register_serve(sub: Any) -> None:
         type=non_negative_float,
         default=60.0,
         metavar="S",
-        help="while idle after work, give memory the C library holds free back to the OS "
-        "at most every S seconds (glibc only; 0: never). Keeps a long-running server's "
-        "RSS from creeping up",
+        help="after work, give memory the C library holds free back to the OS at most "
+        "every S seconds: when idle, or between batches when the model was busy all along "
+        "(glibc only; 0: never). Keeps a long-running server's RSS from creeping up",
     )
     parser.add_argument("--tls-cert", default=None, metavar="FILE")
     parser.add_argument("--tls-key", default=None, metavar="FILE")

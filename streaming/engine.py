@@ -44,7 +44,7 @@ import numpy as np
 from kettle.streaming.clock import Clock, MonotonicClock
 from kettle.streaming.degrade import STRETCH, DegradeConfig, Degrader, Level
 from kettle.streaming.events import Done, Error, Event, Final, Partial
-from kettle.streaming.native_memory import IdleTrim, load_malloc_trim
+from kettle.streaming.native_memory import MemoryRelease, load_malloc_trim
 from kettle.streaming.scheduler import Priority, Scheduler, SchedulerConfig, Ticket
 from kettle.streaming.session import Session, SessionConfig
 from kettle.streaming.stream import Stream
@@ -89,8 +89,9 @@ class EngineConfig:
     # when the model still cannot keep up the degradation steps take over.
     max_cadence_s: float = 2.0
     degrade: DegradeConfig = field(default_factory=DegradeConfig)
-    # Seconds between returns of glibc's free heap to the OS, made only while idle after
-    # work (native_memory.py); None: never (glibc's own policy; no-op off glibc anyway).
+    # Seconds between returns of glibc's free heap to the OS after work: while idle, or
+    # between batches when the model was busy the whole time (native_memory.py); None:
+    # never (glibc's own policy; no-op off glibc anyway).
     release_memory_s: float | None = None
 
     def __post_init__(self) -> None:
@@ -225,7 +226,7 @@ class Engine:
         self._closing = False
         self._drained: asyncio.Event | None = None
         self.stats = BatchStats()
-        self._trim = _idle_trim(self.config.release_memory_s, release_memory)
+        self._trim = _memory_release(self.config.release_memory_s, release_memory)
 
     # --- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
@@ -483,18 +484,26 @@ class Engine:
                     self._route_dropped()
                     if batch:
                         await self._run_batch(batch)
+                        await self._release_memory(idle=False)
                         continue
                 except Exception:  # a bug in routing must not stop every stream
                     logger.exception("engine loop error")
                     await asyncio.sleep(0)
                     continue
-                if self._trim is not None and self._trim.due(now):
-                    await self._worker.call(functools.partial(self._trim.run, now))
+                if await self._release_memory(idle=True):
                     continue
                 deadline = self._scheduler.next_deadline(now)
                 deadline = self._check_pressure(now, deadline)
             self._wake.clear()
             await self._clock.wait(self._wake, deadline)
+
+    async def _release_memory(self, *, idle: bool) -> bool:
+        """Return free native memory to the OS if due (native_memory.py); True if it ran."""
+        now = self._clock.now()
+        if self._trim is None or not self._trim.due(now, idle=idle):
+            return False
+        await self._worker.call(functools.partial(self._trim.run, now))
+        return True
 
     def _route_dropped(self) -> None:
         for dropped in self._scheduler.take_dropped():
@@ -517,7 +526,7 @@ class Engine:
         decoder = self.final_decoder if final else self._decoder
         outcome = await self._worker.run(decoder, [t.request for t in batch])
         if self._trim is not None:
-            self._trim.note_work()
+            self._trim.note_work(started)
         if outcome.results is not None:
             kind = DecodeKind.FINAL if final else DecodeKind.PARTIAL
             self._scheduler.observe_batch([t.request for t in batch], outcome.decode_s)
@@ -724,11 +733,13 @@ _TYPICAL_PARTIAL = DecodeRequest(
 )
 
 
-def _idle_trim(interval_s: float | None, release: Callable[[], None] | None) -> IdleTrim | None:
+def _memory_release(
+    interval_s: float | None, release: Callable[[], None] | None
+) -> MemoryRelease | None:
     if interval_s is None:
         return None
     release = release or load_malloc_trim()
-    return None if release is None else IdleTrim(interval_s, release)
+    return None if release is None else MemoryRelease(interval_s, release)
 
 
 def _pick_after_fallback(rounds: Sequence[DecodeResult]) -> DecodeResult:

@@ -1,12 +1,13 @@
-"""Give glibc's free heap back to the OS when the model is idle.
+"""Give glibc's free heap back to the OS, once a minute or so, on the model's thread.
 
 CTranslate2 and the feature code allocate and free large, varied buffers; glibc keeps what
 is freed (its mmap threshold rises after the first large frees, so later buffers come from
 the heap, where freed pages stay mapped). On tiny.en a third of the RSS was such free memory
 (benchmarks/bench_rss.py, RESULTS.md "rss"), and a long soak's RSS crept up. malloc_trim(0)
 returns it; it costs a few ms and the pages it returns fault in again, so the engine calls it
-only when idle, at most once every interval, and only after work since the last trim.
-A no-op where the C library is not glibc.
+at most once every interval and only after work since the last trim: when idle, or, when
+the model has had no idle moment for a whole interval (a client flooding audio keeps it
+busy for minutes), between two batches. A no-op where the C library is not glibc.
 """
 
 from __future__ import annotations
@@ -38,28 +39,35 @@ def load_malloc_trim() -> Callable[[], None] | None:
     return release
 
 
-class IdleTrim:
-    """When an idle engine should release free memory: at most every ``interval_s``, and
-    only once per stretch of work (an engine idle for hours trims once)."""
+class MemoryRelease:
+    """When the engine should release free memory: at most every ``interval_s``, only once
+    per stretch of work (an engine idle for hours releases once), preferably while idle,
+    and between batches when work has gone on for a whole interval without a pause."""
 
     def __init__(self, interval_s: float, release: Callable[[], None]) -> None:
         self.interval_s = interval_s
         self._release = release
         self._last: float | None = None
-        self._worked = False
+        self._work_since: float | None = None  # first work after the last release
         self.count = 0
 
-    def note_work(self) -> None:
-        self._worked = True
+    def note_work(self, now: float) -> None:
+        if self._work_since is None:
+            self._work_since = now
 
-    def due(self, now: float) -> bool:
-        if not self._worked:
-            return False
-        return self._last is None or now - self._last >= self.interval_s
+    def due(self, now: float, *, idle: bool) -> bool:
+        if self._work_since is None:
+            return False  # nothing new to give back
+        if idle:
+            return self._last is None or now - self._last >= self.interval_s
+        # Busy: wait a whole interval (from the last release, or from the first work) so a
+        # server under steady load pays for one release a minute, not one per batch.
+        since = self._work_since if self._last is None else self._last
+        return now - since >= self.interval_s
 
     def run(self, now: float) -> None:
         """Release (on the model's thread: no decode runs meanwhile) and restart the interval."""
         self._last = now
-        self._worked = False
+        self._work_since = None
         self.count += 1
         self._release()

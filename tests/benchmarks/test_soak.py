@@ -12,11 +12,22 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from soak import rss_pair_medians  # noqa: E402
+
+
+def test_rss_level_is_the_median_of_each_pair_of_blocks() -> None:
+    blocks = [(0.0, 10.0, False), (10.0, 20.0, True), (20.0, 30.0, False), (30.0, 40.0, True)]
+    # a one-sample spike (a decode's buffers) does not move a pair's level
+    rss = [(t, 900.0 if t == 12.0 else 300.0 + t // 20) for t in range(0, 40, 2)]
+    assert rss_pair_medians([(float(t), m) for t, m in rss], blocks) == [300.0, 301.0]
+    assert rss_pair_medians([], blocks) == []
+
 
 # slow too: 2.5 minutes of wall time, so the quick run (-m "not slow") leaves it out.
-pytestmark = [pytest.mark.soak, pytest.mark.slow, pytest.mark.timeout(900)]
-
-
+@pytest.mark.soak
+@pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_two_minute_soak_with_the_fake_model(tmp_path: Path) -> None:
     out = tmp_path / "soak.json"
     proc = subprocess.run(

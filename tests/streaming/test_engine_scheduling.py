@@ -377,3 +377,25 @@ async def test_start_up_costs_come_from_the_cost_cache_when_configured(
         # One model serves partials and finals: asked once, its profile used for both.
         assert dec.asked == [(folder, remeasure)]
         assert set(engine.cost_profiles) == {DecodeKind.PARTIAL, DecodeKind.FINAL}
+
+
+async def test_a_model_busy_for_a_whole_interval_releases_memory_between_batches() -> None:
+    # A flooding client can keep the model busy for minutes: the release cannot wait for
+    # an idle moment, so it comes between two batches once an interval of work has passed.
+    dec = HeldDecoder()
+    dec.gate.clear()
+    released_after: list[int] = []
+    config = EngineConfig(SchedulerConfig(max_batch_size=1), release_memory_s=60.0)
+    clock = ManualClock()
+    engine = Engine(
+        dec, config, clock=clock, release_memory=lambda: released_after.append(len(dec.calls))
+    )
+    async with engine:
+        work = asyncio.create_task(engine.decode_offline(offline(4)))
+        await hold_first_batch(dec)  # the work started at t=0
+        await clock.advance(61.0)
+        dec.gate.set()
+        await asyncio.wait_for(work, GUARD_S)
+    assert len(dec.calls) == 4
+    # after the first batch, with three still queued; not again within the interval
+    assert released_after == [1]

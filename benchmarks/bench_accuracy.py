@@ -218,7 +218,13 @@ class Outcome:
     cache_hit_rate: float | None = None
 
 
-ALONE = {"context_s": "0", "final_tail_ms": "200", "stable_holdback": "0"}
+ALONE = {
+    "context_s": "0",
+    "final_tail_ms": "200",
+    "stable_holdback": "0",
+    "partial_encode_pad_s": "30",
+    "final_encode_pad_s": "30",
+}
 
 
 def parse_variant(method: str) -> tuple[dict[str, str], str | None]:

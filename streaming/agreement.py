@@ -1,7 +1,7 @@
-"""LocalAgreement-2: the stable prefix of an utterance's successive hypotheses.
+"""LocalAgreement-n: the stable prefix of an utterance's successive hypotheses.
 
-A word becomes stable once two successive hypotheses agree on it (and on everything before
-it); stable words never change afterwards. The last ``holdback`` words of a hypothesis never
+A word becomes stable once ``agree`` successive hypotheses (2 by default) agree on it (and
+on everything before it); stable words never change afterwards. The last ``holdback`` words of a hypothesis never
 become stable: they lie at the window's edge, where a greedy decode of a window that ends
 mid-word is least reliable, and a stable mistake is forced into the final. Words are compared
 as PROTOCOL.md defines them: lowercased, punctuation removed, apostrophes inside words kept.
@@ -66,11 +66,15 @@ class Hypothesis:
 class Agreement:
     """Agreement buffer for one utterance."""
 
-    def __init__(self, holdback: int = 0) -> None:
+    def __init__(self, holdback: int = 0, agree: int = 2) -> None:
+        if agree < 2:
+            raise ValueError("agreement needs at least two hypotheses")
         self._holdback = holdback
+        self._agree = agree
         self._stable: list[str] = []  # display forms, fixed once stable
         self._stable_norm: list[str] = []
-        self._previous: list[str] | None = None  # normalized words of the last hypothesis
+        # Normalized words of the last ``agree - 1`` hypotheses, oldest first.
+        self._previous: list[list[str]] = []
 
     @property
     def stable_text(self) -> str:
@@ -88,12 +92,14 @@ class Agreement:
         """Take a new hypothesis of the utterance so far; return it with its stable prefix."""
         words = self.splice(split_words(text))
         norm = normalized(words)
-        if self._previous is not None:
-            agreed = min(
-                common_prefix_len(self._previous, norm),
-                len(norm) - self._holdback,
-                len(self._previous) - self._holdback,
-            )
+        if len(self._previous) == self._agree - 1:
+            agreed = len(norm) - self._holdback
+            for previous in self._previous:
+                agreed = min(
+                    agreed,
+                    common_prefix_len(previous, norm),
+                    len(previous) - self._holdback,
+                )
             # A text of punctuation only ("-") is one word with nothing to say; it must not
             # become stable, or the first real word (which it would stick to) could not follow.
             while agreed > len(self._stable) and not norm[agreed - 1]:
@@ -102,7 +108,7 @@ class Agreement:
                 # Words up to `agreed` are the same in both; their display form is fixed now.
                 self._stable.extend(words[len(self._stable) : agreed])
                 self._stable_norm.extend(norm[len(self._stable_norm) : agreed])
-        self._previous = norm
+        self._previous = [*self._previous, norm][-(self._agree - 1) :]
         return Hypothesis(" ".join(words), self.stable_text)
 
     def finalize(self, text: str) -> str:

@@ -44,6 +44,7 @@ class Context:
     start: int  # window start: an earlier final's start, or the utterance's own
     text: str  # the finals' text over [start, utterance start); "" for none
     prompt: str  # older text, before ``start`` (Whisper's previous-text prompt)
+    finals: tuple[str, ...] = ()  # the finals ``text`` joins, oldest first
 
 
 class ContextHistory:
@@ -100,7 +101,7 @@ class ContextHistory:
                 taken += 1
         older = [s.text for s in list(self._spoken)[: len(self._spoken) - taken]]
         prompt = " ".join([self._older, *older]).strip()[-PROMPT_CHARS:]
-        return Context(start, " ".join(reversed(texts)), prompt)
+        return Context(start, " ".join(reversed(texts)), prompt, tuple(reversed(texts)))
 
     def forget_before(self, earliest_start: int) -> None:
         """Drop finals no future window can hold: every later utterance starts at or after

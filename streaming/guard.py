@@ -4,10 +4,14 @@ Whisper, tiny.en most of all, sometimes falls into a loop ("the first to be the 
 ...") or, forced to continue a context it does not hear well, invents a sentence. A loop is
 cut to one pass of it before anything is shown; a context decode that reads as a
 hallucination (far more words than the utterance can hold, or a text the model itself finds
-repetitive) is thrown away and the utterance decoded alone.
+repetitive) is thrown away and the utterance decoded alone. A decode that starts by saying
+again a phrase its forced context just said (the model continuing the text, not the audio:
+"...you can call me Abby. You" -> "can call me Abby. He was") loses the repeated words.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from kettle.streaming.agreement import normalize_word
 from kettle.transcribe.types import DecodeResult
@@ -18,6 +22,7 @@ MAX_COMPRESSION_RATIO = 2.4  # Whisper's own repetition threshold
 MAX_LOOP_WORDS = 8  # longest repeated phrase looked for
 MIN_LOOP_REPEATS = 3
 MIN_LOOP_SPAN = 6  # words a loop covers before it counts ("no no no" is speech)
+MIN_ECHO_WORDS = 3  # a repeated phrase this long at a decode's start is an echo
 
 
 def loop_cut(words: list[str]) -> list[int]:
@@ -52,3 +57,25 @@ def implausible(result: DecodeResult, seconds: float) -> bool:
     if words > MAX_WORDS_PER_S * seconds + EXTRA_WORDS:
         return True
     return result.compression_ratio > MAX_COMPRESSION_RATIO
+
+
+def context_echo(finals: Sequence[str], words: list[str]) -> int:
+    """How many leading ``words`` repeat the phrase that ends the context (the ``finals``
+    joined), or ends one word before its end: at least MIN_ECHO_WORDS words, the longest
+    such phrase, one that starts inside a final (0: none). A phrase that starts a final is
+    a speaker starting again as before; one from inside a final is the model going on
+    with the text. A speaker who repeats the tail of a sentence at once loses it too:
+    rare, where the echo came every few minutes of multi-voice conversation."""
+    tail: list[str] = []
+    starts: set[int] = set()  # indices in ``tail`` where a final begins
+    for text in finals:
+        starts.add(len(tail))
+        tail.extend(normalize_word(w) for w in text.split())
+    norm = [normalize_word(w) for w in words]
+    end = len(tail)
+    for n in range(min(len(norm), end), MIN_ECHO_WORDS - 1, -1):
+        phrase = norm[:n]
+        for first in (end - n, end - n - 1):
+            if first > 0 and first not in starts and tail[first : first + n] == phrase:
+                return n
+    return 0

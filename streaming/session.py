@@ -50,7 +50,7 @@ from kettle.streaming.events import (
     SpeechStarted,
     SpeechStopped,
 )
-from kettle.streaming.guard import implausible, loop_cut
+from kettle.streaming.guard import context_echo, implausible, loop_cut
 from kettle.streaming.planner import Plan, PlannerConfig, StreamState, plan_final, plan_next
 from kettle.streaming.planner import final_window_end as _final_window_end
 from kettle.streaming.utterances import Utterance, UtteranceTracker
@@ -112,9 +112,17 @@ class SessionConfig:
     partial_context_until: int = 0
     # The last words of a partial never become stable (see agreement.py).
     stable_holdback: int = 1
+    # A word becomes stable once this many successive partials agree on it (agreement.py).
+    stable_agree: int = 2
     # Context stops where the voice changes: at an earlier final whose voice differs from the
     # utterance's by more than this (voice.change: 1 is the measured boundary); 0: no gate.
     voice_gate: float = 1.1
+    # The encoder runs on the window plus this much silence (whole seconds), not on 30 s:
+    # its cost grows with its input, and most of a stream's windows are a few seconds long.
+    # 30 encodes every window on 30 s, as Whisper was trained (transcribe.types.encoder_frames).
+    # For partials and for finals apart.
+    partial_encode_pad_s: float = 1.0
+    final_encode_pad_s: float = 30.0
     # The model detects each window's language (a multilingual model and no ``language``):
     # then no context is used, since the earlier utterances would decide the language.
     multilingual: bool = False
@@ -142,6 +150,11 @@ class SessionConfig:
             )
         if not 0.0 <= self.voice_gate <= 10.0:
             raise ConfigError(f"voice_gate must be within 0..10, not {self.voice_gate}")
+        for name in ("partial_encode_pad_s", "final_encode_pad_s"):
+            if not 0.0 <= getattr(self, name) <= 30.0:
+                raise ConfigError(f"{name} must be within 0..30, not {getattr(self, name)}")
+        if not 2 <= self.stable_agree <= 10:
+            raise ConfigError(f"stable_agree must be within 2..10, not {self.stable_agree}")
         if not 0 <= self.stable_holdback <= 10:
             raise ConfigError(f"stable_holdback must be within 0..10, not {self.stable_holdback}")
         self.segmenter_config()  # validates the VAD fields
@@ -395,6 +408,9 @@ class Session:
             cache_key=(self.session_id, utt.ordinal, plan.start, plan.end),
             stream_key=(self.session_id, utt.ordinal),
             speculative=plan.speculative,
+            encode_pad_s=_encode_pad(
+                self.config.final_encode_pad_s if final else self.config.partial_encode_pad_s
+            ),
         )
         if plan.speculative:
             assert utt.end is None and self._segmenter.pause_end is not None
@@ -485,7 +501,9 @@ class Session:
         for d in decisions:
             if isinstance(d, SpeechStart):
                 self._utts.next_start(d.start)
-                self._utts.start(d.start, Agreement(self.config.stable_holdback))
+                self._utts.start(
+                    d.start, Agreement(self.config.stable_holdback, self.config.stable_agree)
+                )
                 if self.config.vad_events:
                     self._events.append(SpeechStarted(d.start))
             elif isinstance(d, Pause):
@@ -521,12 +539,16 @@ class Session:
         self._buf.trim(keep)
 
     # --- results -------------------------------------------------------------------------
-    def _usable(self, result: DecodeResult) -> tuple[str, tuple[Word, ...]]:
-        """The result's text and words, empty for silence, with repetition loops cut."""
+    def _usable(self, result: DecodeResult, plan: Plan) -> tuple[str, tuple[Word, ...]]:
+        """The result's text and words, empty for silence, with repetition loops and an
+        echo of the context (guard.py) cut."""
         if result.no_speech_prob > NO_SPEECH_PROB and result.avg_logprob < NO_SPEECH_LOGPROB:
             return "", ()
         tokens = result.text.split()
         keep = loop_cut(tokens)
+        if plan.context.finals:
+            echo = context_echo(plan.context.finals, [tokens[i] for i in keep])
+            keep = keep[echo:]
         if len(keep) == len(tokens):
             return result.text.strip(), result.words
         words = result.words
@@ -534,8 +556,8 @@ class Session:
             words = tuple(words[i] for i in keep)
         return " ".join(tokens[i] for i in keep), words[: len(keep)]
 
-    def _usable_text(self, result: DecodeResult) -> str:
-        return self._usable(result)[0]
+    def _usable_text(self, result: DecodeResult, plan: Plan) -> str:
+        return self._usable(result, plan)[0]
 
     def _rejected(self, plan: Plan, result: DecodeResult) -> bool:
         """A decode in context that reads as a hallucination: the utterance is decoded
@@ -559,7 +581,7 @@ class Session:
             return
         if self._backoff > 1.0:
             self._backoff = max(1.0, self._backoff / 2)
-        self._show(utt, pending.plan.end, self._usable_text(result))
+        self._show(utt, pending.plan.end, self._usable_text(result, pending.plan))
 
     def _show(self, utt: Utterance, end: int, text: str) -> None:
         """A new hypothesis of the open utterance: agreement, then a Partial if not empty."""
@@ -582,7 +604,7 @@ class Session:
             if utt.end is None:
                 if self.config.partials:
                     # Show the whole utterance's text now: the final will start with it.
-                    self._show(utt, plan.end, self._usable_text(result))
+                    self._show(utt, plan.end, self._usable_text(result, plan))
                 return
             if utt.speculation.ready(utt.end, _final_window_end(utt)) is None:
                 return  # the utterance ended elsewhere: the real final is asked for
@@ -612,7 +634,7 @@ class Session:
             self._resolve_empty(utt)
 
     def _emit_final(self, utt: Utterance, result: DecodeResult, plan: Plan) -> None:
-        usable, model_words = self._usable(result)
+        usable, model_words = self._usable(result, plan)
         text = utt.agreement.finalize(usable)
         if not text:
             self._resolve_empty(utt)
@@ -693,3 +715,8 @@ def _as_mono_float32(samples: np.ndarray) -> np.ndarray:
     if not np.all(np.isfinite(out)):
         out = np.nan_to_num(out, nan=0.0, posinf=1.0, neginf=-1.0)
     return out
+
+
+def _encode_pad(seconds: float) -> float | None:
+    """A request's encode_pad_s: None (Whisper's 30 s) from 30 s on."""
+    return seconds if seconds < 30 else None

@@ -17,7 +17,7 @@ import numpy as np
 from kettle.transcribe.encoder_cache import EncoderCache, window_key
 from kettle.transcribe.features import FeatureComputer
 from kettle.transcribe.job import Job
-from kettle.transcribe.types import DecodeKind
+from kettle.transcribe.types import FULL_ENCODER_FRAMES, DecodeKind, encoder_frames
 
 
 class Encoder:
@@ -41,17 +41,25 @@ class Encoder:
         return self._fw.storage(np.stack(rows))
 
     def encode(self, jobs: Sequence[Job]) -> None:
-        """Fill ``job.encoded`` from the cache or one batched encode of the misses."""
+        """Fill ``job.encoded`` from the cache or one batched encode of the misses.
+
+        Every job of a batch gets the same input length (their outputs are stacked for
+        generate): the longest any of them asks for (``encoder_frames``)."""
         self._apply_releases()
+        frames = max(
+            (encoder_frames(j.audio.shape[0], j.request.encode_pad_s) for j in jobs),
+            default=FULL_ENCODER_FRAMES,
+        )
         pending: dict[Any, list[Job]] = {}
         for job in jobs:
             r = job.request
             # A caller's key is paired with the window length, so a reused key can never
-            # hand one window's encoding to a different-length window.
+            # hand one window's encoding to a different-length window; and with the input
+            # length, since one window may be encoded on several.
             key = (
-                ("key", r.cache_key, job.audio.shape[0])
+                ("key", r.cache_key, job.audio.shape[0], frames)
                 if r.cache_key is not None
-                else window_key(job.audio)
+                else (window_key(job.audio), frames)
             )
             if key in pending:  # same window twice in one batch: encoded once
                 pending[key].append(job)
@@ -72,11 +80,11 @@ class Encoder:
             r = first.request
             feat = None
             if r.stream_key is not None and r.kind is DecodeKind.PARTIAL:
-                feat = self.features.stream(r.stream_key, first.audio)
+                feat = self.features.stream(r.stream_key, first.audio, frames)
             feats.append(feat)
         todo = [i for i, f in enumerate(feats) if f is None]
         if todo:
-            computed = self.features.batch([pending[keys[i]][0].audio for i in todo])
+            computed = self.features.batch([pending[keys[i]][0].audio for i in todo], frames)
             for i, row in zip(todo, computed, strict=True):
                 feats[i] = row
         batch = np.stack([f for f in feats if f is not None])

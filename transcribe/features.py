@@ -57,7 +57,8 @@ def _torch_cuda() -> bool:
 
 
 class FeatureComputer:
-    """Model features of 16 kHz float32 windows, shape (B, n_mels, 3000)."""
+    """Model features of 16 kHz float32 windows, shape (B, n_mels, n_frames): the window,
+    then silence up to ``n_frames`` (3000: Whisper's 30 s)."""
 
     def __init__(self, n_mels: int, *, device: str = "cpu", max_streams: int = MAX_STREAMS) -> None:
         self._n_mels = n_mels
@@ -71,25 +72,27 @@ class FeatureComputer:
         if self._kernels is None:
             logger.info("kettle.kernels.logmel not available; using faster-whisper features")
 
-    def batch(self, windows: Sequence[np.ndarray]) -> np.ndarray:
+    def batch(self, windows: Sequence[np.ndarray], n_frames: int = N_FRAMES) -> np.ndarray:
         if not windows:
-            return np.zeros((0, self._n_mels, N_FRAMES), dtype=np.float32)
+            return np.zeros((0, self._n_mels, n_frames), dtype=np.float32)
         if self._kernels is not None:
             out = self._kernels.log_mel_batch(
-                list(windows), n_mels=self._n_mels, n_frames=N_FRAMES, device=self._device
+                list(windows), n_mels=self._n_mels, n_frames=n_frames, device=self._device
             )
             return np.asarray(out, dtype=np.float32)
-        return np.stack([self._fw_features(w) for w in windows])
+        return np.stack([self._fw_features(w, n_frames) for w in windows])
 
-    def _fw_features(self, window: np.ndarray) -> np.ndarray:
+    def _fw_features(self, window: np.ndarray, n_frames: int) -> np.ndarray:
         from kettle.transcribe import fw
 
         if self._fallback is None:
             self._fallback = fw.FeatureExtractor(feature_size=self._n_mels)
         feats = self._fallback(window)[..., :-1]
-        return np.asarray(fw.pad_or_trim(feats, N_FRAMES), dtype=np.float32)
+        return np.asarray(fw.pad_or_trim(feats, n_frames), dtype=np.float32)
 
-    def stream(self, key: Hashable, window: np.ndarray) -> np.ndarray | None:
+    def stream(
+        self, key: Hashable, window: np.ndarray, n_frames: int = N_FRAMES
+    ) -> np.ndarray | None:
         """Features of a stream window via its incremental state, or None to compute in full.
 
         The state is reused when ``window`` extends the audio of the previous call for ``key``
@@ -114,7 +117,7 @@ class FeatureComputer:
                 self._streams.popitem(last=False)
         state.n_samples = n
         state.tail = window[max(0, n - _CHECK) :].copy()
-        return np.asarray(state.mel.features(N_FRAMES), dtype=np.float32)
+        return np.asarray(state.mel.features(n_frames), dtype=np.float32)
 
     @staticmethod
     def _extends(state: _StreamState, window: np.ndarray) -> bool:

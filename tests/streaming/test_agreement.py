@@ -1,4 +1,4 @@
-"""LocalAgreement-2: stable prefixes never change and every text starts with them."""
+"""LocalAgreement-n: stable prefixes never change and every text starts with them."""
 
 from __future__ import annotations
 
@@ -39,6 +39,17 @@ def test_two_agreeing_hypotheses_make_words_stable() -> None:
     # Stable words keep their first display form; the comparison ignores case.
     assert hyp.stable == "The quick brown"
     assert hyp.text == "The quick brown fox"
+
+
+def test_three_way_agreement_needs_every_one_of_the_last_three() -> None:
+    a = Agreement(agree=3)
+    assert a.update("the cat").stable == ""
+    assert a.update("the cat sat").stable == ""  # two agree, three are needed
+    assert a.update("the bat sat on").stable == "the"  # the oldest of the three said "cat"
+    assert a.update("the bat sat on the").stable == "the"  # "cat" is still among the three
+    assert a.update("the bat sat on the mat").stable == "the bat sat on"
+    with pytest.raises(ValueError):
+        Agreement(agree=1)
 
 
 def test_disagreement_does_not_touch_stable_words() -> None:

@@ -333,6 +333,7 @@ def test_bad_requests_are_config_errors(tiny_decoder: WhisperAdapter) -> None:
         DecodeRequest(audio=np.zeros(1600, np.int16), kind=F),
         DecodeRequest(audio=np.zeros(1600, np.float32), kind=P, max_new_tokens=0),
         DecodeRequest(audio=np.zeros(1600, np.float32), kind=F, context="word " * 200),
+        DecodeRequest(audio=np.zeros(1600, np.float32), kind=P, encode_pad_s=-1.0),
     ]
     for req in bad:
         with pytest.raises(ConfigError):
@@ -362,6 +363,33 @@ def test_stream_partials_use_incremental_features(
     if tiny_decoder.features._kernels is not None:
         assert tiny_decoder.features.incremental_hits == hits + 2
     assert len(texts[-1]) > len(texts[0])
+
+
+@pytest.mark.slow
+def test_short_encodes_transcribe_and_share_one_length_per_batch(
+    tiny_decoder: WhisperAdapter, speech: list[tuple[np.ndarray, str]], wer_fn: Any
+) -> None:
+    clips = speech[:3]
+    short = tiny_decoder.decode_batch(
+        [
+            DecodeRequest(audio=a, kind=F, request_id=i, encode_pad_s=1.0, word_timestamps=True)
+            for i, (a, _) in enumerate(clips)
+        ]
+    )
+    assert wer_fn([ref for _, ref in clips], [r.text for r in short]) <= 0.15
+    for r, (audio, _) in zip(short, clips, strict=True):
+        assert r.words and r.words[-1].end <= len(audio) / SAMPLE_RATE + 1e-6
+    # A batch is encoded on its longest request's length: a short request batched with a
+    # 30 s one is encoded on 30 s, as it would be alone with encode_pad_s=None.
+    window = clips[0][0][: 2 * SAMPLE_RATE] * 0.8  # a window no other test encodes
+    mixed = tiny_decoder.decode_batch(
+        [
+            DecodeRequest(audio=window, kind=P, encode_pad_s=1.0, request_id="short"),
+            DecodeRequest(audio=clips[1][0], kind=P, request_id="full"),
+        ]
+    )
+    (alone,) = tiny_decoder.decode_batch([DecodeRequest(audio=window.copy(), kind=P)])
+    assert alone.encoder_cache_hit and alone.text == mixed[0].text
 
 
 @pytest.mark.slow

@@ -35,17 +35,21 @@ def test_implausible_decodes() -> None:
     assert implausible(result("fine words", ratio=3.1), 4.0)
 
 
+def split(text: str) -> list[str]:
+    return text.split()
+
+
 def test_a_decode_that_repeats_its_context_loses_the_echo() -> None:
     context = ["I'm Abigail Klafflin. You can call me Abby.", "You"]
-    words = "can call me Abby. He was not an old young man.".split()
+    words = split("can call me Abby. He was not an old young man.")
     assert context_echo(context, words) == 4  # "can call me Abby" was just said
-    assert context_echo(context[:1], "call me Abby and".split()) == 3
+    assert context_echo(context[:1], split("call me Abby and")) == 3
     # Two words are not an echo; nor is a phrase from further back in the context.
-    assert context_echo(context, "me Abby later".split()) == 0
-    assert context_echo(context, "I'm Abigail Klafflin and".split()) == 0
+    assert context_echo(context, split("me Abby later")) == 0
+    assert context_echo(context, split("I'm Abigail Klafflin and")) == 0
     assert context_echo([], words) == 0 and context_echo(context, []) == 0
 
 
 def test_a_final_said_again_from_its_start_is_speech_not_an_echo() -> None:
-    assert context_echo(["thank you very much"], "thank you very much".split()) == 0
-    assert context_echo(["yes.", "one two three"], "one two three four".split()) == 0
+    assert context_echo(["thank you very much"], split("thank you very much")) == 0
+    assert context_echo(["yes.", "one two three"], split("one two three four")) == 0

@@ -127,5 +127,5 @@ def encoder_frames(n_samples: int, pad_s: float | None) -> int:
     if pad_s is None:
         return FULL_ENCODER_FRAMES
     needed = n_samples / (SAMPLE_RATE / 100) + pad_s * 100
-    steps = -(-int(round(needed)) // _FRAMES_STEP)
+    steps = -(-round(needed) // _FRAMES_STEP)
     return max(_FRAMES_STEP, min(FULL_ENCODER_FRAMES, steps * _FRAMES_STEP))

@@ -222,8 +222,8 @@ ALONE = {
     "context_s": "0",
     "final_tail_ms": "200",
     "stable_holdback": "0",
-    "partial_encode_pad_s": "30",
-    "final_encode_pad_s": "30",
+    "partial_encode_s": "30",
+    "final_encode_s": "30",
 }
 
 

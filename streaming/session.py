@@ -117,12 +117,12 @@ class SessionConfig:
     # Context stops where the voice changes: at an earlier final whose voice differs from the
     # utterance's by more than this (voice.change: 1 is the measured boundary); 0: no gate.
     voice_gate: float = 1.1
-    # The encoder runs on the window plus this much silence (whole seconds), not on 30 s:
-    # its cost grows with its input, and most of a stream's windows are a few seconds long.
-    # 30 encodes every window on 30 s, as Whisper was trained (transcribe.types.encoder_frames).
-    # For partials and for finals apart.
-    partial_encode_pad_s: float = 1.0
-    final_encode_pad_s: float = 30.0
+    # The encoder runs on at least this many seconds (the window and a second of silence
+    # if longer), not on 30 s: its cost grows with its input, and most of a stream's windows
+    # are a few seconds long. 30: every window on 30 s, as Whisper was trained
+    # (transcribe.types.encoder_frames). For partials and for finals apart.
+    partial_encode_s: float = 10.0
+    final_encode_s: float = 30.0
     # The model detects each window's language (a multilingual model and no ``language``):
     # then no context is used, since the earlier utterances would decide the language.
     multilingual: bool = False
@@ -150,7 +150,7 @@ class SessionConfig:
             )
         if not 0.0 <= self.voice_gate <= 10.0:
             raise ConfigError(f"voice_gate must be within 0..10, not {self.voice_gate}")
-        for name in ("partial_encode_pad_s", "final_encode_pad_s"):
+        for name in ("partial_encode_s", "final_encode_s"):
             if not 0.0 <= getattr(self, name) <= 30.0:
                 raise ConfigError(f"{name} must be within 0..30, not {getattr(self, name)}")
         if not 2 <= self.stable_agree <= 10:
@@ -408,8 +408,8 @@ class Session:
             cache_key=(self.session_id, utt.ordinal, plan.start, plan.end),
             stream_key=(self.session_id, utt.ordinal),
             speculative=plan.speculative,
-            encode_pad_s=_encode_pad(
-                self.config.final_encode_pad_s if final else self.config.partial_encode_pad_s
+            encode_min_s=_encode_min(
+                self.config.final_encode_s if final else self.config.partial_encode_s
             ),
         )
         if plan.speculative:
@@ -717,6 +717,6 @@ def _as_mono_float32(samples: np.ndarray) -> np.ndarray:
     return out
 
 
-def _encode_pad(seconds: float) -> float | None:
-    """A request's encode_pad_s: None (Whisper's 30 s) from 30 s on."""
+def _encode_min(seconds: float) -> float | None:
+    """A request's encode_min_s: None (Whisper's 30 s) from 30 s on."""
     return seconds if seconds < 30 else None

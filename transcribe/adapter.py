@@ -357,9 +357,9 @@ class WhisperAdapter:
                 f"request {r.request_id!r}: context of {len(r.context)} characters is longer "
                 f"than {MAX_CONTEXT_CHARS}"
             )
-        if r.encode_pad_s is not None and not 0.0 <= r.encode_pad_s <= 30.0:
+        if r.encode_min_s is not None and not 0.0 <= r.encode_min_s <= 30.0:
             raise ConfigError(
-                f"request {r.request_id!r}: encode_pad_s must be within 0..30, not {r.encode_pad_s}"
+                f"request {r.request_id!r}: encode_min_s must be within 0..30, not {r.encode_min_s}"
             )
         if r.task not in TASKS:
             raise ConfigError(f"request {r.request_id!r}: task must be one of {', '.join(TASKS)}")

@@ -47,7 +47,7 @@ class Encoder:
         generate): the longest any of them asks for (``encoder_frames``)."""
         self._apply_releases()
         frames = max(
-            (encoder_frames(j.audio.shape[0], j.request.encode_pad_s) for j in jobs),
+            (encoder_frames(j.audio.shape[0], j.request.encode_min_s) for j in jobs),
             default=FULL_ENCODER_FRAMES,
         )
         pending: dict[Any, list[Job]] = {}

@@ -64,10 +64,11 @@ class DecodeRequest:
     # "translate": Whisper's English translation task (multilingual models only).
     task: str = "transcribe"
     # None: the encoder runs on 30 s, the window padded with silence (Whisper's way). s: it
-    # runs on the window plus s seconds of silence, rounded up to whole seconds (at most
-    # 30): the encoder's cost grows with its input, and a stream's windows are mostly far
-    # shorter than 30 s (encoder_frames; benchmarks/RESULTS.md "bench_accuracy").
-    encode_pad_s: float | None = None
+    # runs on at least s seconds, or the window plus a second of silence if that is longer,
+    # in whole seconds up to 30: the encoder's cost grows with its input, and a stream's
+    # windows are mostly far shorter than 30 s (encoder_frames; benchmarks/RESULTS.md
+    # "bench_accuracy").
+    encode_min_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -119,13 +120,14 @@ class Decoder(Protocol):
 
 FULL_ENCODER_FRAMES = 3000  # Whisper's 30 s input, 10 ms a frame
 _FRAMES_STEP = 100  # whole seconds, so a stream's growing windows share few input lengths
+_PAD_FRAMES = 100  # silence after the window, at least: the model hears where speech stops
 
 
-def encoder_frames(n_samples: int, pad_s: float | None) -> int:
+def encoder_frames(n_samples: int, min_s: float | None) -> int:
     """The encoder's input length, in frames, for a window of ``n_samples`` (see
-    ``DecodeRequest.encode_pad_s``)."""
-    if pad_s is None:
+    ``DecodeRequest.encode_min_s``)."""
+    if min_s is None:
         return FULL_ENCODER_FRAMES
-    needed = n_samples / (SAMPLE_RATE / 100) + pad_s * 100
+    needed = max(n_samples / (SAMPLE_RATE / 100) + _PAD_FRAMES, min_s * 100)
     steps = -(-round(needed) // _FRAMES_STEP)
     return max(_FRAMES_STEP, min(FULL_ENCODER_FRAMES, steps * _FRAMES_STEP))

@@ -333,7 +333,7 @@ def test_bad_requests_are_config_errors(tiny_decoder: WhisperAdapter) -> None:
         DecodeRequest(audio=np.zeros(1600, np.int16), kind=F),
         DecodeRequest(audio=np.zeros(1600, np.float32), kind=P, max_new_tokens=0),
         DecodeRequest(audio=np.zeros(1600, np.float32), kind=F, context="word " * 200),
-        DecodeRequest(audio=np.zeros(1600, np.float32), kind=P, encode_pad_s=-1.0),
+        DecodeRequest(audio=np.zeros(1600, np.float32), kind=P, encode_min_s=-1.0),
     ]
     for req in bad:
         with pytest.raises(ConfigError):
@@ -372,7 +372,7 @@ def test_short_encodes_transcribe_and_share_one_length_per_batch(
     clips = speech[:3]
     short = tiny_decoder.decode_batch(
         [
-            DecodeRequest(audio=a, kind=F, request_id=i, encode_pad_s=1.0, word_timestamps=True)
+            DecodeRequest(audio=a, kind=F, request_id=i, encode_min_s=1.0, word_timestamps=True)
             for i, (a, _) in enumerate(clips)
         ]
     )
@@ -380,11 +380,11 @@ def test_short_encodes_transcribe_and_share_one_length_per_batch(
     for r, (audio, _) in zip(short, clips, strict=True):
         assert r.words and r.words[-1].end <= len(audio) / SAMPLE_RATE + 1e-6
     # A batch is encoded on its longest request's length: a short request batched with a
-    # 30 s one is encoded on 30 s, as it would be alone with encode_pad_s=None.
+    # 30 s one is encoded on 30 s, as it would be alone with encode_min_s=None.
     window = clips[0][0][: 2 * SAMPLE_RATE] * 0.8  # a window no other test encodes
     mixed = tiny_decoder.decode_batch(
         [
-            DecodeRequest(audio=window, kind=P, encode_pad_s=1.0, request_id="short"),
+            DecodeRequest(audio=window, kind=P, encode_min_s=1.0, request_id="short"),
             DecodeRequest(audio=clips[1][0], kind=P, request_id="full"),
         ]
     )

@@ -7,15 +7,18 @@ from kettle.transcribe.types import FULL_ENCODER_FRAMES, SAMPLE_RATE, encoder_fr
 
 
 @pytest.mark.parametrize(
-    ("seconds", "pad_s", "frames"),
+    ("seconds", "min_s", "frames"),
     [
         (3.0, None, FULL_ENCODER_FRAMES),  # Whisper's 30 s
-        (3.0, 1.0, 400),  # window + pad, whole seconds
-        (3.2, 1.0, 500),  # rounded up, never cut
+        (3.0, 10.0, 1000),  # at least min_s
+        (12.0, 10.0, 1300),  # else the window and a second of silence
+        (12.2, 10.0, 1400),  # in whole seconds, rounded up
         (0.0, 0.0, 100),  # never empty
-        (29.5, 1.0, FULL_ENCODER_FRAMES),  # never past 30 s
-        (10.0, 30.0, FULL_ENCODER_FRAMES),
+        (29.5, 10.0, FULL_ENCODER_FRAMES),  # never past 30 s
+        (3.0, 30.0, FULL_ENCODER_FRAMES),
     ],
 )
-def test_window_plus_pad_in_whole_seconds(seconds: float, pad_s: float | None, frames: int) -> None:
-    assert encoder_frames(int(seconds * SAMPLE_RATE), pad_s) == frames
+def test_at_least_min_s_else_window_and_a_second(
+    seconds: float, min_s: float | None, frames: int
+) -> None:
+    assert encoder_frames(int(seconds * SAMPLE_RATE), min_s) == frames

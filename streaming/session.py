@@ -114,6 +114,8 @@ class SessionConfig:
     stable_holdback: int = 1
     # A word becomes stable once this many successive partials agree on it (agreement.py).
     stable_agree: int = 2
+    # Beam size of partials (finals: 5); greedy by default.
+    partial_beam_size: int = 1
     # Context stops where the voice changes: at an earlier final whose voice differs from the
     # utterance's by more than this (voice.change: 1 is the measured boundary); 0: no gate.
     voice_gate: float = 1.1
@@ -153,6 +155,10 @@ class SessionConfig:
         for name in ("partial_encode_s", "final_encode_s"):
             if not 0.0 <= getattr(self, name) <= 30.0:
                 raise ConfigError(f"{name} must be within 0..30, not {getattr(self, name)}")
+        if not 1 <= self.partial_beam_size <= 10:
+            raise ConfigError(
+                f"partial_beam_size must be within 1..10, not {self.partial_beam_size}"
+            )
         if not 2 <= self.stable_agree <= 10:
             raise ConfigError(f"stable_agree must be within 2..10, not {self.stable_agree}")
         if not 0 <= self.stable_holdback <= 10:
@@ -402,7 +408,7 @@ class Session:
             context=plan.context.text or None,
             language=self.config.language,
             word_timestamps=final and self.config.word_timestamps,
-            beam_size=FINAL_BEAM_SIZE if final else 1,
+            beam_size=FINAL_BEAM_SIZE if final else self.config.partial_beam_size,
             max_new_tokens=None if final else PARTIAL_MAX_TOKENS,
             # Same window, same key: a decode over a window already encoded reuses it.
             cache_key=(self.session_id, utt.ordinal, plan.start, plan.end),

@@ -384,13 +384,15 @@ class WhisperAdapter:
                 self._prompts.build(job)
             partials = [j for j in active if not j.final]
             finals = [j for j in active if j.final]
-            if partials:
+            by_beam: dict[int, list[Job]] = {}
+            for job in partials:  # greedy unless the request asks for a beam
+                by_beam.setdefault(job.request.beam_size or 1, []).append(job)
+            for beam, group in by_beam.items():
                 caps = [
-                    j.request.max_new_tokens or self._config.partial_max_new_tokens
-                    for j in partials
+                    j.request.max_new_tokens or self._config.partial_max_new_tokens for j in group
                 ]
-                hyps = self._generate(partials, temperature=0.0, beam_size=1, caps=caps)
-                for job, hyp in zip(partials, hyps, strict=True):
+                hyps = self._generate(group, temperature=0.0, beam_size=beam, caps=caps)
+                for job, hyp in zip(group, hyps, strict=True):
                     job.chosen = hyp
             if finals:
                 self._fallback.decode(finals, self._generate)

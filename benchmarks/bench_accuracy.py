@@ -11,7 +11,8 @@ Methods, on the same model, in one run (interleaved per conversation):
 
 - ``stream``: kettle's streaming finals (SessionConfig defaults: finals in context);
 - ``alone``: the per-utterance path (each utterance decoded alone, 0.2 s after the last
-  voiced frame, every agreed word stable), i.e. what the session did before;
+  voiced frame, every agreed word stable, every window encoded on 30 s), i.e. what the
+  session did before;
 - ``transcribe``: ``kettle transcribe``'s file pipeline on the whole file;
 - ``offline``: faster-whisper ``WhisperModel.transcribe`` (beam 5, its defaults, whole file),
   the anchor.

@@ -2,7 +2,8 @@
 
 Levels (``Level``), each a step further:
 
-1. ``partials_stretched``: every stream's partial interval is doubled;
+1. ``partials_stretched``: every stream's partial interval is doubled, and partials that
+   asked for a beam decode greedy;
 2. ``partials_paused``: no partials at all (finals only);
 3. ``finals_greedy``: finals decode greedy instead of beam search.
 

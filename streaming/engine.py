@@ -463,6 +463,13 @@ class Engine:
                 request = dataclasses.replace(request, fallback_round=0)
             if self._degrader.level >= Level.FINALS_GREEDY and request.beam_size != 1:
                 request = dataclasses.replace(request, beam_size=1)
+        elif (
+            live
+            and request.beam_size not in (None, 1)
+            and self._degrader.level >= Level.PARTIALS_STRETCHED
+        ):
+            # A partial's beam is the first thing to give up under pressure.
+            request = dataclasses.replace(request, beam_size=1)
         ticket = self._scheduler.submit(request, now, owner=owner, priority=priority)
         self._tags[ticket.seq] = tag or _Tag()
 

@@ -310,12 +310,16 @@ async def test_stretched_and_paused_partials_reach_the_sessions() -> None:
     clock = ManualClock()
     config = EngineConfig(degrade=DegradeConfig(step_s=0.0), adaptive_cadence=False)
     async with Engine(FakeDecoder(), config, clock=clock) as engine:
-        stream = engine.open_stream(SessionConfig(partial_interval_s=0.5))
+        stream = engine.open_stream(SessionConfig(partial_interval_s=0.5, partial_beam_size=3))
         assert stream.session.interval_hint_s is None
         degrader = engine._degrader  # driven directly: pressure comes from real waits elsewhere
         degrader.pressure(clock.now())
         engine._level_changed()
         assert stream.session.interval_hint_s == pytest.approx(1.0)
+        stream.feed_audio(scripted_audio([("voice", 1.5)]))
+        await until(lambda: bool(engine._decoder.requests_seen))
+        # and the partial that asked for a beam of 3 is decoded greedy
+        assert {r.beam_size for r in engine._decoder.requests_seen} == {1}
         degrader.pressure(clock.now())
         engine._level_changed()
         assert stream.session.interval_hint_s == float("inf")

@@ -568,3 +568,17 @@ def test_undecoded_samples_counts_from_the_oldest_utterance_without_a_final() ->
     session.on_result(FakeDecoder().decode_batch([req])[0])
     # The context kept for later windows does not count: it is decoded.
     assert session.undecoded_samples <= 0.4 * SR
+
+
+def test_partials_and_finals_carry_their_beam_and_encoder_length() -> None:
+    config = SessionConfig(partial_beam_size=3, partial_encode_s=10.0)
+    run = drive(ONE, config)
+    partials = [r for r in run.requests if r.kind is DecodeKind.PARTIAL]
+    finals = [r for r in run.requests if r.kind is DecodeKind.FINAL]
+    assert partials and finals
+    assert {(r.beam_size, r.encode_min_s) for r in partials} == {(3, 10.0)}
+    assert {(r.beam_size, r.encode_min_s) for r in finals} == {(5, None)}  # Whisper's 30 s
+    with pytest.raises(ConfigError):
+        SessionConfig(partial_encode_s=31.0)
+    with pytest.raises(ConfigError):
+        SessionConfig(stable_agree=1)

@@ -392,6 +392,20 @@ def test_short_encodes_transcribe_and_share_one_length_per_batch(
     assert alone.encoder_cache_hit and alone.text == mixed[0].text
 
 
+def test_partials_may_ask_for_a_beam(
+    tiny_decoder: WhisperAdapter, speech: list[tuple[np.ndarray, str]], wer_fn: Any
+) -> None:
+    audio, reference = speech[0]
+    greedy, beam = tiny_decoder.decode_batch(
+        [
+            DecodeRequest(audio=audio, kind=P, request_id=1),
+            DecodeRequest(audio=audio, kind=P, request_id=2, beam_size=3),
+        ]
+    )
+    assert [greedy.request_id, beam.request_id] == [1, 2]  # each group answers its own
+    assert wer_fn([reference], [beam.text]) <= 0.15 and greedy.text
+
+
 @pytest.mark.slow
 def test_multilingual_base_detects_english(
     speech: list[tuple[np.ndarray, str]],

@@ -73,9 +73,10 @@ class ContextHistory:
         max_chars: int,
         voice: Voice | None = None,
         max_voice_change: float | None = None,
+        max_window: int = MAX_WINDOW_SAMPLES,
     ) -> Context:
         """The context of a window that ends at ``window_end`` for an utterance starting at
-        ``utterance_start``: the latest run of whole finals that fits the 30 s window, the
+        ``utterance_start``: the latest run of whole finals that fits ``max_window`` (30 s), the
         configured span and ``max_chars``, all in ``language`` (None: no context) and, when
         both signatures are known, each no more than ``max_voice_change`` (voice.change)
         from the voice after it, ``voice`` being the utterance's."""
@@ -90,7 +91,7 @@ class ContextHistory:
                     not s.sealed
                     or s.language != language
                     or utterance_start - s.start > self._max_span
-                    or window_end - s.start > MAX_WINDOW_SAMPLES
+                    or window_end - s.start > max_window
                     or chars + len(s.text) + 1 > max_chars
                     or _other_voice(voice, s.voice, max_voice_change)
                 ):

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from kettle.streaming.context import Context, ContextHistory
 from kettle.streaming.utterances import Utterance, UtteranceTracker
-from kettle.transcribe.types import DecodeKind
+from kettle.transcribe.types import MAX_WINDOW_SAMPLES, DecodeKind
 
 HOLD_PARTIAL_FRAMES = 6  # 120 ms of silence and partials wait for the pause
 
@@ -49,6 +49,10 @@ class PlannerConfig:
     # The engine's longer cadence for an utterance's partials after its first (the first
     # words are shown soon; the cost-based hint spaces the rest).
     later_partial_interval: int | None = None
+    # A partial's window, context included, is at most this long: its encoder runs on at
+    # least that much audio anyway (SessionConfig.partial_encode_s), so context up to there
+    # costs no encoder time.
+    partial_window: int = MAX_WINDOW_SAMPLES
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,9 @@ def _plan(
     if kind is DecodeKind.PARTIAL and 0 < cfg.partial_context_until <= utt.agreement.stable_count:
         chars = 0
     language = None if utt.alone else cfg.language
-    context = history.context(utt.start, end, language, chars, utt.voice, cfg.max_voice_change)
+    window = MAX_WINDOW_SAMPLES if kind is DecodeKind.FINAL else cfg.partial_window
+    context = history.context(
+        utt.start, end, language, chars, utt.voice, cfg.max_voice_change, window
+    )
     prefix = utt.agreement.stable_text
     return Plan(utt, kind, context.start, end, context, prefix, speculative)

@@ -225,6 +225,8 @@ ALONE = {
     "stable_holdback": "0",
     "partial_encode_s": "30",
     "final_encode_s": "30",
+    "stable_agree": "2",
+    "partial_beam_size": "1",
 }
 
 

@@ -119,10 +119,13 @@ class SessionConfig:
     partial_context_until: int = 0
     # The last words of a partial never become stable (see agreement.py).
     stable_holdback: int = 1
-    # A word becomes stable once this many successive partials agree on it (agreement.py).
-    stable_agree: int = 2
-    # Beam size of partials (finals: 5); greedy by default.
-    partial_beam_size: int = 1
+    # A word becomes stable once this many successive partials agree on it (agreement.py),
+    # and partials decode with this beam (finals: 5): a stable word is forced into the
+    # final, so it must come from a hypothesis nearly as good as the final's. Two greedy
+    # partials locked in mistakes the final's beam would not make (RESULTS.md,
+    # "bench_accuracy_levers").
+    stable_agree: int = 3
+    partial_beam_size: int = 3
     # Context stops where the voice changes: at an earlier final whose voice differs from the
     # utterance's by more than this (voice.change: 1 is the measured boundary); 0: no gate.
     voice_gate: float = 1.1

@@ -23,7 +23,15 @@ SR = SAMPLE_RATE
 # every agreed word stable): what the session did before finals in context. Most timing
 # tests below use it, since their exact windows are easy to read; the context tests use the
 # defaults.
-ALONE = SessionConfig(context_s=0, final_tail_ms=200, stable_holdback=0)
+# The per-utterance path (what the session did before context): the tests' reference.
+ALONE = SessionConfig(
+    context_s=0,
+    final_tail_ms=200,
+    stable_holdback=0,
+    stable_agree=2,
+    partial_beam_size=1,
+    partial_encode_s=30.0,
+)
 
 
 @dataclass

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -16,7 +16,7 @@ from kettle.streaming.session import Session, SessionConfig
 from kettle.streaming.vad import EnergyClassifier
 from kettle.transcribe.errors import AudioError, ConfigError
 from kettle.transcribe.fake import FakeDecoder, scripted_audio, synth_voice
-from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest
+from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest, DecodeResult
 
 SR = SAMPLE_RATE
 # The per-utterance path (each utterance decoded alone, 0.2 s of silence in a final's window,
@@ -590,3 +590,20 @@ def test_partials_and_finals_carry_their_beam_and_encoder_length() -> None:
         SessionConfig(partial_encode_s=31.0)
     with pytest.raises(ConfigError):
         SessionConfig(stable_agree=1)
+
+
+class ConfidentNonSpeech(FakeDecoder):
+    """Says "beep beep" with a confident log-probability and a no-speech probability of 0.55:
+    what tiny.en does on a tone the VAD passes as speech."""
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
+        return [
+            replace(r, text="Beep beep", no_speech_prob=0.55, avg_logprob=-0.2)
+            for r in super().decode_batch(requests)
+        ]
+
+
+def test_a_confident_decode_of_non_speech_yields_no_words() -> None:
+    run = drive(ONE, SessionConfig(), decoder=ConfidentNonSpeech())
+    assert not [e for e in run.events if isinstance(e, (Partial, Final)) and e.text]
+    assert isinstance(run.events[-1], Done) and run.events[-1].utterances == 0

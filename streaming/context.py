@@ -44,9 +44,13 @@ class Context:
     """Where a window starts and what is known of it before the utterance."""
 
     start: int  # window start: an earlier final's start, or the utterance's own
-    text: str  # the finals' text over [start, utterance start); "" for none
+    finals: tuple[str, ...]  # the finals over [start, utterance start), oldest first
     prompt: str  # older text, before ``start`` (Whisper's previous-text prompt)
-    finals: tuple[str, ...] = ()  # the finals ``text`` joins, oldest first
+
+    @property
+    def text(self) -> str:
+        """The finals' text, forced as the decoder's prefix; "" for none."""
+        return " ".join(self.finals)
 
 
 class ContextHistory:
@@ -104,7 +108,7 @@ class ContextHistory:
                 taken += 1
         older = [s.text for s in list(self._spoken)[: len(self._spoken) - taken]]
         prompt = " ".join([self._older, *older]).strip()[-PROMPT_CHARS:]
-        return Context(start, " ".join(reversed(texts)), prompt, tuple(reversed(texts)))
+        return Context(start, tuple(reversed(texts)), prompt)
 
     def forget_before(self, earliest_start: int) -> None:
         """Drop finals no future window can hold: every later utterance starts at or after

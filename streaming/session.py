@@ -66,12 +66,12 @@ from kettle.streaming.vad import (
 )
 from kettle.transcribe.errors import AudioError, ConfigError
 from kettle.transcribe.types import (
-    MAX_WINDOW_SAMPLES,
     SAMPLE_RATE,
     DecodeKind,
     DecodeRequest,
     DecodeResult,
     Word,
+    encoder_window_limit,
 )
 
 logger = logging.getLogger(__name__)
@@ -209,7 +209,7 @@ class SessionConfig:
             partial_context_chars=self.partial_context_chars,
             max_voice_change=(self.voice_gate or None) if context else None,
             partial_context_until=self.partial_context_until,
-            partial_window=_partial_window(self.partial_encode_s),
+            partial_window=encoder_window_limit(_encode_min(self.partial_encode_s)),
         )
 
 
@@ -741,11 +741,3 @@ def _as_mono_float32(samples: np.ndarray) -> np.ndarray:
 def _encode_min(seconds: float) -> float | None:
     """A request's encode_min_s: None (Whisper's 30 s) from 30 s on."""
     return seconds if seconds < 30 else None
-
-
-def _partial_window(encode_s: float) -> int:
-    """The longest partial window, context included, that fits the partial's encoder input
-    with its second of silence (transcribe.types.encoder_frames); 30 s when encoded on 30 s."""
-    if encode_s >= 30:
-        return MAX_WINDOW_SAMPLES
-    return max(0, int((encode_s - 1.0) * SAMPLE_RATE))

@@ -131,3 +131,12 @@ def encoder_frames(n_samples: int, min_s: float | None) -> int:
     needed = max(n_samples / (SAMPLE_RATE / 100) + _PAD_FRAMES, min_s * 100)
     steps = -(-round(needed) // _FRAMES_STEP)
     return max(_FRAMES_STEP, min(FULL_ENCODER_FRAMES, steps * _FRAMES_STEP))
+
+
+def encoder_window_limit(min_s: float | None) -> int:
+    """The longest window, in samples, that ``encoder_frames(n, min_s)`` encodes on
+    ``min_s`` alone (with its second of silence): MAX_WINDOW_SAMPLES for Whisper's 30 s."""
+    if min_s is None:
+        return MAX_WINDOW_SAMPLES
+    frames = min(round(min_s * 100), FULL_ENCODER_FRAMES) - _PAD_FRAMES
+    return max(0, frames * (SAMPLE_RATE // 100))

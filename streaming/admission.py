@@ -9,7 +9,10 @@ a client that sends too fast is slowed down, loses nothing and sees no error.
 
 While the engine is overloaded (skipping partials), the rate drops to `overload_factor`
 (real time by default): a client ahead of real time then takes no more of the model than a
-live stream does, and the live streams keep their share.
+live stream does, and the live streams keep their share. So it does while the session holds
+more than a third of `max_backlog_s` untranscribed (``slow_backlog_s``): a client ahead of
+real time gets only a share of the model while live streams are served (``ahead_share.py``),
+so at twice real time its backlog would grow until the limit below ended it.
 
 Two limits end a session instead, each with a clear reason, never by dropping audio:
 - `max_backlog_s`: the audio the session holds but has not yet transcribed (the safety net for
@@ -68,10 +71,12 @@ class AudioAdmission:
         """Audio seconds admitted per wall second now."""
         return self._rate
 
-    def set_overloaded(self, overloaded: bool, now: float) -> None:
-        """The engine's state: the rate until the next change (time so far at the old one)."""
+    def set_overloaded(self, overloaded: bool, now: float, undecoded_s: float = 0.0) -> None:
+        """The engine's state and the session's untranscribed audio: the rate until the next
+        change (time so far at the old one)."""
         self._refill(now)
-        self._rate = self.config.overload_factor if overloaded else self.config.realtime_factor
+        slow = overloaded or undecoded_s > self.slow_backlog_s
+        self._rate = self.config.overload_factor if slow else self.config.realtime_factor
 
     def admit(self, audio_s: float, now: float) -> float:
         """Charge `audio_s` just read; the seconds to wait before reading more (0: read on)."""
@@ -94,6 +99,11 @@ class AudioAdmission:
     def over_length(self) -> bool:
         """The session has sent its maximum length of audio."""
         return self.audio_s >= self.config.max_audio_s
+
+    @property
+    def slow_backlog_s(self) -> float:
+        """Past this much untranscribed audio the rate drops as when overloaded."""
+        return self.config.max_backlog_s / 3
 
     def over_backlog(self, undecoded_s: float) -> bool:
         """The session holds more untranscribed audio than the safety net allows."""

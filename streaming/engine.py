@@ -536,7 +536,7 @@ class Engine:
             self._trim.note_work(started)
         if outcome.results is not None:
             kind = DecodeKind.FINAL if final else DecodeKind.PARTIAL
-            self._scheduler.observe_batch([t.request for t in batch], outcome.decode_s)
+            self._scheduler.observe_batch(batch, outcome.decode_s, self._clock.now())
             # The latency targets apply to live classes, and not to streams that run ahead
             # of real time (their requests yield, so they wait by design).
             live = batch[0].priority <= Priority.PARTIAL and not all(

@@ -292,7 +292,9 @@ class ConnectionRunner:
         if self.admission is None or self.state.stopped:
             return
         busy = self.engine.overloaded or self.engine.degradation != Level.FULL
-        self.admission.set_overloaded(busy, self.clock())
+        stream = self.ingress.stream
+        backlog_s = 0.0 if stream is None else stream.session.undecoded_samples / SAMPLE_RATE
+        self.admission.set_overloaded(busy, self.clock(), backlog_s)
         pause = self.admission.pause_s(self.clock())
         if pause <= 0:
             return

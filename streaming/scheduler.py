@@ -21,8 +21,10 @@ Within a class, requests go in this order:
    seconds): the owner that has had the least of the model lately goes first;
 3. oldest first.
 
-So a flooder's queued final never delays a live stream's final, even one queued after it; it
-is still served whenever no live request is waiting (the model is never left idle).
+So a flooder's queued final never delays a live stream's final, even one queued after it.
+It is served when no live request is waiting, but while a live stream is open only within a
+share of the model's time (``ahead_share.py``): a decode cannot be preempted, so a flooder
+filling every idle gap would make each live final that arrives wait for the flooder's.
 
 And within the live classes:
 
@@ -54,6 +56,7 @@ import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
+from kettle.streaming.ahead_share import AheadShare
 from kettle.streaming.cost_model import CostModel
 from kettle.streaming.fairness import FairShare
 from kettle.streaming.pace import PaceMeter
@@ -147,6 +150,7 @@ class Scheduler:
         self._per_request_s: dict[DecodeKind, float] = {}  # EMA of decode s per request
         self.fair = FairShare()
         self._pace: dict[Hashable, PaceMeter] = {}
+        self.ahead_share = AheadShare()
         self.skipped_total = 0
 
     # --- queries -------------------------------------------------------------------------
@@ -190,11 +194,17 @@ class Scheduler:
         old = self._per_request_s.get(kind)
         self._per_request_s[kind] = per if old is None else 0.7 * old + 0.3 * per
 
-    def observe_batch(self, requests: Sequence[DecodeRequest], seconds: float) -> None:
-        """Record a finished batch: the cap's average and the cost model's correction."""
-        if requests:
-            self.observe(requests[0].kind, len(requests), seconds)
-            self.costs.observe(requests, seconds)
+    def observe_batch(self, batch: Sequence[Ticket], seconds: float, now: float) -> None:
+        """Record a batch that finished at ``now``: the cap's average, the cost model's
+        correction, and the model time of streams ahead of real time (their share)."""
+        if not batch:
+            return
+        requests = [t.request for t in batch]
+        self.observe(requests[0].kind, len(requests), seconds)
+        self.costs.observe(requests, seconds)
+        ahead = sum(1 for t in batch if self.ahead(t.owner, now))
+        if ahead:
+            self.ahead_share.used(seconds * ahead / len(batch), now)
 
     def batch_limit(self, kind: DecodeKind, queue: Sequence[Ticket] = ()) -> int:
         """How many of ``queue`` (in serving order) the next batch of this kind takes at most."""
@@ -263,6 +273,13 @@ class Scheduler:
         meter = self._pace.get(owner)
         return meter is not None and meter.ahead(now)
 
+    def holding_ahead(self, now: float) -> bool:
+        """Whether requests of owners ahead of real time wait for their share of the model
+        (``ahead_share.py``): it is used up, and a live stream is open to protect."""
+        if self.ahead_share.open(now):
+            return False
+        return any(not meter.ahead(now) for meter in self._pace.values())
+
     def withdraw(self, owner: Hashable, request_id: Hashable) -> Ticket | None:
         """Take back one queued request (not yet in a batch); None if it is not queued."""
         for queue in self._queues.values():
@@ -304,18 +321,26 @@ class Scheduler:
         clock = now
         if sources is not None and self.live_queued >= sources:
             now = math.inf  # every budget has elapsed
-        finals = self._queues[Priority.FINAL]
-        partials = self._queues[Priority.PARTIAL]
+        held = self.holding_ahead(clock)
+        finals = self._eligible(Priority.FINAL, clock, held)
+        partials = self._eligible(Priority.PARTIAL, clock, held)
         if finals and self._due(finals, now, self.config.final_budget_s, DecodeKind.FINAL):
-            return self._take(finals, clock)
+            return self._take(Priority.FINAL, finals, clock)
         if partials and self._due(partials, now, self.config.partial_budget_s, DecodeKind.PARTIAL):
-            return self._take(partials, clock)
+            return self._take(Priority.PARTIAL, partials, clock)
         if finals or partials:
             return None  # live work is waiting for its budget: the model is not idle
         for prio in _IDLE_ONLY:
-            if self._queues[prio]:
-                return self._take(self._queues[prio], clock)
+            if eligible := self._eligible(prio, clock, held):
+                return self._take(prio, eligible, clock)
         return None
+
+    def _eligible(self, priority: Priority, now: float, held: bool) -> list[Ticket]:
+        """A class's queue (in submit order) less the requests held back for their share."""
+        queue = self._queues[priority]
+        if not held:
+            return queue
+        return [t for t in queue if not self.ahead(t.owner, now)]
 
     def in_order(self, tickets: Sequence[Ticket], now: float) -> list[Ticket]:
         """Tickets in the order they would be served: owners ahead of real time last, then
@@ -335,10 +360,11 @@ class Scheduler:
     def _due(self, queue: list[Ticket], now: float, budget: float, kind: DecodeKind) -> bool:
         return len(queue) >= self.batch_limit(kind, queue) or now - queue[0].submitted >= budget
 
-    def _take(self, queue: list[Ticket], now: float) -> list[Ticket]:
-        """Pop the next batch from a (non-empty) queue: in order (``in_order``), of the first
-        ticket's kind, up to the batch limit; a solo ticket goes alone. Owners are charged."""
-        ordered = self.in_order(queue, now)
+    def _take(self, priority: Priority, eligible: list[Ticket], now: float) -> list[Ticket]:
+        """Pop the next batch of a class from its (non-empty) eligible requests: in order
+        (``in_order``), of the first ticket's kind, up to the batch limit; a solo ticket goes
+        alone. Owners are charged."""
+        ordered = self.in_order(eligible, now)
         kind = ordered[0].kind
         candidates = [t for t in ordered if t.kind is kind]
         batch: list[Ticket] = []
@@ -349,6 +375,7 @@ class Scheduler:
             if ticket.solo:
                 break
         taken = {t.seq for t in batch}
+        queue = self._queues[priority]
         queue[:] = [t for t in queue if t.seq not in taken]
         self.fair.charge((t.owner, self.charge_of(t.request)) for t in batch)
         return batch
@@ -356,16 +383,20 @@ class Scheduler:
     def next_deadline(self, now: float) -> float | None:
         """When next_batch will have something to do without new submissions (or None)."""
         times = []
-        finals = self._queues[Priority.FINAL]
-        partials = self._queues[Priority.PARTIAL]
+        held = self.holding_ahead(now)
+        finals = self._eligible(Priority.FINAL, now, held)
+        partials = self._eligible(Priority.PARTIAL, now, held)
         if finals:
             times.append(finals[0].submitted + self.config.final_budget_s)
         if partials:
             times.append(partials[0].submitted + self.config.partial_budget_s)
+        if waiting := self._queues[Priority.PARTIAL]:
             # Stale partials expire (and their owners are told) even if nothing else runs.
-            times.append(partials[0].submitted + self.config.partial_max_wait_s)
-        if not times and any(self._queues[p] for p in _IDLE_ONLY):
+            times.append(waiting[0].submitted + self.config.partial_max_wait_s)
+        if not (finals or partials) and any(self._eligible(p, now, held) for p in _IDLE_ONLY):
             times.append(now)
+        if held and any(self.ahead(t.owner, now) for q in self._queues.values() for t in q):
+            times.append(self.ahead_share.opens_at(now))  # the held requests may go then
         return min(times) if times else None
 
     def _expire(self, now: float) -> None:
@@ -374,7 +405,8 @@ class Scheduler:
         for t in self._queues[Priority.PARTIAL]:
             if now - t.submitted >= limit:
                 self._dropped.append(Dropped(t, "overload"))
-                self._last_overload = now
+                if not self.ahead(t.owner, now):  # one ahead of real time waits by design
+                    self._last_overload = now
                 self.skipped_total += 1
             else:
                 keep.append(t)

@@ -38,6 +38,17 @@ def test_flooding_client_is_held_to_the_rate() -> None:
     assert now == pytest.approx(95.0, abs=0.1)
 
 
+def test_a_client_whose_backlog_grows_is_admitted_at_real_time() -> None:
+    adm = AudioAdmission(AdmissionConfig(realtime_factor=2.0, max_backlog_s=120.0), now=0.0)
+    assert adm.slow_backlog_s == pytest.approx(40.0)
+    adm.set_overloaded(False, now=0.0, undecoded_s=40.0)
+    assert adm.rate == 2.0
+    adm.set_overloaded(False, now=0.0, undecoded_s=40.5)  # the model gives it less than 2x
+    assert adm.rate == 1.0
+    adm.set_overloaded(False, now=0.0, undecoded_s=10.0)  # caught up
+    assert adm.rate == 2.0
+
+
 def test_idle_refills_only_up_to_the_burst() -> None:
     adm = AudioAdmission(AdmissionConfig(realtime_factor=2.0, burst_s=10.0), now=0.0)
     assert adm.admit(10.0, now=0.0) == 0.0

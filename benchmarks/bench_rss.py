@@ -10,7 +10,15 @@ every `--every` decodes:
 - arena2: MALLOC_ARENA_MAX=2 in the environment;
 - trim: default, plus glibc malloc_trim(0) every `--every` decodes (what `kettle serve`
   does at most once a minute, when idle or between batches under steady load:
-  ``kettle.streaming.native_memory``).
+  ``kettle.streaming.native_memory``);
+- dnnl1024 (oneDNN's default), dnnl16, dnnlN: trim, in a process with
+  ONEDNN_PRIMITIVE_CACHE_CAPACITY=N. oneDNN, CTranslate2's GEMM backend on CPUs without
+  MKL, caches compiled primitives keyed by shape, and a stream's shapes vary with batch,
+  beam, encoder length and hypothesis count. Every other variant runs with kettle's own
+  setting (``kettle.transcribe.fw.ONEDNN_CACHE_CAPACITY``).
+
+Partials decode with a beam of 3 on at least 10 s of encoder input, finals with a beam of 5
+on 30 s with the stream's earlier finals as forced context (``SessionConfig`` defaults).
 
 Variants may repeat (`--variants default,trim,default,trim`) to interleave the decode
 timings on a shared machine; a repeated variant's rows are numbered.
@@ -39,7 +47,7 @@ from _results import markdown_table, write_section
 
 HERE = Path(__file__).resolve().parent
 SAMPLE_RATE = 16000
-VARIANTS = ("default", "arena2", "trim")
+VARIANTS = ("default", "arena2", "trim", "dnnl1024")
 
 
 def rss_mb() -> float:
@@ -66,8 +74,20 @@ class _Stream:
         self.start = 0
         self.end = 0
         self.utterance = 0
-        self.finals: list[str] = []
+        self.finals: list[tuple[int, str]] = []  # (start, text) of this clip's finals
         self.partial = ""
+
+    def context(self, final: bool) -> tuple[int, str | None]:
+        """A final's window start and forced context: the clip's earlier finals that fit
+        in 30 s and 250 characters (as the session's context history gives them)."""
+        if not final:
+            return self.start, None
+        begin, texts = self.start, list[str]()
+        for start, text in reversed(self.finals):
+            if self.end - start > 29 * SAMPLE_RATE or len(" ".join([text, *texts])) > 250:
+                break
+            begin, texts = start, [text, *texts]
+        return begin, " ".join(texts) or None
 
     def key(self) -> tuple[int, int]:
         return (self.index, self.utterance)
@@ -77,7 +97,8 @@ def _child(args: argparse.Namespace) -> None:
     from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
     from kettle.transcribe.types import DecodeKind, DecodeRequest
 
-    trim = ctypes.CDLL("libc.so.6").malloc_trim if args.variant == "trim" else None
+    trimmed = args.variant == "trim" or args.variant.startswith("dnnl")
+    trim = ctypes.CDLL("libc.so.6").malloc_trim if trimmed else None
     rng = random.Random(args.seed)
     clips = _clips(Path(args.eval_dir), 12)
     adapter = WhisperAdapter(ModelConfig(name=args.model, threads=args.threads))
@@ -91,15 +112,17 @@ def _child(args: argparse.Namespace) -> None:
         for s in chosen:
             s.end = min(len(s.clip), s.end + int(rng.uniform(0.5, 3.0) * SAMPLE_RATE))
             final = s.end - s.start > rng.uniform(4, 28) * SAMPLE_RATE or s.end >= len(s.clip)
-            context = " ".join(s.finals)[-200:] or None
+            begin, context = s.context(final)
             batch.append(
                 DecodeRequest(
-                    audio=s.clip[s.start : s.end],
+                    audio=s.clip[begin : s.end],
                     kind=DecodeKind.FINAL if final else DecodeKind.PARTIAL,
                     request_id=s.index,
-                    prompt=context if final else None,
+                    context=context if final else None,
                     prefix=None if final else (s.partial.split(".")[0] or None),
                     word_timestamps=final,
+                    beam_size=5 if final else 3,
+                    encode_min_s=None if final else 10.0,
                     stream_key=s.key(),
                 )
             )
@@ -108,7 +131,7 @@ def _child(args: argparse.Namespace) -> None:
         decode_s += time.perf_counter() - t0
         for s, req, res in zip(chosen, batch, results, strict=True):
             if req.kind is DecodeKind.FINAL:
-                s.finals = [*s.finals[-8:], res.text]
+                s.finals = [*s.finals[-8:], (s.start, res.text)]
                 s.partial = ""
                 adapter.release_stream(s.key())
                 s.utterance += 1
@@ -116,6 +139,7 @@ def _child(args: argparse.Namespace) -> None:
                 s.end = s.start
                 if s.start == 0:
                     s.clip = clips[rng.randrange(len(clips))]
+                    s.finals = []
             else:
                 s.partial = res.text
         before = int(decodes) // args.every
@@ -139,8 +163,11 @@ def _child(args: argparse.Namespace) -> None:
 def _run_variant(args: argparse.Namespace, variant: str) -> list[dict[str, float]]:
     env = dict(os.environ)
     env.pop("MALLOC_ARENA_MAX", None)
+    env.pop("ONEDNN_PRIMITIVE_CACHE_CAPACITY", None)
     if variant == "arena2":
         env["MALLOC_ARENA_MAX"] = "2"
+    if variant.startswith("dnnl"):
+        env["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = str(int(variant[4:]))
     cmd = [
         sys.executable,
         str(Path(__file__).resolve()),
@@ -200,7 +227,7 @@ def main() -> None:
     parser.add_argument("--json", default=None)
     parser.add_argument("--note", default="")
     parser.add_argument("--no-write", action="store_true")
-    parser.add_argument("--child", default=None, choices=VARIANTS, help=argparse.SUPPRESS)
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         args.variant = args.child

@@ -487,7 +487,10 @@ class Engine:
                 deadline: float | None = hold
             else:
                 try:
-                    batch = self._scheduler.next_batch(now, sources=len(self._streams))
+                    pausing = self._live_pausing(now)
+                    batch = self._scheduler.next_batch(
+                        now, sources=len(self._streams), live_pausing=pausing
+                    )
                     self._route_dropped()
                     if batch:
                         await self._run_batch(batch)
@@ -499,10 +502,17 @@ class Engine:
                     continue
                 if await self._release_memory(idle=True):
                     continue
-                deadline = self._scheduler.next_deadline(now)
+                deadline = self._scheduler.next_deadline(now, live_pausing=pausing)
                 deadline = self._check_pressure(now, deadline)
             self._wake.clear()
             await self._clock.wait(self._wake, deadline)
+
+    def _live_pausing(self, now: float) -> bool:
+        """Whether a live stream (not ahead of real time) is in a pause, its final near."""
+        return any(
+            stream.session.pausing and not self._scheduler.ahead(stream_id, now)
+            for stream_id, stream in self._streams.items()
+        )
 
     async def _release_memory(self, *, idle: bool) -> bool:
         """Return free native memory to the OS if due (native_memory.py); True if it ran."""

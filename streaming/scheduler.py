@@ -11,20 +11,18 @@ highest first (``Priority``):
 - offline work (files and uploads) goes only when nothing live is queued, so a long upload
   never delays a live final by more than the one batch already running.
 
-Within a class, requests go in this order:
+Streams ahead of real time (``pace.py``: a client that sent audio faster than real time, a
+flooder admitted at twice real time, a file pushed at full speed; the engine reports each
+stream's audio with ``observe_audio``) hold a backlog that no user is waiting on word by
+word. Their requests, whatever their class, run only when no live final or partial is
+queued, after live speculative finals (a live user's final is about to be due) and before
+offline work; and while a live stream is open, only within a share of the model's time
+(``ahead_share.py``): a decode cannot be preempted, so a flooder filling every idle gap would
+make each live final that arrives wait for the flooder's.
 
-1. streams that are not ahead of real time before those that are (``pace.py``: a client
-   that sent audio faster than real time, a flooder admitted at twice real time, holds a
-   backlog that live users are not waiting on word by word); the engine reports each
-   stream's audio (``observe_audio``);
-2. fair order across owners (``fairness.py``, start-time fair queueing on predicted decode
-   seconds): the owner that has had the least of the model lately goes first;
-3. oldest first.
-
-So a flooder's queued final never delays a live stream's final, even one queued after it.
-It is served when no live request is waiting, but while a live stream is open only within a
-share of the model's time (``ahead_share.py``): a decode cannot be preempted, so a flooder
-filling every idle gap would make each live final that arrives wait for the flooder's.
+Within a class, requests go in fair order across owners (``fairness.py``, start-time fair
+queueing on predicted decode seconds: the owner that has had the least of the model lately
+goes first), then oldest first.
 
 And within the live classes:
 
@@ -64,6 +62,7 @@ from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.types import DecodeKind, DecodeRequest
 
 OVERLOAD_WINDOW_S = 5.0
+PAUSE_RECHECK_S = 0.05  # work held for a live stream's pause looks again this often
 
 
 @dataclass(frozen=True)
@@ -111,10 +110,6 @@ class Priority(enum.IntEnum):
         if request.kind is DecodeKind.PARTIAL:
             return cls.PARTIAL
         return cls.SPECULATIVE if request.speculative else cls.FINAL
-
-
-# Classes that run only when every more urgent class is empty (not merely not yet due).
-_IDLE_ONLY = (Priority.SPECULATIVE, Priority.OFFLINE)
 
 
 @dataclass(frozen=True)
@@ -310,37 +305,59 @@ class Scheduler:
         return True
 
     # --- policy --------------------------------------------------------------------------
-    def next_batch(self, now: float, *, sources: int | None = None) -> list[Ticket] | None:
+    def next_batch(
+        self, now: float, *, sources: int | None = None, live_pausing: bool = False
+    ) -> list[Ticket] | None:
         """The batch to run now, or None if nothing is due yet (see next_deadline).
 
         ``sources``: how many owners could submit live requests at all (the open streams,
         each with at most one request pending). When all of them are queued already, waiting
         longer cannot grow the batch, so it goes at once.
+
+        ``live_pausing``: a live stream's utterance is pausing, so its final may be asked for
+        any moment: requests of streams ahead of real time do not start then (a decode
+        cannot be preempted, and the final would wait for theirs).
         """
         self._expire(now)
         clock = now
         if sources is not None and self.live_queued >= sources:
             now = math.inf  # every budget has elapsed
-        held = self.holding_ahead(clock)
-        finals = self._eligible(Priority.FINAL, clock, held)
-        partials = self._eligible(Priority.PARTIAL, clock, held)
+        finals = self._live(Priority.FINAL, clock)
+        partials = self._live(Priority.PARTIAL, clock)
         if finals and self._due(finals, now, self.config.final_budget_s, DecodeKind.FINAL):
             return self._take(Priority.FINAL, finals, clock)
         if partials and self._due(partials, now, self.config.partial_budget_s, DecodeKind.PARTIAL):
             return self._take(Priority.PARTIAL, partials, clock)
         if finals or partials:
             return None  # live work is waiting for its budget: the model is not idle
-        for prio in _IDLE_ONLY:
-            if eligible := self._eligible(prio, clock, held):
-                return self._take(prio, eligible, clock)
+        for prio, tickets in self._idle_work(clock, live_pausing):
+            return self._take(prio, tickets, clock)
         return None
 
-    def _eligible(self, priority: Priority, now: float, held: bool) -> list[Ticket]:
-        """A class's queue (in submit order) less the requests held back for their share."""
-        queue = self._queues[priority]
-        if not held:
-            return queue
-        return [t for t in queue if not self.ahead(t.owner, now)]
+    def _live(self, priority: Priority, now: float) -> list[Ticket]:
+        """A class's requests (in submit order) of owners not ahead of real time."""
+        return [t for t in self._queues[priority] if not self.ahead(t.owner, now)]
+
+    def _ahead_requests(self, priority: Priority, now: float) -> list[Ticket]:
+        return [t for t in self._queues[priority] if self.ahead(t.owner, now)]
+
+    def _idle_work(
+        self, now: float, live_pausing: bool = False
+    ) -> list[tuple[Priority, list[Ticket]]]:
+        """What may run when no live final or partial is queued, most urgent first: live
+        streams' speculative finals (a live user's final is about to be due); requests of
+        streams ahead of real time, within their share of the model (``ahead_share.py``);
+        offline work."""
+        work = []
+        if speculative := self._live(Priority.SPECULATIVE, now):
+            work.append((Priority.SPECULATIVE, speculative))
+        if not (live_pausing or self.holding_ahead(now)):
+            for prio in (Priority.FINAL, Priority.PARTIAL, Priority.SPECULATIVE):
+                if ahead := self._ahead_requests(prio, now):
+                    work.append((prio, ahead))
+        if offline := self._queues[Priority.OFFLINE]:
+            work.append((Priority.OFFLINE, offline))
+        return work
 
     def in_order(self, tickets: Sequence[Ticket], now: float) -> list[Ticket]:
         """Tickets in the order they would be served: owners ahead of real time last, then
@@ -380,12 +397,11 @@ class Scheduler:
         self.fair.charge((t.owner, self.charge_of(t.request)) for t in batch)
         return batch
 
-    def next_deadline(self, now: float) -> float | None:
+    def next_deadline(self, now: float, *, live_pausing: bool = False) -> float | None:
         """When next_batch will have something to do without new submissions (or None)."""
         times = []
-        held = self.holding_ahead(now)
-        finals = self._eligible(Priority.FINAL, now, held)
-        partials = self._eligible(Priority.PARTIAL, now, held)
+        finals = self._live(Priority.FINAL, now)
+        partials = self._live(Priority.PARTIAL, now)
         if finals:
             times.append(finals[0].submitted + self.config.final_budget_s)
         if partials:
@@ -393,10 +409,14 @@ class Scheduler:
         if waiting := self._queues[Priority.PARTIAL]:
             # Stale partials expire (and their owners are told) even if nothing else runs.
             times.append(waiting[0].submitted + self.config.partial_max_wait_s)
-        if not (finals or partials) and any(self._eligible(p, now, held) for p in _IDLE_ONLY):
-            times.append(now)
-        if held and any(self.ahead(t.owner, now) for q in self._queues.values() for t in q):
-            times.append(self.ahead_share.opens_at(now))  # the held requests may go then
+        if not (finals or partials):
+            if self._idle_work(now, live_pausing):
+                times.append(now)
+            elif any(self._ahead_requests(p, now) for p in Priority):
+                # Held: for their share until it opens; for a pause until it ends or becomes
+                # an endpoint (no request may come of it, so look again soon).
+                opens = self.ahead_share.opens_at(now)
+                times.append(max(opens, now + PAUSE_RECHECK_S) if live_pausing else opens)
         return min(times) if times else None
 
     def _expire(self, now: float) -> None:

@@ -51,7 +51,14 @@ from kettle.streaming.events import (
     SpeechStopped,
 )
 from kettle.streaming.guard import context_echo, implausible, loop_cut
-from kettle.streaming.planner import Plan, PlannerConfig, StreamState, plan_final, plan_next
+from kettle.streaming.planner import (
+    HOLD_PARTIAL_FRAMES,
+    Plan,
+    PlannerConfig,
+    StreamState,
+    plan_final,
+    plan_next,
+)
 from kettle.streaming.planner import final_window_end as _final_window_end
 from kettle.streaming.utterances import Utterance, UtteranceTracker
 from kettle.streaming.vad import (
@@ -291,6 +298,12 @@ class Session:
     @property
     def finals_sent(self) -> int:
         return self._utts.finals
+
+    @property
+    def pausing(self) -> bool:
+        """Silence has begun in the open utterance (partials hold for it): its speculative
+        final, then its final, may be asked for within the final's tail."""
+        return self._segmenter.silence_frames >= HOLD_PARTIAL_FRAMES
 
     @property
     def final_due(self) -> bool:

@@ -8,6 +8,7 @@ so callers import this module lazily (inside functions) where import time matter
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import ctranslate2
@@ -59,8 +60,18 @@ def cuda_device_count() -> int:
         return 0
 
 
+# oneDNN, CTranslate2's GEMM backend on CPUs without Intel MKL (AMD, say), keeps up to 1024
+# compiled primitives, one per shape, and a stream's shapes vary with batch, beam, encoder
+# length and hypothesis count: a server's RSS crept up for many minutes as that cache filled
+# (benchmarks/RESULTS.md "rss": +11 % in 150 s of decodes with 1024, flat with 16, at the
+# same decode speed). oneDNN reads the capacity when it makes its first primitive, so it is
+# set before a model is loaded; a value already in the environment wins.
+ONEDNN_CACHE_CAPACITY = 16
+
+
 def load_whisper(path: str, *, device: str, compute_type: str, threads: int) -> WhisperModel:
     """A faster-whisper model over a local CTranslate2 folder (never touches the network)."""
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(ONEDNN_CACHE_CAPACITY))
     return WhisperModel(path, device=device, compute_type=compute_type, cpu_threads=threads)
 
 

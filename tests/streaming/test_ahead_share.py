@@ -98,3 +98,39 @@ def test_a_held_speculation_does_not_take_the_idle_model_either() -> None:
     s.submit(spec, now=11.0, owner="flooder", priority=Priority.SPECULATIVE)
     assert s.next_batch(11.0) is None and s.next_deadline(11.0) == pytest.approx(14.0)
     assert spec.kind is DecodeKind.FINAL
+
+
+def test_a_live_speculation_goes_before_a_final_of_a_stream_ahead() -> None:
+    """A live stream's speculative final is its user's final about to be due: the final of a
+    stream ahead of real time, though of a more urgent class, waits for it."""
+    s = Scheduler(SchedulerConfig(max_batch_size=1))
+    feed_realtime(s, "live", 0.0, 10.0)
+    flooded(s, 10.0)
+    s.submit(final("flood"), now=9.0, owner="flooder")
+    s.submit(final("live-spec"), now=10.0, owner="live", priority=Priority.SPECULATIVE)
+    assert served(s, 10.0, 0.3) == ["live-spec"]
+    assert served(s, 10.3, 0.3) == ["flood"]
+
+
+def test_requests_of_a_stream_ahead_wait_for_live_partials_but_not_for_offline_work() -> None:
+    s = Scheduler(SchedulerConfig(max_batch_size=1, partial_budget_s=0.0))
+    feed_realtime(s, "live", 0.0, 10.0)
+    flooded(s, 10.0)
+    s.submit(final("upload"), now=8.0, owner="call", priority=Priority.OFFLINE)
+    s.submit(final("flood"), now=9.0, owner="flooder")
+    s.submit(partial("live-p"), now=10.0, owner="live")
+    assert served(s, 10.0, 0.1) == ["live-p"]
+    assert served(s, 10.1, 0.1) == ["flood"]
+    assert served(s, 10.2, 0.1) == ["upload"]
+
+
+def test_requests_of_a_stream_ahead_do_not_start_while_a_live_stream_pauses() -> None:
+    s = Scheduler(SchedulerConfig(max_batch_size=1))
+    feed_realtime(s, "live", 0.0, 10.0)
+    flooded(s, 10.0)
+    s.submit(final("flood"), now=10.0, owner="flooder")
+    # The live stream's utterance is pausing: its final may be asked for any moment.
+    assert s.next_batch(10.0, live_pausing=True) is None
+    assert s.next_deadline(10.0, live_pausing=True) == pytest.approx(10.05)  # look again
+    assert ids(s.next_batch(10.05, live_pausing=False)) == ["flood"]
+

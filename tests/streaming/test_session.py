@@ -607,3 +607,18 @@ def test_a_confident_decode_of_non_speech_yields_no_words() -> None:
     run = drive(ONE, SessionConfig(), decoder=ConfidentNonSpeech())
     assert not [e for e in run.events if isinstance(e, (Partial, Final)) and e.text]
     assert isinstance(run.events[-1], Done) and run.events[-1].utterances == 0
+
+
+def test_pausing_from_a_pause_long_enough_to_hold_partials_until_the_endpoint() -> None:
+    """The engine reads ``pausing`` to keep the model free for a final that is near."""
+    session = Session(ALONE, session_id="t", classifier=EnergyClassifier())
+    states = []
+    audio = scripted_audio([("silence", 0.5), ("voice", 1.5), ("silence", 1.0)])
+    for start in range(0, len(audio), 320):  # 20 ms messages
+        session.feed_audio(audio[start : start + 320])
+        states.append(session.pausing)
+    in_speech = states[25 + 70]  # 1.4 s into the voice
+    pausing_at = states.index(True) * 0.02
+    assert not states[0] and not in_speech
+    assert 2.0 + 0.1 <= pausing_at <= 2.0 + 0.2  # about 120 ms into the silence
+    assert not states[-1]  # the endpoint closed the utterance: no pause is pending

@@ -227,6 +227,7 @@ ALONE = {
     "final_encode_s": "30",
     "stable_agree": "2",
     "partial_beam_size": "1",
+    "final_beam_size": "5",
 }
 
 

@@ -447,6 +447,13 @@ async def soak(args: argparse.Namespace, base: str, pid: int) -> dict[str, Any]:
         "rss_growth_pair_median": (
             pair_medians[-1] / pair_medians[1] - 1 if len(pair_medians) >= 3 else None
         ),
+        # Whether it still grows: the last pair against the pair at half time (a leak grows
+        # at the same pace throughout; caches and allocator high-water marks level off).
+        "rss_growth_second_half": (
+            pair_medians[-1] / pair_medians[len(pair_medians) // 2 - 1] - 1
+            if len(pair_medians) >= 4
+            else None
+        ),
         "loop_lag_p99_s": lag_p99,
         "loop_lag_p99_by_block": [
             histogram_quantile(b, a, "kettle_event_loop_lag_seconds", 0.99) for _, b, a in snapshots
@@ -539,6 +546,10 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> None:
         {
             "figure": "RSS median per pair of blocks (MB); last pair vs first after warm-up",
             "value": f"{result['rss_pair_medians_mb']} ({_pct(result['rss_growth_pair_median'])})",
+        },
+        {
+            "figure": "RSS median, last pair vs the pair at half time",
+            "value": _pct(result.get("rss_growth_second_half")),
         },
         {"figure": "event-loop lag P99 (bucket bound, s)", "value": result["loop_lag_p99_s"]},
         {"figure": "finals lost", "value": result["finals_lost"]},

@@ -79,3 +79,43 @@ def context_echo(finals: Sequence[str], words: list[str]) -> int:
             if first > 0 and first not in starts and tail[first : first + n] == phrase:
                 return n
     return 0
+
+
+# What Whisper says over sound that is not speech: phrases common at the end of the subtitled
+# videos it learnt from, which tiny.en produces on babble, music and tones with no speech in
+# them. Measured on the noise set (RESULTS.md, "bench_accuracy_levers"): every other noise
+# decode had a no-speech probability above NO_SPEECH_PROB; these phrases come out below it.
+NON_SPEECH_PHRASES = frozenset(
+    {
+        "thank you",
+        "thank you so much",
+        "thank you very much",
+        "thanks for watching",
+        "thank you for watching",
+        "thank you for watching please subscribe",
+        "please subscribe",
+        "you",
+        "bye",
+        "bye bye",
+        "you're welcome",
+        "i'll talk to you later",
+        "i'll see you next time",
+        "see you next time",
+        "yeah yeah",
+        "beep",
+    }
+)
+# Real speech that says one of them alone rarely leaves the model unsure: the finals of the
+# 47 real-speech clips had a median no-speech probability of 0.05.
+NON_SPEECH_PHRASE_PROB = 0.2
+
+
+def non_speech_phrase(text: str, no_speech_prob: float) -> bool:
+    """Whether a decode is one of Whisper's phrases for non-speech, and the model was unsure
+    that it heard speech at all."""
+    if no_speech_prob <= NON_SPEECH_PHRASE_PROB:
+        return False
+    words = [w for w in (normalize_word(t) for t in text.split()) if w]
+    return " ".join(words) in NON_SPEECH_PHRASES or (
+        len(words) > 1 and all(w == words[0] for w in words) and words[0] in NON_SPEECH_PHRASES
+    )

@@ -8,14 +8,16 @@ The path of an utterance:
 
 1. The VAD segmenter opens it (with pre-roll). While it is open, every ``partial_interval_s``
    of new audio (stretched under overload) a PARTIAL request covers the utterance so far,
-   greedy, forced to start with the stable words. Its text goes through LocalAgreement-2; a
-   Partial event carries text and stable prefix.
+   with a beam of ``partial_beam_size``, forced to start with the stable words. Its text goes
+   through LocalAgreement-n (``stable_agree``); a Partial event carries text and stable
+   prefix.
 2. When the silence after the speech reaches the final's tail, the session asks for a
    speculative FINAL on the window the final will have if the endpoint confirms this pause.
    If speech resumes, that result is discarded.
 3. At the endpoint (or max length, ``finalize()``, ``stop()``) the utterance closes at the
    segmenter's end position; the speculative result is used if it was decoded on the final's
-   window, else a FINAL request goes out (beam search, word timestamps, prefix = stable).
+   window, else a FINAL request goes out (``final_beam_size``, word timestamps, prefix =
+   stable).
 4. The final's text is spliced to start with the stable words; words are shifted to absolute
    stream seconds. An empty final (the model heard nothing) emits nothing.
 
@@ -50,7 +52,7 @@ from kettle.streaming.events import (
     SpeechStarted,
     SpeechStopped,
 )
-from kettle.streaming.guard import context_echo, implausible, loop_cut
+from kettle.streaming.guard import context_echo, implausible, loop_cut, non_speech_phrase
 from kettle.streaming.planner import (
     HOLD_PARTIAL_FRAMES,
     Plan,
@@ -86,7 +88,6 @@ logger = logging.getLogger(__name__)
 VOICE_STEP = SAMPLE_RATE // 2  # samples of new audio between an open utterance's signatures
 OVERLOAD_NOTICE_INTERVAL = 5 * SAMPLE_RATE  # samples of stream audio between notices
 MAX_BACKOFF = 8.0
-FINAL_BEAM_SIZE = 5
 PARTIAL_MAX_TOKENS = 96
 
 # Whisper's own no-speech rule: a window the model thinks is silence, decoded with low
@@ -131,12 +132,18 @@ class SessionConfig:
     # The last words of a partial never become stable (see agreement.py).
     stable_holdback: int = 1
     # A word becomes stable once this many successive partials agree on it (agreement.py),
-    # and partials decode with this beam (finals: 5): a stable word is forced into the
-    # final, so it must come from a hypothesis nearly as good as the final's. Two greedy
-    # partials locked in mistakes the final's beam would not make (RESULTS.md,
-    # "bench_accuracy_levers").
+    # and partials decode with this beam: a stable word is forced into the final, so it must
+    # come from a good hypothesis although its window ends mid-speech. Two greedy partials
+    # agreeing locked in mistakes a beam search avoids (RESULTS.md, "bench_accuracy_levers").
     stable_agree: int = 3
     partial_beam_size: int = 3
+    # A final's beam. A final in context steps through its forced context one token at a
+    # time (CTranslate2 forces prefix tokens as decoder steps), and a beam search step costs
+    # about twice a greedy one: with 41 tokens of context, 640 ms to generate at beam 5, 525
+    # at 2, 304 greedy. Greedy finals brought the final lag P50 from 0.48 s to 0.38 s (the
+    # per-utterance path's) for 1.6 WER points on set a and none on set b (RESULTS.md,
+    # "bench_accuracy_levers", session 11).
+    final_beam_size: int = 1
     # Context stops where the voice changes: at an earlier final whose voice differs from the
     # utterance's by more than this (voice.change: 1 is the measured boundary); 0: no gate.
     voice_gate: float = 1.1
@@ -176,6 +183,8 @@ class SessionConfig:
         for name in ("partial_encode_s", "final_encode_s"):
             if not 0.0 <= getattr(self, name) <= 30.0:
                 raise ConfigError(f"{name} must be within 0..30, not {getattr(self, name)}")
+        if not 1 <= self.final_beam_size <= 10:
+            raise ConfigError(f"final_beam_size must be within 1..10, not {self.final_beam_size}")
         if not 1 <= self.partial_beam_size <= 10:
             raise ConfigError(
                 f"partial_beam_size must be within 1..10, not {self.partial_beam_size}"
@@ -436,7 +445,7 @@ class Session:
             context=plan.context.text or None,
             language=self.config.language,
             word_timestamps=final and self.config.word_timestamps,
-            beam_size=FINAL_BEAM_SIZE if final else self.config.partial_beam_size,
+            beam_size=self.config.final_beam_size if final else self.config.partial_beam_size,
             max_new_tokens=None if final else PARTIAL_MAX_TOKENS,
             # Same window, same key: a decode over a window already encoded reuses it.
             cache_key=(self.session_id, utt.ordinal, plan.start, plan.end),
@@ -577,6 +586,8 @@ class Session:
         """The result's text and words, empty for silence, with repetition loops and an
         echo of the context (guard.py) cut."""
         if result.no_speech_prob > NO_SPEECH_PROB:
+            return "", ()
+        if non_speech_phrase(result.text, result.no_speech_prob):
             return "", ()
         tokens = result.text.split()
         keep = loop_cut(tokens)

@@ -133,4 +133,3 @@ def test_requests_of_a_stream_ahead_do_not_start_while_a_live_stream_pauses() ->
     assert s.next_batch(10.0, live_pausing=True) is None
     assert s.next_deadline(10.0, live_pausing=True) == pytest.approx(10.05)  # look again
     assert ids(s.next_batch(10.05, live_pausing=False)) == ["flood"]
-

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,8 @@ from kettle.transcribe.pipeline import PipelineConfig
 from kettle.transcribe.types import DecodeRequest
 from kettle.transcribe.windows import split_windows
 
+from tests.streaming.conftest import StartServer
+
 KEY = "upload-key"
 FLAC = (Path(__file__).resolve().parents[1] / "data" / "jfk.flac").read_bytes()  # real speech
 GUARD = 60  # seconds: a deadlock guard only
@@ -29,19 +31,12 @@ def said(request: DecodeRequest) -> str:
 
 
 @pytest.fixture
-async def make_server() -> AsyncIterator[Callable[..., Any]]:
-    servers: list[KettleServer] = []
-
-    async def start(decoder: Any = None, **overrides: Any) -> KettleServer:
+def make_server(start_server: StartServer) -> Callable[..., Awaitable[KettleServer]]:
+    def start(decoder: Any = None, **overrides: Any) -> Awaitable[KettleServer]:
         config = ServerConfig(port=0, api_keys=(KEY,), **overrides)
-        server = KettleServer(config, lambda: decoder or FakeDecoder(text_for=said))
-        await server.start()
-        servers.append(server)
-        return server
+        return start_server(config, lambda: decoder or FakeDecoder(text_for=said))
 
-    yield start
-    for server in servers:
-        await server.shutdown(timeout=5)
+    return start
 
 
 async def post(

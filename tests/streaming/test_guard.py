@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kettle.streaming.guard import context_echo, implausible, loop_cut
+from kettle.streaming.guard import context_echo, implausible, loop_cut, non_speech_phrase
 from kettle.transcribe.types import DecodeKind, DecodeResult
 
 
@@ -53,3 +53,15 @@ def test_a_decode_that_repeats_its_context_loses_the_echo() -> None:
 def test_a_final_said_again_from_its_start_is_speech_not_an_echo() -> None:
     assert context_echo(["thank you very much"], split("thank you very much")) == 0
     assert context_echo(["yes.", "one two three"], split("one two three four")) == 0
+
+
+def test_whispers_phrases_for_non_speech_are_noise_when_the_model_is_unsure() -> None:
+    assert non_speech_phrase("Thank you so much.", 0.3)
+    assert non_speech_phrase(" Thanks for watching!", 0.25)
+    assert non_speech_phrase("Beep Beep Beep Beep", 0.21)
+    assert non_speech_phrase("Yeah, yeah.", 0.4)
+    # Said with confidence, it is speech: someone thanked someone.
+    assert not non_speech_phrase("Thank you so much.", 0.05)
+    # Anything more than the phrase is speech, however unsure.
+    assert not non_speech_phrase("Thank you so much for coming.", 0.45)
+    assert not non_speech_phrase("Yeah, yeah, I know.", 0.45)

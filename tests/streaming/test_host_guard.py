@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -19,6 +19,8 @@ from kettle.transcribe.fake import FakeDecoder
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
 
+from tests.streaming.conftest import StartServer
+
 if TYPE_CHECKING:
     from tests.conftest import Replica
 
@@ -26,18 +28,11 @@ TIMEOUT = 30
 
 
 @pytest.fixture
-async def make_server() -> AsyncIterator[Callable[..., Any]]:
-    servers: list[KettleServer] = []
+def make_server(start_server: StartServer) -> Callable[..., Awaitable[KettleServer]]:
+    def start(**overrides: Any) -> Awaitable[KettleServer]:
+        return start_server(ServerConfig(port=0, **overrides), FakeDecoder)
 
-    async def start(**overrides: Any) -> KettleServer:
-        server = KettleServer(ServerConfig(port=0, **overrides), FakeDecoder)
-        await server.start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        await server.shutdown(timeout=5)
+    return start
 
 
 async def ws_as(server: KettleServer, host: str, origin: str | None) -> ClientConnection:

@@ -11,7 +11,7 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,8 @@ from kettle.transcribe.fake import FakeDecoder, scripted_audio
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from tests.streaming.conftest import StartServer
+
 # Three utterances of voice-like audio, with silences long enough to end each one.
 AUDIO = scripted_audio(
     [("silence", 0.3), ("voice", 1.5), ("silence", 1.0), ("voice", 2.0), ("silence", 1.0),
@@ -35,22 +37,15 @@ TIMEOUT = 30
 
 
 @pytest.fixture
-async def make_server() -> AsyncIterator[Callable[..., Any]]:
-    servers: list[KettleServer] = []
-
-    async def start(
+def make_server(start_server: StartServer) -> Callable[..., Awaitable[KettleServer]]:
+    def start(
         decoder: Any = None, clock: Callable[[], float] | None = None, **overrides: Any
-    ) -> KettleServer:
-        config = ServerConfig(port=0, **overrides)
+    ) -> Awaitable[KettleServer]:
         kw = {} if clock is None else {"clock": clock}
-        server = KettleServer(config, lambda: decoder or FakeDecoder(), **kw)
-        await server.start()
-        servers.append(server)
-        return server
+        config = ServerConfig(port=0, **overrides)
+        return start_server(config, lambda: decoder or FakeDecoder(), **kw)
 
-    yield start
-    for server in servers:
-        await server.shutdown(timeout=5)
+    return start
 
 
 @pytest.fixture

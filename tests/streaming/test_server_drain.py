@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,8 @@ import pytest
 from kettle.streaming.server import KettleServer, ServerConfig
 from kettle.transcribe.fake import FakeDecoder
 from kettle.transcribe.types import DecodeRequest
+
+from tests.streaming.conftest import StartServer
 
 KEY = "drain-key"
 FLAC = (Path(__file__).resolve().parents[1] / "data" / "jfk.flac").read_bytes()
@@ -81,19 +83,12 @@ APIS = [Api("openai", "/v1/audio/transcriptions"), Api("deepgram", "/v1/listen")
 
 
 @pytest.fixture
-async def make_server() -> AsyncIterator[Callable[..., Awaitable[KettleServer]]]:
-    servers: list[KettleServer] = []
-
-    async def start(gate: Gate, **overrides: Any) -> KettleServer:
+def make_server(start_server: StartServer) -> Callable[..., Awaitable[KettleServer]]:
+    def start(gate: Gate, **overrides: Any) -> Awaitable[KettleServer]:
         config = ServerConfig(port=0, api_keys=(KEY,), retry_after_s=RETRY_AFTER, **overrides)
-        server = KettleServer(config, lambda: gate.decoder)
-        await server.start()
-        servers.append(server)
-        return server
+        return start_server(config, lambda: gate.decoder)
 
-    yield start
-    for server in servers:
-        await server.shutdown(timeout=5)
+    return start
 
 
 async def post(api: Api, server: KettleServer) -> httpx.Response:

@@ -30,6 +30,7 @@ ALONE = SessionConfig(
     stable_holdback=0,
     stable_agree=2,
     partial_beam_size=1,
+    final_beam_size=5,
     partial_encode_s=30.0,
 )
 
@@ -585,7 +586,7 @@ def test_partials_and_finals_carry_their_beam_and_encoder_length() -> None:
     finals = [r for r in run.requests if r.kind is DecodeKind.FINAL]
     assert partials and finals
     assert {(r.beam_size, r.encode_min_s) for r in partials} == {(3, 10.0)}
-    assert {(r.beam_size, r.encode_min_s) for r in finals} == {(5, None)}  # Whisper's 30 s
+    assert {(r.beam_size, r.encode_min_s) for r in finals} == {(1, None)}  # Whisper's 30 s
     with pytest.raises(ConfigError):
         SessionConfig(partial_encode_s=31.0)
     with pytest.raises(ConfigError):
@@ -607,6 +608,28 @@ def test_a_confident_decode_of_non_speech_yields_no_words() -> None:
     run = drive(ONE, SessionConfig(), decoder=ConfidentNonSpeech())
     assert not [e for e in run.events if isinstance(e, (Partial, Final)) and e.text]
     assert isinstance(run.events[-1], Done) and run.events[-1].utterances == 0
+
+
+class PoliteNonSpeech(FakeDecoder):
+    """Says "Thank you so much." with the given no-speech probability: what tiny.en
+    says on babble now and then."""
+
+    def __init__(self, no_speech_prob: float) -> None:
+        super().__init__()
+        self.no_speech_prob = no_speech_prob
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
+        return [
+            replace(r, text="Thank you so much.", no_speech_prob=self.no_speech_prob)
+            for r in super().decode_batch(requests)
+        ]
+
+
+def test_whispers_phrase_for_non_speech_yields_no_words_unless_said_with_confidence() -> None:
+    run = drive(ONE, SessionConfig(), decoder=PoliteNonSpeech(0.3))
+    assert not [e for e in run.events if isinstance(e, (Partial, Final)) and e.text]
+    run = drive(ONE, SessionConfig(), decoder=PoliteNonSpeech(0.05))
+    assert [f.text for f in run.finals] == ["Thank you so much."]
 
 
 def test_pausing_from_a_pause_long_enough_to_hold_partials_until_the_endpoint() -> None:

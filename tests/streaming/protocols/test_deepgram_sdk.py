@@ -13,7 +13,7 @@ import asyncio
 import json
 import re
 import shutil
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,8 @@ from kettle.streaming.server import KettleServer, ServerConfig
 from kettle.transcribe.audio_io import load_audio
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosedError
+
+from tests.streaming.conftest import StartServer
 
 pytestmark = [
     pytest.mark.slow,
@@ -65,20 +67,14 @@ def pcm() -> bytes:
 
 
 @pytest.fixture
-async def make_server(tiny_decoder: Any) -> AsyncIterator[Callable[..., Any]]:
-    servers: list[KettleServer] = []
+def make_server(
+    start_server: StartServer, tiny_decoder: Any
+) -> Callable[..., Awaitable[KettleServer]]:
+    def start(engine: EngineConfig | None = None, **overrides: Any) -> Awaitable[KettleServer]:
+        config = ServerConfig(port=0, api_keys=(KEY,), **overrides)
+        return start_server(config, lambda: tiny_decoder, engine)
 
-    async def start(engine: EngineConfig | None = None, **overrides: Any) -> KettleServer:
-        server = KettleServer(
-            ServerConfig(port=0, api_keys=(KEY,), **overrides), lambda: tiny_decoder, engine
-        )
-        await server.start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        await server.shutdown(timeout=10)
+    return start
 
 
 def environment(url: str) -> DeepgramClientEnvironment:

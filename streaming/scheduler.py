@@ -16,9 +16,11 @@ flooder admitted at twice real time, a file pushed at full speed; the engine rep
 stream's audio with ``observe_audio``) hold a backlog that no user is waiting on word by
 word. Their requests, whatever their class, run only when no live final or partial is
 queued, after live speculative finals (a live user's final is about to be due) and before
-offline work; and while a live stream is open, only within a share of the model's time
-(``ahead_share.py``): a decode cannot be preempted, so a flooder filling every idle gap would
-make each live final that arrives wait for the flooder's.
+offline work; not while a live stream's utterance is pausing (its final may be asked for at
+any moment), unless they have waited ``AHEAD_STARVE_S``; and while a live stream is open,
+only within a share of the model's time (``ahead_share.py``). A decode cannot be preempted,
+so a flooder filling every idle gap would make each live final that arrives wait for the
+flooder's.
 
 Within a class, requests go in fair order across owners (``fairness.py``, start-time fair
 queueing on predicted decode seconds: the owner that has had the least of the model lately
@@ -63,6 +65,9 @@ from kettle.transcribe.types import DecodeKind, DecodeRequest
 
 OVERLOAD_WINDOW_S = 5.0
 PAUSE_RECHECK_S = 0.05  # work held for a live stream's pause looks again this often
+# With many live streams one is nearly always pausing: past this long without a decode,
+# work of streams ahead of real time goes despite a pause, so it is never starved.
+AHEAD_STARVE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -146,6 +151,7 @@ class Scheduler:
         self.fair = FairShare()
         self._pace: dict[Hashable, PaceMeter] = {}
         self.ahead_share = AheadShare()
+        self._ahead_served: float | None = None  # when a stream ahead last got a batch
         self.skipped_total = 0
 
     # --- queries -------------------------------------------------------------------------
@@ -351,7 +357,7 @@ class Scheduler:
         work = []
         if speculative := self._live(Priority.SPECULATIVE, now):
             work.append((Priority.SPECULATIVE, speculative))
-        if not (live_pausing or self.holding_ahead(now)):
+        if not (self._held_for_pause(now, live_pausing) or self.holding_ahead(now)):
             for prio in (Priority.FINAL, Priority.PARTIAL, Priority.SPECULATIVE):
                 if ahead := self._ahead_requests(prio, now):
                     work.append((prio, ahead))
@@ -377,6 +383,22 @@ class Scheduler:
     def _due(self, queue: list[Ticket], now: float, budget: float, kind: DecodeKind) -> bool:
         return len(queue) >= self.batch_limit(kind, queue) or now - queue[0].submitted >= budget
 
+    def _held_for_pause(self, now: float, live_pausing: bool) -> bool:
+        """Whether a live stream's pause holds back work of streams ahead of real time: yes,
+        unless their oldest request has waited ``AHEAD_STARVE_S``, and as long since their
+        last batch."""
+        if not live_pausing:
+            return False
+        waiting = [
+            t.submitted for q in self._queues.values() for t in q if self.ahead(t.owner, now)
+        ]
+        if not waiting:
+            return True
+        since = min(waiting)
+        if self._ahead_served is not None:
+            since = max(since, self._ahead_served)
+        return now - since < AHEAD_STARVE_S
+
     def _take(self, priority: Priority, eligible: list[Ticket], now: float) -> list[Ticket]:
         """Pop the next batch of a class from its (non-empty) eligible requests: in order
         (``in_order``), of the first ticket's kind, up to the batch limit; a solo ticket goes
@@ -395,6 +417,8 @@ class Scheduler:
         queue = self._queues[priority]
         queue[:] = [t for t in queue if t.seq not in taken]
         self.fair.charge((t.owner, self.charge_of(t.request)) for t in batch)
+        if any(self.ahead(t.owner, now) for t in batch):
+            self._ahead_served = now
         return batch
 
     def next_deadline(self, now: float, *, live_pausing: bool = False) -> float | None:

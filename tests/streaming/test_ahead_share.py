@@ -133,3 +133,19 @@ def test_requests_of_a_stream_ahead_do_not_start_while_a_live_stream_pauses() ->
     assert s.next_batch(10.0, live_pausing=True) is None
     assert s.next_deadline(10.0, live_pausing=True) == pytest.approx(10.05)  # look again
     assert ids(s.next_batch(10.05, live_pausing=False)) == ["flood"]
+
+
+def test_work_of_a_stream_ahead_is_not_starved_by_pauses_that_never_end() -> None:
+    """With many live streams one is nearly always pausing: after a while it goes anyway."""
+    s = Scheduler(SchedulerConfig(max_batch_size=1))
+    feed_realtime(s, "live", 0.0, 10.0)
+    flooded(s, 10.0)
+    s.submit(final("flood0"), now=10.0, owner="flooder")
+    s.submit(final("flood1"), now=10.0, owner="flooder")
+    assert s.next_batch(11.9, live_pausing=True) is None
+    assert ids(s.next_batch(12.0, live_pausing=True)) == ["flood0"]  # waited 2 s
+    s.observe_batch([], 0.0, 12.0)
+    feed_realtime(s, "live", 10.0, 10.0)
+    flooded(s, 20.0)
+    assert s.next_batch(13.9, live_pausing=True) is None  # 2 s since its last batch, again
+    assert ids(s.next_batch(14.0, live_pausing=True)) == ["flood1"]

@@ -17,8 +17,9 @@ every `--every` decodes:
   beam, encoder length and hypothesis count. Every other variant runs with kettle's own
   setting (``kettle.transcribe.fw.ONEDNN_CACHE_CAPACITY``).
 
-Partials decode with a beam of 3 on at least 10 s of encoder input, finals with a beam of 5
-on 30 s with the stream's earlier finals as forced context (``SessionConfig`` defaults).
+Partials and finals decode with ``SessionConfig``'s beams and encoder lengths (partials: a
+beam of 3 on at least 10 s; finals: greedy on 30 s), finals with the stream's earlier finals
+as forced context.
 
 Variants may repeat (`--variants default,trim,default,trim`) to interleave the decode
 timings on a shared machine; a repeated variant's rows are numbered.
@@ -94,11 +95,13 @@ class _Stream:
 
 
 def _child(args: argparse.Namespace) -> None:
+    from kettle.streaming.session import SessionConfig
     from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
     from kettle.transcribe.types import DecodeKind, DecodeRequest
 
     trimmed = args.variant == "trim" or args.variant.startswith("dnnl")
     trim = ctypes.CDLL("libc.so.6").malloc_trim if trimmed else None
+    defaults = SessionConfig()
     rng = random.Random(args.seed)
     clips = _clips(Path(args.eval_dir), 12)
     adapter = WhisperAdapter(ModelConfig(name=args.model, threads=args.threads))
@@ -121,8 +124,8 @@ def _child(args: argparse.Namespace) -> None:
                     context=context if final else None,
                     prefix=None if final else (s.partial.split(".")[0] or None),
                     word_timestamps=final,
-                    beam_size=5 if final else 3,
-                    encode_min_s=None if final else 10.0,
+                    beam_size=defaults.final_beam_size if final else defaults.partial_beam_size,
+                    encode_min_s=None if final else defaults.partial_encode_s,
                     stream_key=s.key(),
                 )
             )

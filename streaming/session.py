@@ -140,10 +140,10 @@ class SessionConfig:
     # A final's beam. A final in context steps through its forced context one token at a
     # time (CTranslate2 forces prefix tokens as decoder steps), and a beam search step costs
     # about twice a greedy one: with 41 tokens of context, 640 ms to generate at beam 5, 525
-    # at 2, 304 greedy. Greedy finals brought the final lag P50 from 0.48 s to 0.38 s (the
-    # per-utterance path's) for 1.6 WER points on set a and none on set b (RESULTS.md,
-    # "bench_accuracy_levers", session 11).
-    final_beam_size: int = 1
+    # at 2, 304 greedy. Greedy finals cut the final lag (P50 0.43 vs 0.45 s, P95 0.52 vs
+    # 0.81 s) but cost set a 1.6 WER points and single clips (set c) 2.4, over offline + 1
+    # (RESULTS.md, "bench_accuracy_levers", session 11): so 5.
+    final_beam_size: int = 5
     # Context stops where the voice changes: at an earlier final whose voice differs from the
     # utterance's by more than this (voice.change: 1 is the measured boundary); 0: no gate.
     voice_gate: float = 1.1

@@ -586,7 +586,7 @@ def test_partials_and_finals_carry_their_beam_and_encoder_length() -> None:
     finals = [r for r in run.requests if r.kind is DecodeKind.FINAL]
     assert partials and finals
     assert {(r.beam_size, r.encode_min_s) for r in partials} == {(3, 10.0)}
-    assert {(r.beam_size, r.encode_min_s) for r in finals} == {(1, None)}  # Whisper's 30 s
+    assert {(r.beam_size, r.encode_min_s) for r in finals} == {(5, None)}  # Whisper's 30 s
     with pytest.raises(ConfigError):
         SessionConfig(partial_encode_s=31.0)
     with pytest.raises(ConfigError):

@@ -322,7 +322,8 @@ class Scheduler:
 
         ``live_pausing``: a live stream's utterance is pausing, so its final may be asked for
         any moment: requests of streams ahead of real time do not start then (a decode
-        cannot be preempted, and the final would wait for theirs).
+        cannot be preempted, and the final would wait for theirs), unless they have waited
+        ``AHEAD_STARVE_S``.
         """
         self._expire(now)
         clock = now

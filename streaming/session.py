@@ -144,9 +144,6 @@ class SessionConfig:
     # 0.81 s) but cost set a 1.6 WER points and single clips (set c) 2.4, over offline + 1
     # (RESULTS.md, "bench_accuracy_levers", session 11): so 5.
     final_beam_size: int = 5
-    # The beam of a final decoded with forced context (0: ``final_beam_size``): the beam's
-    # cost is there, its accuracy mostly in context-free finals (RESULTS.md, session 11).
-    final_context_beam_size: int = 0
     # Context stops where the voice changes: at an earlier final whose voice differs from the
     # utterance's by more than this (voice.change: 1 is the measured boundary); 0: no gate.
     voice_gate: float = 1.1
@@ -188,8 +185,6 @@ class SessionConfig:
                 raise ConfigError(f"{name} must be within 0..30, not {getattr(self, name)}")
         if not 1 <= self.final_beam_size <= 10:
             raise ConfigError(f"final_beam_size must be within 1..10, not {self.final_beam_size}")
-        if not 0 <= self.final_context_beam_size <= 10:
-            raise ConfigError("final_context_beam_size must be within 0..10")
         if not 1 <= self.partial_beam_size <= 10:
             raise ConfigError(
                 f"partial_beam_size must be within 1..10, not {self.partial_beam_size}"
@@ -450,7 +445,7 @@ class Session:
             context=plan.context.text or None,
             language=self.config.language,
             word_timestamps=final and self.config.word_timestamps,
-            beam_size=self._beam(plan),
+            beam_size=self.config.final_beam_size if final else self.config.partial_beam_size,
             max_new_tokens=None if final else PARTIAL_MAX_TOKENS,
             # Same window, same key: a decode over a window already encoded reuses it.
             cache_key=(self.session_id, utt.ordinal, plan.start, plan.end),
@@ -468,14 +463,6 @@ class Session:
         self._pending[rid] = _Pending(plan)
         self._in_flight = rid
         self._requests.append(request)
-
-    def _beam(self, plan: Plan) -> int:
-        cfg = self.config
-        if plan.kind is DecodeKind.PARTIAL:
-            return cfg.partial_beam_size
-        if plan.context.text and cfg.final_context_beam_size:
-            return cfg.final_context_beam_size
-        return cfg.final_beam_size
 
     def _pump(self) -> None:
         """Ask for the most useful decode, if none of ours is in flight."""

@@ -579,18 +579,6 @@ def test_undecoded_samples_counts_from_the_oldest_utterance_without_a_final() ->
     assert session.undecoded_samples <= 0.4 * SR
 
 
-def test_finals_with_context_may_have_a_beam_of_their_own() -> None:
-    run = drive(THREE, replace(CONTEXT, final_beam_size=5, final_context_beam_size=1))
-    finals = [r for r in _requests_of(run, DecodeKind.FINAL)]
-    assert [(r.context is not None, r.beam_size) for r in finals] == [
-        (False, 5),
-        (True, 1),
-        (True, 1),
-    ]
-    with pytest.raises(ConfigError):
-        SessionConfig(final_context_beam_size=11)
-
-
 def test_partials_and_finals_carry_their_beam_and_encoder_length() -> None:
     config = SessionConfig(partial_beam_size=3, partial_encode_s=10.0)
     run = drive(ONE, config)

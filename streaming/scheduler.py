@@ -178,9 +178,7 @@ class Scheduler:
         """When the oldest queued request of a class was submitted (None: none queued).
         Given ``now``, only requests of owners not ahead of real time count: a flooder's
         final that waits because it yields is no sign that live streams wait."""
-        queue = self._queues[priority]
-        if now is not None:
-            queue = [t for t in queue if not self.ahead(t.owner, now)]
+        queue = self._queues[priority] if now is None else self._live(priority, now)
         return min(t.submitted for t in queue) if queue else None
 
     def overloaded(self, now: float) -> bool:
@@ -337,9 +335,8 @@ class Scheduler:
             return self._take(Priority.PARTIAL, partials, clock)
         if finals or partials:
             return None  # live work is waiting for its budget: the model is not idle
-        for prio, tickets in self._idle_work(clock, live_pausing):
-            return self._take(prio, tickets, clock)
-        return None
+        work = self._idle_work(clock, live_pausing)
+        return self._take(*work[0], clock) if work else None
 
     def _live(self, priority: Priority, now: float) -> list[Ticket]:
         """A class's requests (in submit order) of owners not ahead of real time."""
@@ -366,11 +363,10 @@ class Scheduler:
             work.append((Priority.OFFLINE, offline))
         return work
 
-    def in_order(self, tickets: Sequence[Ticket], now: float) -> list[Ticket]:
-        """Tickets in the order they would be served: owners ahead of real time last, then
-        the owner's fair tag, then age."""
-        ahead = {t.owner: self.ahead(t.owner, now) for t in tickets}
-        return sorted(tickets, key=lambda t: (ahead[t.owner], self.fair.tag(t.owner), t.seq))
+    def in_order(self, tickets: Sequence[Ticket]) -> list[Ticket]:
+        """Tickets in the order they would be served: the owner's fair tag, then age. (Owners
+        ahead of real time never share a batch with live ones: ``_live``, ``_idle_work``.)"""
+        return sorted(tickets, key=lambda t: (self.fair.tag(t.owner), t.seq))
 
     def charge_of(self, request: DecodeRequest) -> float:
         """What serving a request costs its owner's fair share: predicted decode seconds
@@ -390,9 +386,7 @@ class Scheduler:
         last batch."""
         if not live_pausing:
             return False
-        waiting = [
-            t.submitted for q in self._queues.values() for t in q if self.ahead(t.owner, now)
-        ]
+        waiting = [t.submitted for p in Priority for t in self._ahead_requests(p, now)]
         if not waiting:
             return True
         since = min(waiting)
@@ -404,7 +398,7 @@ class Scheduler:
         """Pop the next batch of a class from its (non-empty) eligible requests: in order
         (``in_order``), of the first ticket's kind, up to the batch limit; a solo ticket goes
         alone. Owners are charged."""
-        ordered = self.in_order(eligible, now)
+        ordered = self.in_order(eligible)
         kind = ordered[0].kind
         candidates = [t for t in ordered if t.kind is kind]
         batch: list[Ticket] = []

@@ -63,9 +63,9 @@ def cuda_device_count() -> int:
 # oneDNN, CTranslate2's GEMM backend on CPUs without Intel MKL (AMD, say), keeps up to 1024
 # compiled primitives, one per shape, and a stream's shapes vary with batch, beam, encoder
 # length and hypothesis count: a server's RSS crept up for many minutes as that cache filled
-# (benchmarks/RESULTS.md "rss": +11 % in 150 s of decodes with 1024, flat with 16, at the
-# same decode speed). oneDNN reads the capacity when it makes its first primitive, so it is
-# set before a model is loaded; a value already in the environment wins.
+# (benchmarks/RESULTS.md "rss": after 150 s of decodes about 60 MB less with 16 than with
+# 1024, at the same decode speed). oneDNN reads the capacity when it makes its first
+# primitive, so it is set before a model is loaded; a value already in the environment wins.
 ONEDNN_CACHE_CAPACITY = 16
 
 

@@ -33,6 +33,15 @@ def flooded(s: Scheduler, until: float) -> None:
         s.observe_audio("flooder", 1.0, i * 0.1)
 
 
+def beside_a_live_stream(partial_budget_s: float = SchedulerConfig.partial_budget_s) -> Scheduler:
+    """A scheduler (batches of one) that has seen a live stream send 10 s in real time and a
+    flooder send 10 s of audio per second, both until 10 s."""
+    s = Scheduler(SchedulerConfig(max_batch_size=1, partial_budget_s=partial_budget_s))
+    feed_realtime(s, "live", 0.0, 10.0)
+    flooded(s, 10.0)
+    return s
+
+
 def served(s: Scheduler, now: float, seconds: float) -> list[str]:
     """Run the next batch at ``now``, taking ``seconds`` of the model; its request ids."""
     batch = s.next_batch(now)
@@ -43,9 +52,7 @@ def served(s: Scheduler, now: float, seconds: float) -> list[str]:
 
 
 def test_a_stream_ahead_gets_a_quarter_of_the_model_while_a_live_one_is_open() -> None:
-    s = Scheduler(SchedulerConfig(max_batch_size=1))
-    feed_realtime(s, "live", 0.0, 10.0)
-    flooded(s, 10.0)
+    s = beside_a_live_stream()
     for i in range(3):
         s.submit(final(f"flood{i}"), now=10.0, owner="flooder")
     assert served(s, 10.0, 1.0) == ["flood0"]  # the model was idle: it goes
@@ -74,9 +81,7 @@ def test_with_no_live_stream_open_a_stream_ahead_has_the_whole_model() -> None:
 
 
 def test_a_held_partial_that_goes_stale_is_dropped_without_declaring_overload() -> None:
-    s = Scheduler(SchedulerConfig(max_batch_size=1))
-    feed_realtime(s, "live", 0.0, 10.0)
-    flooded(s, 10.0)
+    s = beside_a_live_stream()
     s.submit(final("flood0"), now=10.0, owner="flooder")
     assert served(s, 10.0, 2.0) == ["flood0"]
     s.submit(partial("flood-p"), now=12.0, owner="flooder")
@@ -89,9 +94,7 @@ def test_a_held_partial_that_goes_stale_is_dropped_without_declaring_overload() 
 
 
 def test_a_held_speculation_does_not_take_the_idle_model_either() -> None:
-    s = Scheduler(SchedulerConfig(max_batch_size=1))
-    feed_realtime(s, "live", 0.0, 10.0)
-    flooded(s, 10.0)
+    s = beside_a_live_stream()
     s.submit(final("flood0"), now=10.0, owner="flooder")
     assert served(s, 10.0, 1.0) == ["flood0"]
     spec = final("flood-spec")
@@ -103,9 +106,7 @@ def test_a_held_speculation_does_not_take_the_idle_model_either() -> None:
 def test_a_live_speculation_goes_before_a_final_of_a_stream_ahead() -> None:
     """A live stream's speculative final is its user's final about to be due: the final of a
     stream ahead of real time, though of a more urgent class, waits for it."""
-    s = Scheduler(SchedulerConfig(max_batch_size=1))
-    feed_realtime(s, "live", 0.0, 10.0)
-    flooded(s, 10.0)
+    s = beside_a_live_stream()
     s.submit(final("flood"), now=9.0, owner="flooder")
     s.submit(final("live-spec"), now=10.0, owner="live", priority=Priority.SPECULATIVE)
     assert served(s, 10.0, 0.3) == ["live-spec"]
@@ -113,9 +114,7 @@ def test_a_live_speculation_goes_before_a_final_of_a_stream_ahead() -> None:
 
 
 def test_requests_of_a_stream_ahead_wait_for_live_partials_but_not_for_offline_work() -> None:
-    s = Scheduler(SchedulerConfig(max_batch_size=1, partial_budget_s=0.0))
-    feed_realtime(s, "live", 0.0, 10.0)
-    flooded(s, 10.0)
+    s = beside_a_live_stream(partial_budget_s=0.0)
     s.submit(final("upload"), now=8.0, owner="call", priority=Priority.OFFLINE)
     s.submit(final("flood"), now=9.0, owner="flooder")
     s.submit(partial("live-p"), now=10.0, owner="live")
@@ -125,9 +124,7 @@ def test_requests_of_a_stream_ahead_wait_for_live_partials_but_not_for_offline_w
 
 
 def test_requests_of_a_stream_ahead_do_not_start_while_a_live_stream_pauses() -> None:
-    s = Scheduler(SchedulerConfig(max_batch_size=1))
-    feed_realtime(s, "live", 0.0, 10.0)
-    flooded(s, 10.0)
+    s = beside_a_live_stream()
     s.submit(final("flood"), now=10.0, owner="flooder")
     # The live stream's utterance is pausing: its final may be asked for any moment.
     assert s.next_batch(10.0, live_pausing=True) is None
@@ -137,14 +134,11 @@ def test_requests_of_a_stream_ahead_do_not_start_while_a_live_stream_pauses() ->
 
 def test_work_of_a_stream_ahead_is_not_starved_by_pauses_that_never_end() -> None:
     """With many live streams one is nearly always pausing: after a while it goes anyway."""
-    s = Scheduler(SchedulerConfig(max_batch_size=1))
-    feed_realtime(s, "live", 0.0, 10.0)
-    flooded(s, 10.0)
+    s = beside_a_live_stream()
     s.submit(final("flood0"), now=10.0, owner="flooder")
     s.submit(final("flood1"), now=10.0, owner="flooder")
     assert s.next_batch(11.9, live_pausing=True) is None
     assert ids(s.next_batch(12.0, live_pausing=True)) == ["flood0"]  # waited 2 s
-    s.observe_batch([], 0.0, 12.0)
     feed_realtime(s, "live", 10.0, 10.0)
     flooded(s, 20.0)
     assert s.next_batch(13.9, live_pausing=True) is None  # 2 s since its last batch, again

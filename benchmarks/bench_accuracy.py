@@ -22,8 +22,9 @@ is asked for, at the audio position a real-time stream on an idle server would a
 the same requests every run, so CPU differences are the methods' own (the engine's
 load-dependent partial cadence is left out). The final lag from the end of speech
 (P50/P95) comes from real-time runs through the engine (``run_simulation``) of the first
-conversation of set (a). WER is after Whisper's English normaliser; CPU is this process's
-CPU seconds per audio second. Also reported: the share of final words that were stable in a
+conversation of set (a), or of the first ``--lag-items`` pooled (methods interleaved). WER
+is after Whisper's English normaliser; CPU is this process's CPU seconds per audio second.
+Also reported: the share of final words that were stable in a
 partial before, and the accuracy of those words (aligned to the reference).
 
     python benchmarks/bench_accuracy.py           # short run (a few minutes on 2 cores)
@@ -217,6 +218,7 @@ class Outcome:
     lag_p95: float | None = None
     finals: list[tuple[str, int]] = dataclasses.field(default_factory=list)  # (text, n stable)
     cache_hit_rate: float | None = None
+    lags: list[float] = dataclasses.field(default_factory=list)  # from the end of speech, s
 
 
 ALONE = {
@@ -292,6 +294,7 @@ async def _stream(
         lag["p95"],
         finals,
         result.summary["encoder_cache_hit_rate"],
+        log.final_lags()[1],
     )
 
 
@@ -452,6 +455,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--lag-methods", default=None, help="streaming methods with a lag run (default: all)"
     )
+    parser.add_argument(
+        "--lag-items",
+        type=int,
+        default=1,
+        help="real-time lag runs on the first N conversations of set (a), pooled",
+    )
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--final-model", default=None, help="e.g. base: the cascade")
     parser.add_argument("--threads", type=int, default=2)
@@ -511,15 +520,25 @@ def main(argv: list[str] | None = None) -> int:
                 score = "" if name == "n" else f", wer {wer([(item.reference, out.text)])}"
                 print(f"[{name}] {item.name} {method}: cpu {out.cpu_s:.1f} s{score}", flush=True)
 
+    from kettle.streaming.simulate import latency_stats
+
     lags: dict[str, Outcome] = {}
     if not args.no_realtime and "a" in sets:
-        first = sets["a"][0]
         streaming = [m for m in methods if m.startswith(("stream", "alone"))]
         chosen = streaming if args.lag_methods is None else args.lag_methods.split(",")
-        for method in chosen:
-            lags[method] = stream(first, method, realtime=True)
+        pooled: dict[str, list[float]] = {method: [] for method in chosen}
+        # Methods interleaved per conversation, so a drift in the machine's speed spreads
+        # over all of them.
+        for item in sets["a"][: args.lag_items]:
+            for method in chosen:
+                pooled[method] += stream(item, method, realtime=True).lags
+        for method, values in pooled.items():
+            stats = latency_stats(values)
+            lags[method] = Outcome("", 0.0, stats["p50"], stats["p95"], lags=values)
             print(
-                f"[lag] {method}: p50 {lags[method].lag_p50} p95 {lags[method].lag_p95}", flush=True
+                f"[lag] {method}: p50 {lags[method].lag_p50} p95 {lags[method].lag_p95}"
+                f" ({len(values)} finals)",
+                flush=True,
             )
 
     rows = []
@@ -590,7 +609,8 @@ def main(argv: list[str] | None = None) -> int:
             "`stream` is kettle's streaming finals (defaults), `alone` the per-utterance path "
             "it replaced, `transcribe` kettle's file pipeline, `offline` faster-whisper on the "
             "whole file (beam 5). WER after Whisper's English normaliser; lag is the final's "
-            "lag from the end of speech in a real-time run of the first (a) conversation; "
+            "lag from the end of speech in real-time runs of the first "
+            f"{args.lag_items} (a) conversation(s), pooled; "
             "`words` counts words emitted on non-speech; `stable_share` is the share of final "
             "words that were stable in a partial before, `stable_accuracy` how many of those "
             "match the reference.\n\n"

@@ -110,6 +110,20 @@ NON_SPEECH_PHRASES = frozenset(
 NON_SPEECH_PHRASE_PROB = 0.2
 
 
+# Whisper drops a window whose no-speech probability is above 0.6 *and* whose mean token
+# log-probability is below -1.0. On reversed-speech babble tiny.en said "Yeah, it's not a
+# good idea, it's a good idea." at 0.47 and -1.22, under that no-speech bar; of the 68
+# finals of set (c)'s 47 real-speech clips none had both more than 0.3 and less than -1.0
+# (the most no-speech: 0.40 at -0.67; the lowest log-probability: -0.98 at 0.02).
+UNSURE_NO_SPEECH_PROB = 0.3
+UNSURE_LOGPROB = -1.0
+
+
+def unsure_of_speech(no_speech_prob: float, avg_logprob: float) -> bool:
+    """Whether the model doubted both that it heard speech and what the words were."""
+    return no_speech_prob > UNSURE_NO_SPEECH_PROB and avg_logprob < UNSURE_LOGPROB
+
+
 def non_speech_phrase(text: str, no_speech_prob: float) -> bool:
     """Whether a decode is one of Whisper's phrases for non-speech, and the model was unsure
     that it heard speech at all."""

@@ -52,7 +52,13 @@ from kettle.streaming.events import (
     SpeechStarted,
     SpeechStopped,
 )
-from kettle.streaming.guard import context_echo, implausible, loop_cut, non_speech_phrase
+from kettle.streaming.guard import (
+    context_echo,
+    implausible,
+    loop_cut,
+    non_speech_phrase,
+    unsure_of_speech,
+)
 from kettle.streaming.planner import (
     HOLD_PARTIAL_FRAMES,
     Plan,
@@ -150,9 +156,12 @@ class SessionConfig:
     # The encoder runs on at least this many seconds (the window and a second of silence
     # if longer), not on 30 s: its cost grows with its input, and most of a stream's windows
     # are a few seconds long. 30: every window on 30 s, as Whisper was trained
-    # (transcribe.types.encoder_frames). For partials and for finals apart.
+    # (transcribe.types.encoder_frames). For partials and for finals apart. A final's
+    # encoder pass on 30 s was a third of its decode time and most of what put its lag
+    # behind the per-utterance path's; 15 s lost no accuracy (RESULTS.md,
+    # "bench_accuracy_levers", session 12).
     partial_encode_s: float = 10.0
-    final_encode_s: float = 30.0
+    final_encode_s: float = 15.0
     # The model detects each window's language (a multilingual model and no ``language``):
     # then no context is used, since the earlier utterances would decide the language.
     multilingual: bool = False
@@ -586,6 +595,8 @@ class Session:
         """The result's text and words, empty for silence, with repetition loops and an
         echo of the context (guard.py) cut."""
         if result.no_speech_prob > NO_SPEECH_PROB:
+            return "", ()
+        if unsure_of_speech(result.no_speech_prob, result.avg_logprob):
             return "", ()
         if non_speech_phrase(result.text, result.no_speech_prob):
             return "", ()

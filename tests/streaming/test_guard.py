@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from kettle.streaming.guard import context_echo, implausible, loop_cut, non_speech_phrase
+from kettle.streaming.guard import (
+    context_echo,
+    implausible,
+    loop_cut,
+    non_speech_phrase,
+    unsure_of_speech,
+)
 from kettle.transcribe.types import DecodeKind, DecodeResult
 
 
@@ -65,3 +71,12 @@ def test_whispers_phrases_for_non_speech_are_noise_when_the_model_is_unsure() ->
     # Anything more than the phrase is speech, however unsure.
     assert not non_speech_phrase("Thank you so much for coming.", 0.45)
     assert not non_speech_phrase("Yeah, yeah, I know.", 0.45)
+
+
+def test_a_decode_unsure_both_of_speech_and_of_its_words_is_noise() -> None:
+    # What tiny.en said on reversed-speech babble: under the no-speech bar, words a guess.
+    assert unsure_of_speech(0.47, -1.22)
+    # Real speech: sure there is speech though unsure of the words, or the other way round.
+    assert not unsure_of_speech(0.02, -0.98)
+    assert not unsure_of_speech(0.40, -0.67)
+    assert not unsure_of_speech(0.05, -1.5)

@@ -586,7 +586,10 @@ def test_partials_and_finals_carry_their_beam_and_encoder_length() -> None:
     finals = [r for r in run.requests if r.kind is DecodeKind.FINAL]
     assert partials and finals
     assert {(r.beam_size, r.encode_min_s) for r in partials} == {(3, 10.0)}
-    assert {(r.beam_size, r.encode_min_s) for r in finals} == {(5, None)}  # Whisper's 30 s
+    assert {(r.beam_size, r.encode_min_s) for r in finals} == {(5, 15.0)}
+    run = drive(ONE, SessionConfig(final_encode_s=30.0))
+    finals = [r for r in run.requests if r.kind is DecodeKind.FINAL]
+    assert {r.encode_min_s for r in finals} == {None}  # Whisper's 30 s
     with pytest.raises(ConfigError):
         SessionConfig(partial_encode_s=31.0)
     with pytest.raises(ConfigError):
@@ -630,6 +633,29 @@ def test_whispers_phrase_for_non_speech_yields_no_words_unless_said_with_confide
     assert not [e for e in run.events if isinstance(e, (Partial, Final)) and e.text]
     run = drive(ONE, SessionConfig(), decoder=PoliteNonSpeech(0.05))
     assert [f.text for f in run.finals] == ["Thank you so much."]
+
+
+class MumblingNonSpeech(FakeDecoder):
+    """Says a sentence the model is unsure of (mean log-probability ``avg_logprob``) over
+    sound it is a little unsure is speech: tiny.en on reversed-speech babble."""
+
+    def __init__(self, avg_logprob: float) -> None:
+        super().__init__()
+        self.avg_logprob = avg_logprob
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
+        said = "Yeah, that's a good one."
+        return [
+            replace(r, text=said, no_speech_prob=0.47, avg_logprob=self.avg_logprob)
+            for r in super().decode_batch(requests)
+        ]
+
+
+def test_a_decode_unsure_of_speech_and_of_its_words_yields_no_words() -> None:
+    run = drive(ONE, SessionConfig(), decoder=MumblingNonSpeech(-1.2))
+    assert not [e for e in run.events if isinstance(e, (Partial, Final)) and e.text]
+    run = drive(ONE, SessionConfig(), decoder=MumblingNonSpeech(-0.4))
+    assert [f.text for f in run.finals] == ["Yeah, that's a good one."]
 
 
 def test_pausing_from_a_pause_long_enough_to_hold_partials_until_the_endpoint() -> None:

@@ -89,10 +89,17 @@ class Agreement:
     def stable_count(self) -> int:
         return len(self._stable)
 
-    def update(self, text: str) -> Hypothesis:
-        """Take a new hypothesis of the utterance so far; return it with its stable prefix."""
+    def update(self, text: str, *, trusted: bool = True) -> Hypothesis:
+        """Take a new hypothesis of the utterance so far; return it with its stable prefix.
+
+        An untrusted hypothesis (the model doubted it heard speech) is shown but makes no
+        word stable, and the next words need ``agree`` trusted hypotheses in a row: a stable
+        word can never be taken back, even when the final finds no speech."""
         words = self.splice(split_words(text))
         norm = normalized(words)
+        if not trusted:
+            self._previous = []
+            return Hypothesis(" ".join(words), self.stable_text)
         if len(self._previous) == self._agree - 1:
             agreed = len(norm) - self._holdback
             for previous in self._previous:

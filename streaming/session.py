@@ -53,6 +53,7 @@ from kettle.streaming.events import (
     SpeechStopped,
 )
 from kettle.streaming.guard import (
+    UNSURE_NO_SPEECH_PROB,
     context_echo,
     implausible,
     loop_cut,
@@ -637,18 +638,22 @@ class Session:
             return
         if self._backoff > 1.0:
             self._backoff = max(1.0, self._backoff / 2)
-        self._show(utt, pending.plan.end, self._usable_text(result, pending.plan))
+        self._show(utt, pending.plan, result)
 
-    def _show(self, utt: Utterance, end: int, text: str) -> None:
-        """A new hypothesis of the open utterance: agreement, then a Partial if not empty."""
+    def _show(self, utt: Utterance, plan: Plan, result: DecodeResult) -> None:
+        """A new hypothesis of the open utterance: agreement, then a Partial if not empty.
+        One the model doubts is speech shows its words but makes none stable: a stable word
+        is forced into the final, and on babble the final found no speech."""
+        text = self._usable_text(result, plan)
         if not text and not utt.agreement.stable_text:
             return
-        hyp = utt.agreement.update(text)
+        trusted = result.no_speech_prob <= UNSURE_NO_SPEECH_PROB
+        hyp = utt.agreement.update(text, trusted=trusted)
         if not hyp.text:
             return
         number = self._utts.number(utt)
         utt.last_partial_text = hyp.text
-        self._events.append(Partial(number, utt.start, end, hyp.text, hyp.stable))
+        self._events.append(Partial(number, utt.start, plan.end, hyp.text, hyp.stable))
 
     def _on_final(self, pending: _Pending, result: DecodeResult) -> None:
         utt, plan = pending.utterance, pending.plan
@@ -660,7 +665,7 @@ class Session:
             if utt.end is None:
                 if self.config.partials:
                     # Show the whole utterance's text now: the final will start with it.
-                    self._show(utt, plan.end, self._usable_text(result, plan))
+                    self._show(utt, plan, result)
                 return
             if utt.speculation.ready(utt.end, _final_window_end(utt)) is None:
                 return  # the utterance ended elsewhere: the real final is asked for

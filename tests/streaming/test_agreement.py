@@ -52,6 +52,15 @@ def test_three_way_agreement_needs_every_one_of_the_last_three() -> None:
         Agreement(agree=1)
 
 
+def test_an_untrusted_hypothesis_stabilizes_nothing_and_breaks_the_run() -> None:
+    a = Agreement(holdback=0, agree=3)
+    a.update("yeah that is")
+    assert a.update("yeah that is", trusted=False).stable == ""
+    assert a.update("yeah that is").stable == ""  # two trusted in a row so far, not three
+    a.update("yeah that is")
+    assert a.update("yeah that is").stable == "yeah that is"
+
+
 def test_disagreement_does_not_touch_stable_words() -> None:
     a = Agreement()
     a.update("I scream for")

@@ -658,6 +658,34 @@ def test_a_decode_unsure_of_speech_and_of_its_words_yields_no_words() -> None:
     assert [f.text for f in run.finals] == ["Yeah, that's a good one."]
 
 
+class DoubtfulBabble(FakeDecoder):
+    """Partials say the same sentence again and again at a no-speech probability of
+    ``partial_no_speech``; the final's decode finds no speech (tiny.en on babble)."""
+
+    def __init__(self, partial_no_speech: float) -> None:
+        super().__init__()
+        self.partial_no_speech = partial_no_speech
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
+        out = []
+        for request, result in zip(requests, super().decode_batch(requests), strict=True):
+            final = request.kind is DecodeKind.FINAL
+            no_speech = 0.9 if final else self.partial_no_speech
+            out.append(replace(result, text="Yeah, that's a good one.", no_speech_prob=no_speech))
+        return out
+
+
+def test_partials_the_model_doubts_are_speech_make_no_word_stable() -> None:
+    run = drive(ONE, SessionConfig(), decoder=DoubtfulBabble(0.4))
+    partials = [e for e in run.events if isinstance(e, Partial)]
+    assert partials and not [p for p in partials if p.stable]
+    assert not [f for f in run.finals if f.text]
+    # Sure of speech, the same partials agree, and their stable words reach the final.
+    run = drive(ONE, SessionConfig(), decoder=DoubtfulBabble(0.05))
+    assert [e for e in run.events if isinstance(e, Partial) and e.stable]
+    assert [f.text for f in run.finals if f.text]
+
+
 def test_pausing_from_a_pause_long_enough_to_hold_partials_until_the_endpoint() -> None:
     """The engine reads ``pausing`` to keep the model free for a final that is near."""
     session = Session(ALONE, session_id="t", classifier=EnergyClassifier())

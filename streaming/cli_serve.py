@@ -186,10 +186,7 @@ def register_serve(sub: Any) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     from kettle.streaming.credentials import load_api_keys
-    from kettle.streaming.native_memory import fix_mmap_threshold
     from kettle.streaming.server import ServerConfig, serve_until_signalled
-
-    fix_mmap_threshold()  # a long-running process: large buffers go back to the OS when freed
 
     loaded = load_api_keys(args.api_key, args.api_key_file, os.environ)
     for warning in loaded.warnings:

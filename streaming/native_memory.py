@@ -8,45 +8,28 @@ returns it; it costs a few ms and the pages it returns fault in again, so the en
 at most once every interval and only after work since the last trim: when idle, or, when
 the model has had no idle moment for a whole interval (a client flooding audio keeps it
 busy for minutes), between two batches. A no-op where the C library is not glibc.
-
-Trimming returns only whole free pages, and glibc's dynamic mmap threshold puts ever larger
-buffers in the heap, where one live chunk keeps a page: ``fix_mmap_threshold`` pins the
-threshold at 128 KiB (its starting value) for a server process, so large buffers (a 1 MiB
-frame, a window's features, encoder outputs) are mapped on their own and unmapped when
-freed.
 """
 
 from __future__ import annotations
 
 import ctypes
 import logging
-import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
 
 
-M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
-MMAP_THRESHOLD_BYTES = 128 << 10
-
-
-def _glibc() -> ctypes.CDLL | None:
+def load_malloc_trim() -> Callable[[], None] | None:
+    """glibc's malloc_trim(0) as a callable, or None off glibc."""
     if not sys.platform.startswith("linux"):
         return None
     try:
         libc = ctypes.CDLL("libc.so.6")
     except OSError:
         return None
-    # musl and others may answer to libc.so.6 without being glibc; only glibc has these.
-    needed = ("gnu_get_libc_version", "malloc_trim", "mallopt")
-    return libc if all(hasattr(libc, name) for name in needed) else None
-
-
-def load_malloc_trim() -> Callable[[], None] | None:
-    """glibc's malloc_trim(0) as a callable, or None off glibc."""
-    libc = _glibc()
-    if libc is None:
+    # musl and others may answer to libc.so.6 without being glibc; only glibc has this.
+    if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "malloc_trim"):
         return None
     trim = libc.malloc_trim
 
@@ -54,20 +37,6 @@ def load_malloc_trim() -> Callable[[], None] | None:
         trim(ctypes.c_size_t(0))
 
     return release
-
-
-def fix_mmap_threshold(environ: Mapping[str, str] = os.environ) -> bool:
-    """Pin glibc's mmap threshold at MMAP_THRESHOLD_BYTES for this process (True if done).
-    Not where MALLOC_MMAP_THRESHOLD_ is set: the operator's value wins."""
-    if "MALLOC_MMAP_THRESHOLD_" in environ:
-        return False
-    libc = _glibc()
-    if libc is None:
-        return False
-    done = bool(libc.mallopt(ctypes.c_int(M_MMAP_THRESHOLD), ctypes.c_int(MMAP_THRESHOLD_BYTES)))
-    if not done:
-        logger.debug("mallopt(M_MMAP_THRESHOLD) refused")
-    return done
 
 
 class MemoryRelease:

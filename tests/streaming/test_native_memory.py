@@ -65,14 +65,3 @@ def test_found_exactly_where_python_runs_on_glibc() -> None:
 def test_none_off_linux(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "platform", "darwin")
     assert native_memory.load_malloc_trim() is None
-
-
-def test_the_mmap_threshold_is_pinned_on_glibc_unless_the_operator_set_one() -> None:
-    on_glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
-    assert native_memory.fix_mmap_threshold({}) == on_glibc
-    assert not native_memory.fix_mmap_threshold({"MALLOC_MMAP_THRESHOLD_": "65536"})
-
-
-def test_no_threshold_to_pin_off_linux(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sys, "platform", "darwin")
-    assert not native_memory.fix_mmap_threshold({})

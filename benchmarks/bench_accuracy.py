@@ -39,6 +39,7 @@ import argparse
 import asyncio
 import csv
 import dataclasses
+import itertools
 import json
 import os
 import subprocess
@@ -304,6 +305,9 @@ def run_stream(
     return asyncio.run(_stream(decoder, final_decoder, item, variant, realtime))
 
 
+_SESSION_IDS = itertools.count()
+
+
 def run_session(decoder: Any, final_decoder: Any, item: Item, variant: str) -> Outcome:
     """The session alone, each request decoded at once (finals by ``final_decoder`` if set),
     audio fed in 20 ms chunks."""
@@ -311,7 +315,10 @@ def run_session(decoder: Any, final_decoder: Any, item: Item, variant: str) -> O
     from kettle.streaming.session import Session
     from kettle.transcribe.types import DecodeKind
 
-    session = Session(stream_config(variant), session_id="bench")
+    # A fresh id per run: the adapter keeps incremental log-mel states by stream key
+    # (session id, utterance), and a state whose head and old end match (both silence) would
+    # be carried over from another run's window.
+    session = Session(stream_config(variant), session_id=f"bench-{next(_SESSION_IDS)}")
     stable: dict[int, int] = {}
     finals: list[tuple[str, int]] = []
 

@@ -15,11 +15,15 @@ every `--every` decodes:
   ONEDNN_PRIMITIVE_CACHE_CAPACITY=N. oneDNN, CTranslate2's GEMM backend on CPUs without
   MKL, caches compiled primitives keyed by shape, and a stream's shapes vary with batch,
   beam, encoder length and hypothesis count. Every other variant runs with kettle's own
-  setting (``kettle.transcribe.fw.ONEDNN_CACHE_CAPACITY``).
+  setting (``kettle.transcribe.fw.ONEDNN_CACHE_CAPACITY``);
+- mmap128: trim, with glibc's mmap threshold pinned at 128 KiB (MALLOC_MMAP_THRESHOLD_), as
+  `kettle serve` pins it (``native_memory.fix_mmap_threshold``);
+- nofastmm: mmap128, and MKL_DISABLE_FAST_MM=1 (CTranslate2 allocates through Intel MKL,
+  whose memory manager keeps freed buffers for reuse).
 
 Partials and finals decode with ``SessionConfig``'s beams and encoder lengths (partials: a
-beam of 3 on at least 10 s; finals: greedy on 30 s), finals with the stream's earlier finals
-as forced context.
+beam of 3 on at least 10 s; finals: a beam of 5 on at least 15 s), finals with the stream's
+earlier finals as forced context.
 
 Variants may repeat (`--variants default,trim,default,trim`) to interleave the decode
 timings on a shared machine; a repeated variant's rows are numbered.
@@ -99,7 +103,7 @@ def _child(args: argparse.Namespace) -> None:
     from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
     from kettle.transcribe.types import DecodeKind, DecodeRequest
 
-    trimmed = args.variant == "trim" or args.variant.startswith("dnnl")
+    trimmed = args.variant in ("trim", "mmap128", "nofastmm") or args.variant.startswith("dnnl")
     trim = ctypes.CDLL("libc.so.6").malloc_trim if trimmed else None
     defaults = SessionConfig()
     rng = random.Random(args.seed)
@@ -125,7 +129,9 @@ def _child(args: argparse.Namespace) -> None:
                     prefix=None if final else (s.partial.split(".")[0] or None),
                     word_timestamps=final,
                     beam_size=defaults.final_beam_size if final else defaults.partial_beam_size,
-                    encode_min_s=None if final else defaults.partial_encode_s,
+                    encode_min_s=_encode_min(
+                        defaults.final_encode_s if final else defaults.partial_encode_s
+                    ),
                     stream_key=s.key(),
                 )
             )
@@ -163,12 +169,21 @@ def _child(args: argparse.Namespace) -> None:
             )
 
 
+def _encode_min(seconds: float) -> float | None:
+    return seconds if seconds < 30 else None  # None: Whisper's 30 s
+
+
 def _run_variant(args: argparse.Namespace, variant: str) -> list[dict[str, float]]:
     env = dict(os.environ)
-    env.pop("MALLOC_ARENA_MAX", None)
-    env.pop("ONEDNN_PRIMITIVE_CACHE_CAPACITY", None)
+    for name in ("MALLOC_ARENA_MAX", "ONEDNN_PRIMITIVE_CACHE_CAPACITY", "MALLOC_MMAP_THRESHOLD_"):
+        env.pop(name, None)
+    env.pop("MKL_DISABLE_FAST_MM", None)
     if variant == "arena2":
         env["MALLOC_ARENA_MAX"] = "2"
+    if variant in ("mmap128", "nofastmm"):  # what `kettle serve` pins (native_memory.py)
+        env["MALLOC_MMAP_THRESHOLD_"] = "131072"
+    if variant == "nofastmm":  # Intel MKL's allocator keeps freed buffers unless this is set
+        env["MKL_DISABLE_FAST_MM"] = "1"
     if variant.startswith("dnnl"):
         env["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = str(int(variant[4:]))
     cmd = [

@@ -590,9 +590,8 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> None:
         f"{args.streams} honest real-time streams for {args.minutes:g} minutes in alternating "
         f"{args.block_s:g} s blocks, quiet and abusive (a 50x real-time flooder, a garbage "
         "sender, 10 abrupt disconnects a minute); warm-up is the first quiet + abusive pair. "
-        "The machine was shared with other jobs during the run (a 2-core box running other "
-        "helpers' test suites), which the interleaved blocks share alike; 1-minute load "
-        f"average {result['load_average_start_end'][0]} at the start, "
+        "Whatever else the machine ran (see the note) the interleaved blocks share alike; "
+        f"1-minute load average {result['load_average_start_end'][0]} at the start, "
         f"{result['load_average_start_end'][1]} at the end.\n\n"
         + (f"{args.note}\n\n" if args.note else "")
         + table

@@ -16,8 +16,9 @@ every `--every` decodes:
   MKL, caches compiled primitives keyed by shape, and a stream's shapes vary with batch,
   beam, encoder length and hypothesis count. Every other variant runs with kettle's own
   setting (``kettle.transcribe.fw.ONEDNN_CACHE_CAPACITY``);
-- mmap128: trim, with glibc's mmap threshold pinned at 128 KiB (MALLOC_MMAP_THRESHOLD_), as
-  `kettle serve` pins it (``native_memory.fix_mmap_threshold``);
+- mmap128: trim, with glibc's mmap threshold pinned at 128 KiB (MALLOC_MMAP_THRESHOLD_):
+  tried for `kettle serve` and reverted, decodes were 7.5 % slower (RESULTS.md, "Soak and
+  RSS, session 12");
 - nofastmm: mmap128, and MKL_DISABLE_FAST_MM=1 (CTranslate2 allocates through Intel MKL,
   whose memory manager keeps freed buffers for reuse).
 
@@ -129,8 +130,8 @@ def _child(args: argparse.Namespace) -> None:
                     prefix=None if final else (s.partial.split(".")[0] or None),
                     word_timestamps=final,
                     beam_size=defaults.final_beam_size if final else defaults.partial_beam_size,
-                    encode_min_s=_encode_min(
-                        defaults.final_encode_s if final else defaults.partial_encode_s
+                    encode_min_s=defaults.encode_min_s(
+                        DecodeKind.FINAL if final else DecodeKind.PARTIAL
                     ),
                     stream_key=s.key(),
                 )
@@ -169,18 +170,18 @@ def _child(args: argparse.Namespace) -> None:
             )
 
 
-def _encode_min(seconds: float) -> float | None:
-    return seconds if seconds < 30 else None  # None: Whisper's 30 s
-
-
 def _run_variant(args: argparse.Namespace, variant: str) -> list[dict[str, float]]:
     env = dict(os.environ)
-    for name in ("MALLOC_ARENA_MAX", "ONEDNN_PRIMITIVE_CACHE_CAPACITY", "MALLOC_MMAP_THRESHOLD_"):
+    for name in (
+        "MALLOC_ARENA_MAX",
+        "ONEDNN_PRIMITIVE_CACHE_CAPACITY",
+        "MALLOC_MMAP_THRESHOLD_",
+        "MKL_DISABLE_FAST_MM",
+    ):
         env.pop(name, None)
-    env.pop("MKL_DISABLE_FAST_MM", None)
     if variant == "arena2":
         env["MALLOC_ARENA_MAX"] = "2"
-    if variant in ("mmap128", "nofastmm"):  # what `kettle serve` pins (native_memory.py)
+    if variant in ("mmap128", "nofastmm"):  # tried for `kettle serve`, reverted (RESULTS.md)
         env["MALLOC_MMAP_THRESHOLD_"] = "131072"
     if variant == "nofastmm":  # Intel MKL's allocator keeps freed buffers unless this is set
         env["MKL_DISABLE_FAST_MM"] = "1"

@@ -167,6 +167,11 @@ class SessionConfig:
     # then no context is used, since the earlier utterances would decide the language.
     multilingual: bool = False
 
+    def encode_min_s(self, kind: DecodeKind) -> float | None:
+        """A request's ``encode_min_s`` for this kind: None (Whisper's 30 s) from 30 s on."""
+        seconds = self.final_encode_s if kind is DecodeKind.FINAL else self.partial_encode_s
+        return seconds if seconds < 30 else None
+
     def __post_init__(self) -> None:
         if self.language is not None and not (
             isinstance(self.language, str)
@@ -235,7 +240,7 @@ class SessionConfig:
             partial_context_chars=self.partial_context_chars,
             max_voice_change=(self.voice_gate or None) if context else None,
             partial_context_until=self.partial_context_until,
-            partial_window=encoder_window_limit(_encode_min(self.partial_encode_s)),
+            partial_window=encoder_window_limit(self.encode_min_s(DecodeKind.PARTIAL)),
         )
 
 
@@ -461,9 +466,7 @@ class Session:
             cache_key=(self.session_id, utt.ordinal, plan.start, plan.end),
             stream_key=(self.session_id, utt.ordinal),
             speculative=plan.speculative,
-            encode_min_s=_encode_min(
-                self.config.final_encode_s if final else self.config.partial_encode_s
-            ),
+            encode_min_s=self.config.encode_min_s(plan.kind),
         )
         if plan.speculative:
             assert utt.end is None and self._segmenter.pause_end is not None
@@ -776,8 +779,3 @@ def _as_mono_float32(samples: np.ndarray) -> np.ndarray:
     if not np.all(np.isfinite(out)):
         out = np.nan_to_num(out, nan=0.0, posinf=1.0, neginf=-1.0)
     return out
-
-
-def _encode_min(seconds: float) -> float | None:
-    """A request's encode_min_s: None (Whisper's 30 s) from 30 s on."""
-    return seconds if seconds < 30 else None

@@ -129,6 +129,11 @@ class SessionConfig:
     # fits in a 30 s window); 0 decodes every utterance alone. The context's text is bounded
     # too, in characters, for finals and for partials (see planner.PlannerConfig).
     context_s: float = 30.0
+    # The context's text goes to the decoder as its previous-text prompt, and decoding starts
+    # at a forced timestamp where the utterance starts (DecodeRequest.context_end_s), instead
+    # of being forced as its prefix: a prompt is read in one pass, forced tokens are stepped
+    # one by one at the beam's width (RESULTS.md, "bench_accuracy_levers", session 13).
+    context_as_prompt: bool = True
     context_chars: int = 250
     partial_context_chars: int = 120
     # Silence kept after the last voiced frame in a final's window (at most the endpoint's).
@@ -458,6 +463,11 @@ class Session:
             prompt=plan.context.prompt or None,
             prefix=plan.prefix or None,
             context=plan.context.text or None,
+            context_end_s=(
+                (utt.start - plan.start) / SAMPLE_RATE
+                if self.config.context_as_prompt and plan.context.text
+                else None
+            ),
             language=self.config.language,
             word_timestamps=final and self.config.word_timestamps,
             beam_size=self.config.final_beam_size if final else self.config.partial_beam_size,

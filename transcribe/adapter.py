@@ -357,6 +357,14 @@ class WhisperAdapter:
                 f"request {r.request_id!r}: context of {len(r.context)} characters is longer "
                 f"than {MAX_CONTEXT_CHARS}"
             )
+        if r.context_end_s is not None and not (
+            isinstance(r.context_end_s, int | float)
+            and 0.0 <= r.context_end_s <= samples.shape[0] / SAMPLE_RATE
+        ):
+            raise ConfigError(
+                f"request {r.request_id!r}: context_end_s must lie within the window, "
+                f"not {r.context_end_s!r}"
+            )
         if r.encode_min_s is not None and not 0.0 <= r.encode_min_s <= 30.0:
             raise ConfigError(
                 f"request {r.request_id!r}: encode_min_s must be within 0..30, not {r.encode_min_s}"
@@ -382,20 +390,26 @@ class WhisperAdapter:
             self._prompts.assign_languages(active, self._detect)
             for job in active:
                 self._prompts.build(job)
-            partials = [j for j in active if not j.final]
+            self._decode_active(active)
+            # In timestamp mode after a prompted context the model sometimes writes an
+            # earlier sentence of the context out again instead of the new words (3 of 27
+            # decodes on set b, RESULTS.md "bench_accuracy_levers"): those decode again with
+            # the context forced, which cannot repeat it.
+            again = [
+                j
+                for j in active
+                if not j.context_forced
+                and j.chosen is not None
+                and decoding.repeats_context(j.chosen.text, j.request.context or "")
+            ]
+            if again:
+                logger.debug("%d decode(s) repeated their context; forcing it", len(again))
+                for job in again:
+                    job.chosen, job.attempts, job.next_round = None, [], None
+                    job.context_retried = True
+                    self._prompts.build(job, force_context=True)
+                self._decode_active(again)
             finals = [j for j in active if j.final]
-            by_beam: dict[int, list[Job]] = {}
-            for job in partials:  # greedy unless the request asks for a beam
-                by_beam.setdefault(job.request.beam_size or 1, []).append(job)
-            for beam, group in by_beam.items():
-                caps = [
-                    j.request.max_new_tokens or self._config.partial_max_new_tokens for j in group
-                ]
-                hyps = self._generate(group, temperature=0.0, beam_size=beam, caps=caps)
-                for job, hyp in zip(group, hyps, strict=True):
-                    job.chosen = hyp
-            if finals:
-                self._fallback.decode(finals, self._generate)
             self._aligner.align([j for j in finals if j.request.word_timestamps])
             for job in active:
                 results[job.index] = self._result(job)
@@ -403,6 +417,21 @@ class WhisperAdapter:
         if len(out) != len(jobs):  # a bug, not a model failure: never return a short list
             raise DecodeError("internal error: a request got no result")
         return out
+
+    def _decode_active(self, active: list[Job]) -> None:
+        """Set ``chosen`` of every job: partials in one pass, finals with the fallback."""
+        partials = [j for j in active if not j.final]
+        finals = [j for j in active if j.final]
+        by_beam: dict[int, list[Job]] = {}
+        for job in partials:  # greedy unless the request asks for a beam
+            by_beam.setdefault(job.request.beam_size or 1, []).append(job)
+        for beam, group in by_beam.items():
+            caps = [j.request.max_new_tokens or self._config.partial_max_new_tokens for j in group]
+            hyps = self._generate(group, temperature=0.0, beam_size=beam, caps=caps)
+            for job, hyp in zip(group, hyps, strict=True):
+                job.chosen = hyp
+        if finals:
+            self._fallback.decode(finals, self._generate)
 
     def _detect(self, jobs: Sequence[Job]) -> list[Any]:
         return list(self._ct2.detect_language(self._encoder.stack(jobs)))
@@ -439,4 +468,5 @@ class WhisperAdapter:
             tokens=() if silent else hyp.tokens,
             fallback=None if silent or not job.final else self._fallback.reason(hyp),
             next_round=job.next_round,
+            context_retried=job.context_retried,
         )

@@ -1,5 +1,6 @@
 """The one place that calls the model's ``generate``: batched decoding of encoded windows
-into hypotheses, grouped so every call has <|startoftranscript|> at one position."""
+into hypotheses, grouped so every call has <|startoftranscript|> at one position and one
+mode (CTranslate2 applies the timestamp rules to a whole batch by its first prompt)."""
 
 from __future__ import annotations
 
@@ -33,10 +34,10 @@ class Generator:
         """One hypothesis per job: beam search at temperature 0, else ``best_of`` samples.
         ``caps``: new tokens each job may generate (None: up to the model's limit)."""
         out: dict[int, Hypothesis] = {}
-        groups: dict[int, list[int]] = {}
+        groups: dict[tuple[int, bool], list[int]] = {}
         for k, job in enumerate(jobs):
             sot = self._prompts.tokenizer(job.language, job.task).sot
-            groups.setdefault(job.prompt.index(sot), []).append(k)
+            groups.setdefault((job.prompt.index(sot), job.timestamps), []).append(k)
         for members in groups.values():
             sub = [jobs[k] for k in members]
             sub_caps = [caps[k] for k in members]
@@ -71,12 +72,12 @@ class Generator:
         seq = list(res.sequences_ids[0])
         # CTranslate2 returns the forced tokens too but scores only what follows them; the
         # context is not counted, so a long context does not dilute the average.
-        n_context = min(len(job.context), len(seq))
+        n_context = min(job.n_context_out, len(seq))
         avg = decoding.avg_logprob(float(res.scores[0]), len(seq) - n_context)
         # One max_length serves a whole group: trim to this request's own token budget.
         if budget is not None:
             seq = seq[:budget]
-        tokens = tuple(t for t in seq[n_context:] if t < tok.eot)
+        tokens = tuple(t for t in seq[n_context:] if t < tok.eot)  # no timestamp tokens
         text = tok.decode(list(tokens)).strip()
         return Hypothesis(
             tokens=tokens,

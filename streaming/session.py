@@ -133,7 +133,8 @@ class SessionConfig:
     # at a forced timestamp where the utterance starts (DecodeRequest.context_end_s), instead
     # of being forced as its prefix: a prompt is read in one pass, forced tokens are stepped
     # one by one at the beam's width (RESULTS.md, "bench_accuracy_levers", session 13).
-    context_as_prompt: bool = True
+    context_as_prompt: bool = True  # for finals
+    partial_context_as_prompt: bool = True
     context_chars: int = 250
     partial_context_chars: int = 120
     # Silence kept after the last voiced frame in a final's window (at most the endpoint's).
@@ -465,7 +466,12 @@ class Session:
             context=plan.context.text or None,
             context_end_s=(
                 (utt.start - plan.start) / SAMPLE_RATE
-                if self.config.context_as_prompt and plan.context.text
+                if plan.context.text
+                and (
+                    self.config.context_as_prompt
+                    if final
+                    else self.config.partial_context_as_prompt
+                )
                 else None
             ),
             language=self.config.language,

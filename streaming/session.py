@@ -129,12 +129,15 @@ class SessionConfig:
     # fits in a 30 s window); 0 decodes every utterance alone. The context's text is bounded
     # too, in characters, for finals and for partials (see planner.PlannerConfig).
     context_s: float = 30.0
-    # The context's text goes to the decoder as its previous-text prompt, and decoding starts
-    # at a forced timestamp where the utterance starts (DecodeRequest.context_end_s), instead
-    # of being forced as its prefix: a prompt is read in one pass, forced tokens are stepped
-    # one by one at the beam's width (RESULTS.md, "bench_accuracy_levers", session 13).
-    context_as_prompt: bool = True  # for finals
-    partial_context_as_prompt: bool = True
+    # A final's context text goes to the decoder as its previous-text prompt, and decoding
+    # starts at a forced timestamp where the utterance starts (DecodeRequest.context_end_s),
+    # instead of being forced as its prefix: a prompt is read in one pass, forced tokens are
+    # stepped one by one at the beam's width. Partials keep the context forced: prompted,
+    # their stable words were less accurate (set b: 0.90 vs 0.94) and finals, which start
+    # with them, worse (14.6 % vs 13.1 % WER); and a fifth of them wrote the context out
+    # again (RESULTS.md, "bench_accuracy_levers", session 13).
+    context_as_prompt: bool = True
+    partial_context_as_prompt: bool = False
     context_chars: int = 250
     partial_context_chars: int = 120
     # Silence kept after the last voiced frame in a final's window (at most the endpoint's).

@@ -456,6 +456,11 @@ def test_partials_are_decoded_in_the_same_context() -> None:
     f0 = run.finals[0]
     later = [r for r in _requests_of(run, DecodeKind.PARTIAL) if r.cache_key[1] == 1]
     assert later and all(r.context == f0.text and r.cache_key[2] == f0.start for r in later)
+    assert all(r.context_end_s is None for r in later)  # forced, unlike a final's
+    prompted = drive(THREE, replace(CONTEXT, partial_context_as_prompt=True))
+    later = [r for r in _requests_of(prompted, DecodeKind.PARTIAL) if r.cache_key[1] == 1]
+    starts = {(f.start - f0.start) / SR for f in prompted.finals[1:2]}
+    assert later and {r.context_end_s for r in later} == starts
     texts = [p.text for p in run.partials if p.utterance == 1]
     assert texts and all(t.startswith("alpha") and len(t.split()) <= 3 for t in texts)
 

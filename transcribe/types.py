@@ -111,8 +111,9 @@ class DecodeResult:
     fallback: str | None = None
     # Set only for a request with fallback_round: the round to ask for next (None: done).
     next_round: int | None = None
-    # A prompted context (``context_end_s``) was written out again, so the request was
-    # decoded a second time with the context forced; this is that second decode.
+    # A decode with a prompted context (``context_end_s``) wrote the context out again or
+    # was unsure (adapter.PROMPTED_MIN_LOGPROB), so the request was decoded a second time
+    # with the context forced; this is that second decode.
     context_retried: bool = False
 
 

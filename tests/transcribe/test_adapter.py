@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 import soundfile as sf
+from kettle.transcribe import adapter as adapter_module
 from kettle.transcribe import decoding
 from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
 from kettle.transcribe.decoding import Hypothesis, Thresholds
@@ -316,6 +317,12 @@ def test_prompted_context_gives_the_new_words_like_a_forced_one(
     (retried,) = tiny_decoder.decode_batch(requests[:1])
     assert retried.context_retried and _words(retried.text) == want
     assert len(seen) == 1  # the second decode, forced, is not checked again
+
+    # An unsure prompted decode is decoded again too (every decode is unsure below 0).
+    monkeypatch.setattr(decoding, "repeats_context", lambda text, context: False)
+    monkeypatch.setattr(adapter_module, "PROMPTED_MIN_LOGPROB", 0.0)
+    (unsure,) = tiny_decoder.decode_batch(requests[:1])
+    assert unsure.context_retried and _words(unsure.text) == want
 
 
 def test_repeats_context_spots_an_earlier_sentence_written_again() -> None:

@@ -132,10 +132,11 @@ class SessionConfig:
     # A final's context text goes to the decoder as its previous-text prompt, and decoding
     # starts at a forced timestamp where the utterance starts (DecodeRequest.context_end_s),
     # instead of being forced as its prefix: a prompt is read in one pass, forced tokens are
-    # stepped one by one at the beam's width. Partials keep the context forced: prompted,
-    # their stable words were less accurate (set b: 0.90 vs 0.94) and finals, which start
-    # with them, worse (14.6 % vs 13.1 % WER); and a fifth of them wrote the context out
-    # again (RESULTS.md, "bench_accuracy_levers", session 13).
+    # stepped one by one at the beam's width. The adapter decodes one again with the context
+    # forced if it writes its context out again or is unsure. Partials keep the context
+    # forced: prompted, their stable words were less accurate (set b: 0.90 vs 0.94), and
+    # the finals, which start with them, worse (b 14.6 % vs 13.1 %); and a fifth of them
+    # wrote the context out again (RESULTS.md, "bench_accuracy_levers", session 13).
     context_as_prompt: bool = True
     partial_context_as_prompt: bool = False
     context_chars: int = 250

@@ -23,7 +23,7 @@ class Job:
     # The context is forced as the decoder's prefix (its tokens lead the output and are cut
     # off), or it is the prompt and decoding starts at a forced timestamp (timestamp mode).
     context_forced: bool = True
-    context_retried: bool = False  # decoded again with the context forced (it was repeated)
+    context_retried: bool = False  # decoded again, context forced (repeated it, or unsure)
     attempts: list[Hypothesis] = field(default_factory=list)
     chosen: Hypothesis | None = None
     words: tuple[Word, ...] = ()

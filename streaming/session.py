@@ -129,15 +129,19 @@ class SessionConfig:
     # fits in a 30 s window); 0 decodes every utterance alone. The context's text is bounded
     # too, in characters, for finals and for partials (see planner.PlannerConfig).
     context_s: float = 30.0
-    # A final's context text goes to the decoder as its previous-text prompt, and decoding
-    # starts at a forced timestamp where the utterance starts (DecodeRequest.context_end_s),
+    # A final's context text can go to the decoder as its previous-text prompt, decoding
+    # starting at a forced timestamp where the utterance starts (DecodeRequest.context_end_s),
     # instead of being forced as its prefix: a prompt is read in one pass, forced tokens are
     # stepped one by one at the beam's width. The adapter decodes one again with the context
-    # forced if it writes its context out again or is unsure. Partials keep the context
-    # forced: prompted, their stable words were less accurate (set b: 0.90 vs 0.94), and
-    # the finals, which start with them, worse (b 14.6 % vs 13.1 %); and a fifth of them
-    # wrote the context out again (RESULTS.md, "bench_accuracy_levers", session 13).
-    context_as_prompt: bool = True
+    # forced if it writes its context out again or is unsure. Off by default: one stream's
+    # final lag P50 fell from 0.62 to 0.46 s, but set a's WER rose from 10.1 to 11.2 % and
+    # b's from 11.9 to 12.4 % (over offline + 1), and in the 20-minute soak (4 streams and
+    # abusive clients) the honest finals' lag P95 rose from 1.03 to 1.59 s: prompted and
+    # forced requests cannot share a generate call, and a retry holds its whole batch.
+    # Partials keep the context forced either way: prompted, their stable words were less
+    # accurate (set b: 0.90 vs 0.94), and a fifth wrote the context out again (RESULTS.md,
+    # "bench_accuracy_levers", session 13).
+    context_as_prompt: bool = False  # for finals
     partial_context_as_prompt: bool = False
     context_chars: int = 250
     partial_context_chars: int = 120

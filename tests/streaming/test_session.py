@@ -442,13 +442,14 @@ def test_finals_are_decoded_in_context_and_emit_only_new_words() -> None:
         assert r.cache_key[3] == f.end + int(PAST_END * SR)
         assert len(r.audio) == r.cache_key[3] - f0.start
     assert [f.utterance for f in run.finals] == [0, 1, 2]
-    # The context goes in as the prompt, decoding starting where the utterance starts.
-    assert [r.context_end_s for r in finals] == [None] + [
-        (f.start - f0.start) / SR for f in (f1, f2)
+    assert [r.context_end_s for r in finals] == [None] * 3  # the context is forced
+    # Or it goes in as the prompt, decoding starting where the utterance starts.
+    prompted = drive(THREE, replace(CONTEXT, context_as_prompt=True))
+    p0, p1, p2 = prompted.finals
+    assert [r.context_end_s for r in _requests_of(prompted, DecodeKind.FINAL)] == [None] + [
+        (f.start - p0.start) / SR for f in (p1, p2)
     ]
-    forced = drive(THREE, replace(CONTEXT, context_as_prompt=False))
-    assert [r.context_end_s for r in _requests_of(forced, DecodeKind.FINAL)] == [None] * 3
-    assert [f.text for f in forced.finals] == [f.text for f in run.finals]
+    assert [f.text for f in prompted.finals] == [f.text for f in run.finals]
 
 
 def test_partials_are_decoded_in_the_same_context() -> None:

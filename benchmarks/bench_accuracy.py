@@ -221,7 +221,7 @@ class Outcome:
     cache_hit_rate: float | None = None
     lags: list[float] = dataclasses.field(default_factory=list)  # from the end of speech, s
     prompted: int = 0  # decodes with the context as the prompt (DecodeRequest.context_end_s)
-    retried: int = 0  # of those, decoded again with the context forced (it was written again)
+    retried: int = 0  # of those, decoded again with it forced (written out again, or unsure)
 
 
 ALONE = {
@@ -633,7 +633,8 @@ def main(argv: list[str] | None = None) -> int:
             "`words` counts words emitted on non-speech; `stable_share` is the share of final "
             "words that were stable in a partial before, `stable_accuracy` how many of those "
             "match the reference; `context_retried` how many of the decodes with the context "
-            "as the prompt wrote it out again and were decoded again with it forced.\n\n"
+            "as the prompt wrote it out again or were unsure, and were decoded again with it "
+            "forced.\n\n"
             f"![accuracy]({args.plot.name})\n",
         )
     return 0

@@ -186,6 +186,12 @@ class SessionConfig:
         seconds = self.final_encode_s if kind is DecodeKind.FINAL else self.partial_encode_s
         return seconds if seconds < 30 else None
 
+    def context_prompted(self, kind: DecodeKind) -> bool:
+        """Whether a request of this kind takes its context as the prompt (else forced)."""
+        return (
+            self.context_as_prompt if kind is DecodeKind.FINAL else self.partial_context_as_prompt
+        )
+
     def __post_init__(self) -> None:
         if self.language is not None and not (
             isinstance(self.language, str)
@@ -474,12 +480,7 @@ class Session:
             context=plan.context.text or None,
             context_end_s=(
                 (utt.start - plan.start) / SAMPLE_RATE
-                if plan.context.text
-                and (
-                    self.config.context_as_prompt
-                    if final
-                    else self.config.partial_context_as_prompt
-                )
+                if plan.context.text and self.config.context_prompted(plan.kind)
                 else None
             ),
             language=self.config.language,

@@ -11,6 +11,8 @@ Order. Finals of closed utterances come first, oldest first. Then, in an open ut
 
 - at a pause long enough for the final's tail, a speculative FINAL on the window the final
   will have if the endpoint confirms the pause (ready, or nearly, when the endpoint comes);
+  with ``speculate_at_pause``, as soon as the pause begins, the tail not heard yet filled
+  from the pause's own audio;
 - else, every ``partial_interval`` of new audio, a PARTIAL on the utterance so far, unless
   silence is starting (a pause, and its speculative final, may be near) or the utterance is
   near its maximum length (stable words must lie before any cut the segmenter may choose).
@@ -18,6 +20,7 @@ Order. Finals of closed utterances come first, oldest first. Then, in an open ut
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from kettle.streaming.context import Context, ContextHistory
@@ -53,6 +56,10 @@ class PlannerConfig:
     # least that much audio anyway (SessionConfig.partial_encode_s), so context up to there
     # costs no encoder time.
     partial_window: int = MAX_WINDOW_SAMPLES
+    # Ask for the speculative final as soon as the pause begins, before all of its window's
+    # tail has been heard; the rest of the tail is filled from the pause's own audio
+    # (speculation.fill_tail). False: wait until the whole tail has arrived.
+    speculate_at_pause: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,9 @@ class Plan:
     context: Context
     prefix: str  # the utterance's stable words, which the result starts with
     speculative: bool = False
+    # Where the heard audio ends when a speculative final's window runs past it (the rest
+    # is filled from the pause); None: the whole window has been heard.
+    heard_end: int | None = None
 
 
 def final_window_end(utt: Utterance) -> int:
@@ -129,9 +139,12 @@ def _plan_pause(
         return None
     speech_end = state.speech_end if state.speech_end is not None else state.pause_end
     window_end = max(state.pause_end, speech_end + cfg.final_tail)
-    if state.position < window_end:
+    if state.position >= window_end:
+        return _plan(utt, DecodeKind.FINAL, window_end, history, cfg, speculative=True)
+    if not cfg.speculate_at_pause:
         return None  # the silence the final's window holds has not all arrived yet
-    return _plan(utt, DecodeKind.FINAL, window_end, history, cfg, speculative=True)
+    plan = _plan(utt, DecodeKind.FINAL, window_end, history, cfg, speculative=True)
+    return dataclasses.replace(plan, heard_end=state.position)
 
 
 def _plan(

@@ -69,6 +69,7 @@ from kettle.streaming.planner import (
     plan_next,
 )
 from kettle.streaming.planner import final_window_end as _final_window_end
+from kettle.streaming.speculation import fill_tail
 from kettle.streaming.utterances import Utterance, UtteranceTracker
 from kettle.streaming.vad import (
     FRAME_SAMPLES,
@@ -119,6 +120,11 @@ class SessionConfig:
     max_utterance_s: float = 29.0
     vad_aggressiveness: int = 2
     speculative_final: bool = True
+    # Ask for the speculative final when the pause begins (200 ms of silence), the part of
+    # its window's tail (final_tail_ms) not heard yet filled from the pause's own audio,
+    # instead of waiting for the whole tail: a final in context takes longer to decode than
+    # the endpoint's wait after the tail.
+    speculate_at_pause: bool = True
     # Text the first utterance is conditioned on (names, vocabulary); later ones get the
     # stream's previous finals.
     prompt: str | None = None
@@ -250,6 +256,7 @@ class SessionConfig:
         return PlannerConfig(
             partials=self.partials,
             speculative_final=self.speculative_final,
+            speculate_at_pause=self.speculate_at_pause,
             partial_interval=int(self.partial_interval_s * SAMPLE_RATE),
             final_tail=tail_ms * SAMPLE_RATE // 1000,
             # Near the max length no more partials: stable words then always lie before any
@@ -472,7 +479,7 @@ class Session:
         utt = plan.utterance
         final = plan.kind is DecodeKind.FINAL
         request = DecodeRequest(
-            audio=self._buf.slice(plan.start, plan.end),
+            audio=self._window_audio(plan),
             kind=plan.kind,
             request_id=rid,
             prompt=plan.context.prompt or None,
@@ -487,8 +494,10 @@ class Session:
             word_timestamps=final and self.config.word_timestamps,
             beam_size=self.config.final_beam_size if final else self.config.partial_beam_size,
             max_new_tokens=None if final else PARTIAL_MAX_TOKENS,
-            # Same window, same key: a decode over a window already encoded reuses it.
-            cache_key=(self.session_id, utt.ordinal, plan.start, plan.end),
+            # Same window, same key: a decode over a window already encoded reuses it (a
+            # window with a filled tail is not the heard one, so its key names the fill).
+            cache_key=(self.session_id, utt.ordinal, plan.start, plan.end)
+            + (() if plan.heard_end is None else ("filled from", plan.heard_end)),
             stream_key=(self.session_id, utt.ordinal),
             speculative=plan.speculative,
             encode_min_s=self.config.encode_min_s(plan.kind),
@@ -501,6 +510,19 @@ class Session:
         self._pending[rid] = _Pending(plan)
         self._in_flight = rid
         self._requests.append(request)
+
+    def _window_audio(self, plan: Plan) -> np.ndarray:
+        """The plan's window; a speculative final's tail not heard yet is filled from the
+        pause heard so far (speculation.fill_tail)."""
+        if plan.heard_end is None or plan.heard_end >= plan.end:
+            return self._buf.slice(plan.start, plan.end)
+        speech_end = self._segmenter.speech_end
+        assert speech_end is not None  # a pause is open
+        return fill_tail(
+            self._buf.slice(plan.start, plan.heard_end),
+            silence=plan.heard_end - speech_end,
+            missing=plan.end - plan.heard_end,
+        )
 
     def _pump(self) -> None:
         """Ask for the most useful decode, if none of ours is in flight."""

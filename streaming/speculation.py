@@ -4,13 +4,35 @@ When silence follows speech, the utterance will end where that pause began unles
 comes back. The session decodes the final's window then, so the final is ready (or nearly)
 when the endpoint is decided. Anything that makes the speculation void (speech resumes, the
 request is dropped, the utterance ends elsewhere) calls ``invalidate()``.
+
+The pause begins before the final's window has all arrived (the window keeps more silence
+after the last voiced frame than makes a pause). Rather than wait for the rest, the
+speculation can fill it with the pause's own audio (``fill_tail``): the endpoint later
+confirms that what really came there was silence too, and a window that ends in room tone
+reads as one that ends in room tone; zeros would read as a cut (tiny.en misreads words at a
+window's hard edge).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from kettle.transcribe.types import DecodeResult
+
+
+def fill_tail(window: np.ndarray, silence: int, missing: int) -> np.ndarray:
+    """``window`` extended by ``missing`` samples mirrored from its last ``silence`` samples
+    (the pause heard so far), reflected back and forth if the pause is the shorter."""
+    if missing <= 0:
+        return window
+    quiet = window[window.shape[0] - max(0, min(silence, window.shape[0])) :]
+    if quiet.shape[0] < 2:  # nothing to mirror: fall back to the window's last sample
+        pad = np.full(missing, window[-1] if window.shape[0] else 0.0, dtype=window.dtype)
+    else:
+        pad = np.pad(quiet, (0, missing), mode="reflect")[quiet.shape[0] :]
+    return np.concatenate([window, pad.astype(window.dtype, copy=False)])
 
 
 @dataclass

@@ -88,6 +88,12 @@ class Plan:
     # is filled from the pause); None: the whole window has been heard.
     heard_end: int | None = None
 
+    @property
+    def heard_until(self) -> int:
+        """The end of the audio the window holds that was heard (a partial shown from it
+        never claims audio that has not arrived)."""
+        return self.end if self.heard_end is None else min(self.end, self.heard_end)
+
 
 def final_window_end(utt: Utterance) -> int:
     """The end of a closed utterance's final window."""

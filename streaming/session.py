@@ -703,7 +703,7 @@ class Session:
             return
         number = self._utts.number(utt)
         utt.last_partial_text = hyp.text
-        self._events.append(Partial(number, utt.start, plan.end, hyp.text, hyp.stable))
+        self._events.append(Partial(number, utt.start, plan.heard_until, hyp.text, hyp.stable))
 
     def _on_final(self, pending: _Pending, result: DecodeResult) -> None:
         utt, plan = pending.utterance, pending.plan

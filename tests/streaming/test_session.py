@@ -164,6 +164,50 @@ def test_no_speculation_when_off() -> None:
     assert len(finals) == 1 and len(run.finals) == 1
 
 
+def test_speculative_final_asked_at_the_pause_fills_the_tail_not_heard_yet() -> None:
+    # Defaults: a final's window keeps 300 ms after the last voiced frame (3.0 s), the pause
+    # begins at 200 ms. The speculation is asked for then, its last 100 ms mirrored from the
+    # pause heard so far, and it is the final (no second final decode) once the endpoint
+    # confirms the silence.
+    run = drive(ONE, SessionConfig())
+    (spec,) = [r for r in run.requests if r.kind is DecodeKind.FINAL]
+    _, _, start, end, *filled = spec.cache_key
+    assert (end, filled) == (int(3.3 * SR), ["filled from", int(3.2 * SR)])
+    assert spec.speculative and len(spec.audio) == end - start
+    heard = ONE[start : int(3.2 * SR)]
+    np.testing.assert_array_equal(spec.audio[: len(heard)], heard)
+    np.testing.assert_array_equal(spec.audio[len(heard) :], heard[-1601:-1][::-1])
+    (final,) = run.finals
+    assert final.text == "alpha bravo charlie delta"
+    # Asked for in the step that completed the pause: before the tail's last 100 ms came.
+    asked = run.log.index(("request", "final", spec.cache_key))
+    pause_partials = [e for e in run.log[asked:] if isinstance(e, Partial)]
+    assert pause_partials and pause_partials[0].end == int(3.2 * SR)
+
+
+def test_speculative_final_waits_for_its_whole_tail_when_not_asked_at_the_pause() -> None:
+    run = drive(ONE, SessionConfig(speculate_at_pause=False))
+    (spec,) = [r for r in run.requests if r.kind is DecodeKind.FINAL]
+    start, end = spec.cache_key[2:]
+    assert end == int(3.3 * SR)
+    np.testing.assert_array_equal(spec.audio, ONE[start:end])
+    assert len(run.finals) == 1
+
+
+def test_a_filled_speculation_is_dropped_when_speech_resumes_in_the_tail() -> None:
+    # Speech comes back 250 ms into the silence: after the speculation was asked for, inside
+    # the tail it filled. The filled guess is not used; the final covers all the speech.
+    audio = scripted_audio(
+        [("silence", 0.5), ("voice", 1.2), ("silence", 0.25), ("voice", 1.0), ("silence", 1.0)]
+    )
+    run = drive(audio, SessionConfig())
+    filled = [r for r in run.requests if r.kind is DecodeKind.FINAL and len(r.cache_key) > 4]
+    assert filled  # the first pause's speculation
+    (final,) = run.finals
+    assert final.text == "alpha bravo charlie delta"
+    assert final.end >= int((0.5 + 1.2 + 0.25 + 1.0) * SR)  # to past the second voice
+
+
 THREE = scripted_audio(
     [
         ("voice", 1.5),

@@ -576,6 +576,9 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> None:
             "figure": "flooder's admitted rate (x real time)",
             "value": result["flood_rate_x_realtime"],
         },
+        # Notices such as `overloaded` (partials thinned, finals follow); any other error
+        # to an honest client is a failure, counted in finals lost or client failures.
+        {"figure": "honest clients' errors", "value": result["honest_errors"] or "none"},
         {"figure": "flooder's errors", "value": result["flood_errors"] or "none"},
         {"figure": "garbage messages sent / errors back", "value": _garbage(result)},
         {"figure": "abrupt disconnects", "value": result["disconnects"]},

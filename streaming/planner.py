@@ -20,7 +20,6 @@ Order. Finals of closed utterances come first, oldest first. Then, in an open ut
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from kettle.streaming.context import Context, ContextHistory
@@ -85,14 +84,14 @@ class Plan:
     prefix: str  # the utterance's stable words, which the result starts with
     speculative: bool = False
     # Where the heard audio ends when a speculative final's window runs past it (the rest
-    # is filled from the pause); None: the whole window has been heard.
+    # is filled from the pause; always before ``end``); None: the whole window was heard.
     heard_end: int | None = None
 
     @property
     def heard_until(self) -> int:
         """The end of the audio the window holds that was heard (a partial shown from it
         never claims audio that has not arrived)."""
-        return self.end if self.heard_end is None else min(self.end, self.heard_end)
+        return self.end if self.heard_end is None else self.heard_end
 
 
 def final_window_end(utt: Utterance) -> int:
@@ -145,12 +144,14 @@ def _plan_pause(
         return None
     speech_end = state.speech_end if state.speech_end is not None else state.pause_end
     window_end = max(state.pause_end, speech_end + cfg.final_tail)
-    if state.position >= window_end:
-        return _plan(utt, DecodeKind.FINAL, window_end, history, cfg, speculative=True)
-    if not cfg.speculate_at_pause:
-        return None  # the silence the final's window holds has not all arrived yet
-    plan = _plan(utt, DecodeKind.FINAL, window_end, history, cfg, speculative=True)
-    return dataclasses.replace(plan, heard_end=state.position)
+    heard_end = None
+    if state.position < window_end:
+        if not cfg.speculate_at_pause:
+            return None  # the silence the final's window holds has not all arrived yet
+        heard_end = state.position  # the rest is filled from the pause
+    return _plan(
+        utt, DecodeKind.FINAL, window_end, history, cfg, speculative=True, heard_end=heard_end
+    )
 
 
 def _plan(
@@ -161,6 +162,7 @@ def _plan(
     cfg: PlannerConfig,
     *,
     speculative: bool = False,
+    heard_end: int | None = None,
 ) -> Plan:
     chars = cfg.final_context_chars if kind is DecodeKind.FINAL else cfg.partial_context_chars
     if kind is DecodeKind.PARTIAL and 0 < cfg.partial_context_until <= utt.agreement.stable_count:
@@ -171,4 +173,4 @@ def _plan(
         utt.start, end, language, chars, utt.voice, cfg.max_voice_change, window
     )
     prefix = utt.agreement.stable_text
-    return Plan(utt, kind, context.start, end, context, prefix, speculative)
+    return Plan(utt, kind, context.start, end, context, prefix, speculative, heard_end)

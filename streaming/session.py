@@ -517,7 +517,7 @@ class Session:
     def _window_audio(self, plan: Plan) -> np.ndarray:
         """The plan's window; a speculative final's tail not heard yet is filled from the
         pause heard so far (speculation.fill_tail)."""
-        if plan.heard_end is None or plan.heard_end >= plan.end:
+        if plan.heard_end is None:
             return self._buf.slice(plan.start, plan.end)
         speech_end = self._segmenter.speech_end
         assert speech_end is not None  # a pause is open

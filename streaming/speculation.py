@@ -26,7 +26,7 @@ def fill_tail(window: np.ndarray, silence: int, missing: int) -> np.ndarray:
     (the pause heard so far), reflected back and forth if the pause is the shorter."""
     if missing <= 0:
         return window
-    quiet = window[window.shape[0] - max(0, min(silence, window.shape[0])) :]
+    quiet = window[window.shape[0] - min(max(silence, 0), window.shape[0]) :]
     if quiet.shape[0] < 2:  # nothing to mirror: fall back to the window's last sample
         pad = np.full(missing, window[-1] if window.shape[0] else 0.0, dtype=window.dtype)
     else:

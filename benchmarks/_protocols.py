@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import numpy as np
 import soundfile as sf
-from kettle.streaming.client import ClientOptions, stream_audio, to_s16le
+from kettle.streaming.client.client import ClientOptions, stream_audio, to_s16le
 
 SAMPLE_RATE = 16000
 

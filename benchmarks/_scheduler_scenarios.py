@@ -25,8 +25,8 @@ BURST_TARGET = 1.3
 async def run(decoder: Any, plan: list[list[Any]], **engine_kw: Any) -> Any:
     """One real-time simulation; a Recorder decoder also observes the engine and gets the
     run's start (``started``) to place its timeline."""
-    from kettle.streaming.engine import Engine, EngineConfig
-    from kettle.streaming.simulate import run_simulation
+    from kettle.streaming.cli.simulation import run_simulation
+    from kettle.streaming.engine.engine import Engine, EngineConfig
 
     observer = decoder if isinstance(decoder, Recorder) else None
     async with Engine(decoder, EngineConfig(**engine_kw), observer=observer) as engine:
@@ -38,7 +38,7 @@ async def run(decoder: Any, plan: list[list[Any]], **engine_kw: Any) -> Any:
 
 def burst_plan(clips: list[Any], n: int, longest_s: float = 8.0) -> list[list[Any]]:
     """n clips of at most longest_s (one utterance each, mostly), padded to end together."""
-    from kettle.streaming.simulate import Clip
+    from kettle.streaming.cli.simulation import Clip
 
     fitting = sorted((c for c in clips if 2.0 <= c.seconds <= longest_s), key=lambda c: c.name)
     chosen = [fitting[(i * 5) % len(fitting)] for i in range(n)]
@@ -52,7 +52,7 @@ def burst_plan(clips: list[Any], n: int, longest_s: float = 8.0) -> list[list[An
 
 def burst_figures(decoder: Any, plan: list[list[Any]], result: Any) -> dict[str, Any]:
     """Last endpoint -> last final of the burst, and the same finals decoded back to back."""
-    from kettle.streaming.simulate import GAP_SECONDS
+    from kettle.streaming.cli.simulation import GAP_SECONDS
     from kettle.transcribe.types import DecodeKind, DecodeRequest
 
     last_endpoint, last_final, windows = 0.0, 0.0, []

@@ -18,9 +18,9 @@ SERVING = re.compile(r"kettle serving on (http://\S+)\n")
 def start_kettle(
     serve_args: Sequence[str], *, python: str = sys.executable, cwd: str | None = None
 ) -> tuple[subprocess.Popen[str], str]:
-    """``python -m kettle.streaming.cli serve --port 0 SERVE_ARGS``; returns the process and
+    """``python -m kettle.streaming.cli.main serve --port 0 SERVE_ARGS``; returns the process and
     its base URL (http://HOST:PORT) once it serves."""
-    cmd = [python, "-m", "kettle.streaming.cli", "serve", "--port", "0", *serve_args]
+    cmd = [python, "-m", "kettle.streaming.cli.main", "serve", "--port", "0", *serve_args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=cwd)
     assert proc.stdout is not None
     line = proc.stdout.readline()

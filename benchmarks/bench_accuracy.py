@@ -254,7 +254,7 @@ def parse_variant(method: str) -> tuple[dict[str, str], str | None]:
 
 
 def stream_config(method: str) -> Any:
-    from kettle.streaming.session import SessionConfig
+    from kettle.streaming.core.session import SessionConfig
 
     fields = parse_variant(method)[0]
     defaults = SessionConfig()
@@ -268,9 +268,9 @@ def stream_config(method: str) -> Any:
 async def _stream(
     decoder: Any, final_decoder: Any, item: Item, variant: str, realtime: bool
 ) -> Outcome:
-    from kettle.streaming.engine import Engine
-    from kettle.streaming.events import Final, Partial
-    from kettle.streaming.simulate import Clip, run_simulation
+    from kettle.streaming.cli.simulation import Clip, run_simulation
+    from kettle.streaming.core.events import Final, Partial
+    from kettle.streaming.engine.engine import Engine
 
     cpu0 = time.process_time()
     async with Engine(decoder, final_decoder=final_decoder) as engine:
@@ -313,8 +313,8 @@ _SESSION_IDS = itertools.count()
 def run_session(decoder: Any, final_decoder: Any, item: Item, variant: str) -> Outcome:
     """The session alone, each request decoded at once (finals by ``final_decoder`` if set),
     audio fed in 20 ms chunks."""
-    from kettle.streaming.events import Final, Partial
-    from kettle.streaming.session import Session
+    from kettle.streaming.core.events import Final, Partial
+    from kettle.streaming.core.session import Session
     from kettle.transcribe.types import DecodeKind
 
     # A fresh id per run: the adapter keeps incremental log-mel states by stream key
@@ -401,7 +401,7 @@ class Models:
 
 # --- scoring -------------------------------------------------------------------------------
 def wer(pairs: Sequence[tuple[str, str]]) -> float | None:
-    from kettle.streaming.simulate import corpus_wer
+    from kettle.streaming.cli.simulation import corpus_wer
 
     return corpus_wer(pairs)
 
@@ -409,7 +409,7 @@ def wer(pairs: Sequence[tuple[str, str]]) -> float | None:
 def stable_accuracy(reference: str, finals: Sequence[tuple[str, int]]) -> tuple[int, int, int]:
     """(final words, words that were stable before the final, stable words that match the
     reference word they align to), words compared as PROTOCOL.md normalises them."""
-    from kettle.streaming.agreement import normalized, split_words
+    from kettle.streaming.core.agreement import normalized, split_words
 
     hyp: list[str] = []
     stable: list[bool] = []
@@ -535,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
                 score = "" if name == "n" else f", wer {wer([(item.reference, out.text)])}"
                 print(f"[{name}] {item.name} {method}: cpu {out.cpu_s:.1f} s{score}", flush=True)
 
-    from kettle.streaming.simulate import latency_stats
+    from kettle.streaming.cli.simulation import latency_stats
 
     lags: dict[str, Outcome] = {}
     if not args.no_realtime and "a" in sets:

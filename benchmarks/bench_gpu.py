@@ -42,9 +42,9 @@ RAMP = (4, 8, 16, 32, 64)
 
 
 async def one_run(decoder: Any, plan: list[list[Any]], batch: int) -> dict[str, Any]:
-    from kettle.streaming.engine import Engine, EngineConfig
-    from kettle.streaming.scheduler import SchedulerConfig
-    from kettle.streaming.simulate import run_simulation
+    from kettle.streaming.cli.simulation import run_simulation
+    from kettle.streaming.engine.engine import Engine, EngineConfig
+    from kettle.streaming.engine.scheduling.scheduler import SchedulerConfig
 
     config = EngineConfig(SchedulerConfig(max_batch_size=batch, max_final_batch_size=batch))
     async with Engine(decoder, config) as engine:

@@ -34,14 +34,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import markdown_table, write_section
-from kettle.streaming.client import ClientOptions, stream_audio
+from kettle.streaming.client.client import ClientOptions, stream_audio
 from soak import histogram_quantile, honest_track, load_speech, metric, scrape, start_server
 
 BOUNDS = ("0.005", "0.01", "0.02", "0.05")
 
 CONTROL = """
 import asyncio, json, sys
-from kettle.streaming.looplag import LagWindow, LoopLagMonitor
+from kettle.streaming.server.looplag import LagWindow, LoopLagMonitor
 
 async def main(seconds):
     window = LagWindow(100_000)

@@ -10,7 +10,7 @@ every `--every` decodes:
 - arena2: MALLOC_ARENA_MAX=2 in the environment;
 - trim: default, plus glibc malloc_trim(0) every `--every` decodes (what `kettle serve`
   does at most once a minute, when idle or between batches under steady load:
-  ``kettle.streaming.native_memory``);
+  ``kettle.streaming.engine.native_memory``);
 - dnnl1024 (oneDNN's default), dnnl16, dnnlN: trim, in a process with
   ONEDNN_PRIMITIVE_CACHE_CAPACITY=N. oneDNN, CTranslate2's GEMM backend on CPUs without
   MKL, caches compiled primitives keyed by shape, and a stream's shapes vary with batch,
@@ -100,7 +100,7 @@ class _Stream:
 
 
 def _child(args: argparse.Namespace) -> None:
-    from kettle.streaming.session import SessionConfig
+    from kettle.streaming.core.session import SessionConfig
     from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
     from kettle.transcribe.types import DecodeKind, DecodeRequest
 

@@ -39,7 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import eval_dir, machine_info, markdown_table, require_eval_set, write_section
 from _serve import kettle_serving, ws_url
-from kettle.streaming.client import ClientOptions, StreamResult, stream_audio
+from kettle.streaming.client.client import ClientOptions, StreamResult, stream_audio
 
 HERE = Path(__file__).resolve().parent
 EVAL = eval_dir()
@@ -262,7 +262,7 @@ def report_protocols(args: argparse.Namespace, data: dict[str, Any]) -> None:
     write_section(
         "bench_server_protocols",
         f"{data['model']}; the same {args.seconds:g} s track of eval-set speech over each "
-        f"WebSocket protocol with its own client (kettle v1: `kettle.streaming.client`; "
+        f"WebSocket protocol with its own client (kettle v1: `kettle.streaming.client.client`; "
         f"Deepgram and OpenAI: their official SDKs), replayed in real time ({args.chunk_ms} ms "
         f"chunks), {args.rounds} rounds interleaved; lags from the audio clock to receipt "
         "(OpenAI Realtime: finals from the end of their turn, `speech_stopped.audio_end_ms`; "

@@ -48,7 +48,7 @@ TARGETS = {
 
 
 def load_clips(eval_dir: Path) -> list[Any]:
-    from kettle.streaming.simulate import Clip
+    from kettle.streaming.cli.simulation import Clip
     from kettle.transcribe.audio_io import RawFormat, load_audio
 
     clips = []
@@ -78,9 +78,9 @@ def stream_plan(clips: list[Any], streams: int, seconds: float) -> list[list[Any
 
 
 async def one_run(decoder: Any, plan: list[list[Any]], batch: int) -> dict[str, Any]:
-    from kettle.streaming.engine import Engine, EngineConfig
-    from kettle.streaming.scheduler import SchedulerConfig
-    from kettle.streaming.simulate import run_simulation
+    from kettle.streaming.cli.simulation import run_simulation
+    from kettle.streaming.engine.engine import Engine, EngineConfig
+    from kettle.streaming.engine.scheduling.scheduler import SchedulerConfig
 
     config = EngineConfig(SchedulerConfig(max_batch_size=batch))
     async with Engine(decoder, config) as engine:

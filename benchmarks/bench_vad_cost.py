@@ -28,7 +28,7 @@ CHUNK = 1600  # 100 ms at 16 kHz
 
 
 def measure(seconds: float) -> dict[str, float]:
-    from kettle.streaming.session import Session, SessionConfig
+    from kettle.streaming.core.session import Session, SessionConfig
     from kettle.transcribe.audio_io import load_audio
     from kettle.transcribe.fake import FakeDecoder
 

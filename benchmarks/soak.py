@@ -46,7 +46,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import machine_info, markdown_table, write_section
-from kettle.streaming.client import ClientOptions, StreamClientError, stream_audio, to_s16le
+from kettle.streaming.client.client import ClientOptions, StreamClientError, stream_audio, to_s16le
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
@@ -64,7 +64,7 @@ DISCONNECTS_PER_MINUTE = 10
 def start_server(
     args: argparse.Namespace, extra: tuple[str, ...] = ()
 ) -> tuple[subprocess.Popen[str], str]:
-    cmd = [sys.executable, "-m", "kettle.streaming.cli", "serve", "--port", "0"]
+    cmd = [sys.executable, "-m", "kettle.streaming.cli.main", "serve", "--port", "0"]
     cmd += ["--fake-model"] if args.fake_model else ["--model", args.model]
     cmd += args.serve_arg
     cmd += ["--max-sessions", "64", "--idle-timeout", "20", *extra]

@@ -186,7 +186,7 @@ class Replica:
     def start(self) -> Replica:
         self.starts += 1
         log = open(self.log_dir / f"{self.name}.{self.starts}.log", "w")  # noqa: SIM115
-        cmd = [sys.executable, "-m", "kettle.streaming.cli", "serve", "--fake-model"]
+        cmd = [sys.executable, "-m", "kettle.streaming.cli.main", "serve", "--fake-model"]
         cmd += ["--port", str(self.port), *self.args]
         self.proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=dict(os.environ)

@@ -49,3 +49,107 @@ def test_kernels_use_no_relative_imports_outside() -> None:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom):
                 assert node.level <= 1, f"{path} reaches outside kernels/"
+
+
+# Inside kettle.streaming: which sub-packages each sub-package may import.
+# core <- engine <- server; core <- protocols <- server; the client stands apart; cli may
+# import anything. Imports under `if TYPE_CHECKING:` count too, except where noted.
+STREAMING_ALLOWED = {
+    "core": {"core"},
+    "engine": {"core", "engine"},
+    "protocols": {"core", "protocols"},
+    "server": {"core", "engine", "protocols", "server"},
+    "client": {"client"},
+    "cli": {"core", "engine", "protocols", "server", "client", "cli"},
+}
+
+
+def _streaming_imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        for name in names:
+            parts = name.split(".")
+            if parts[:2] == ["kettle", "streaming"]:
+                found.add(parts[2] if len(parts) > 2 else "<facade>")
+    return found
+
+
+def test_streaming_layers_point_one_way() -> None:
+    wrong = []
+    for package, allowed in STREAMING_ALLOWED.items():
+        for path in sorted((ROOT / "streaming" / package).rglob("*.py")):
+            bad = _streaming_imports(path) - allowed
+            if bad:
+                wrong.append(f"{path.relative_to(ROOT)} imports {sorted(bad)}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_streaming_has_no_loose_modules() -> None:
+    # Every module lives in the sub-package of its layer; only the facade sits at the top.
+    loose = sorted(p.name for p in (ROOT / "streaming").glob("*.py") if p.name != "__init__.py")
+    assert not loose, loose
+
+
+def _runtime_imports(path: Path, package: str) -> set[str]:
+    """Modules of kettle.streaming imported at import time (not inside functions or
+    `if TYPE_CHECKING:`)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.startswith("kettle.streaming."):
+                found.add(node.module)
+                for alias in node.names:
+                    found.add(f"{node.module}.{alias.name}")
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("kettle.streaming."))
+    return found
+
+
+def test_streaming_has_no_import_cycle() -> None:
+    # The server's modules once held a cycle together with imports inside functions; none
+    # is left at import time either.
+    modules = {}
+    for path in (ROOT / "streaming").rglob("*.py"):
+        rel = path.relative_to(ROOT / "streaming").with_suffix("")
+        name = "kettle.streaming." + ".".join(rel.parts)
+        name = name.removesuffix(".__init__")
+        modules[name] = path
+    graph = {
+        name: {dep for dep in _runtime_imports(path, name) if dep in modules and dep != name}
+        for name, path in modules.items()
+    }
+    # Functions that import lazily are allowed in the CLI only (to keep `kettle --help` fast).
+    for name, path in modules.items():
+        if ".cli." in name + ".":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                for inner in ast.walk(node):
+                    if isinstance(inner, ast.ImportFrom) and (inner.module or "").startswith(
+                        "kettle.streaming"
+                    ):
+                        graph[name].add(inner.module or "")
+    state: dict[str, int] = {}
+    cycle: list[str] = []
+
+    def visit(node: str, trail: list[str]) -> bool:
+        state[node] = 1
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == 1:
+                cycle.extend([*trail[trail.index(dep) :], dep] if dep in trail else [node, dep])
+                return True
+            if dep not in state and visit(dep, [*trail, dep]):
+                return True
+        state[node] = 2
+        return False
+
+    for start in sorted(graph):
+        if start not in state and visit(start, [start]):
+            break
+    assert not cycle, " -> ".join(cycle)

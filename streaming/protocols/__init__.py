@@ -1,40 +1,5 @@
-"""Wire protocols: one sans-I/O codec per protocol, driven by one connection runner.
+"""Wire protocols: one sans-I/O codec per protocol, plus the handshake vocabulary they share.
 
-Layout of the server (all under kettle.streaming):
-
-    server.py        KettleServer: lifecycle (uvicorn, engine, drain), admission, slots
-    app.py           the Starlette app, assembled from route providers
-    http_routes.py   /healthz /readyz /metrics /v1/info and the page's assets
-    handshake.py     ProtocolRoute: per-protocol credentials and parameters; HandshakeRequest
-    ws_endpoint.py   ASGI WebSocket endpoint: admit -> accept (echo subprotocol) -> run -> release
-    runner.py        ConnectionRunner: reader / pump / writer around one codec and one stream
-    connection.py    ConnectionState: lifecycle flags, deadlines, text-message rate (pure)
-    ingress.py       AudioIngress: wire bytes -> PCM decoder -> engine stream, arrival times
-    protocols/base.py        the Codec interface and its actions (Send, FeedAudio, ...)
-    protocols/kettle_v1.py   PROTOCOL.md version 1 on /v1/stream
-
-Adding a WebSocket protocol (e.g. `protocols/openai_realtime.py`):
-
-1. Write a codec class with the methods of `protocols.base.Codec`: `start()`,
-   `on_text(text, rate)`, `on_binary(data)`, `stream_setup()`, `on_leftover(...)`,
-   `on_event(event, received)`, `fatal_error(message)`. Each returns actions (`Send`,
-   `FeedAudio`, `Finalize`, `Stop`, `Close`); none does I/O, reads a clock or raises on bad
-   client input. Audio that arrives inside text messages (base64) becomes `FeedAudio` of the
-   decoded bytes; call `rate.check()` only for messages that may be dropped. `Done` must yield
-   a `Send` whose OutMessage has `closing=True`; the runner closes after sending it. Test the
-   codec alone with plain values (see tests/streaming/protocols/).
-2. Declare its route: `ROUTE = ProtocolRoute(path, name, credentials, prepare, info, refusal)`.
-   `credentials(request)` returns every key the client presents (see
-   `handshake.bearer_credentials` / `subprotocol_credentials`); `prepare(request, model)`
-   parses the query (raise `HandshakeRefused(400, why)`) and returns
-   `Prepared(make_codec, subprotocol)`, where `subprotocol` is the offered name to echo
-   (`handshake.choose_subprotocol`; never the one carrying a key). `refusal(status, message)`
-   renders refusals in the protocol's error shape (default: plain text).
-3. Add the route to `app.websocket_protocols()`. It then gets the same admission (401 first,
-   then 400, then 503 + Retry-After), slots, limits, metrics, shutdown and /v1/info entry.
-
-Adding plain HTTP routes (REST): write a module with `routes(server) -> list[BaseRoute]`
-(Starlette `Route`s; the server gives `server.engine`, `server.authenticator`,
-`server.model_info`, `server.config`, `server.metrics`, `server.ready`) and add it to
-`app.ROUTE_PROVIDERS` before `http_routes.asset_routes`.
-"""
+Each codec turns client messages into actions (`base.Send`, `FeedAudio`, ...) and engine events
+into `OutMessage`s; none does I/O or reads a clock. The server (`kettle.streaming.server`)
+drives them. Imports only `core` of kettle.streaming."""

@@ -1,7 +1,7 @@
 """What every wire-protocol codec speaks: the actions it returns and the interface it offers.
 
 A codec is sans-I/O: it never touches a socket, a clock or the engine. The connection runner
-(`kettle.streaming.runner`) hands it what arrived (a text or binary message, an engine event)
+(`kettle.streaming.server.runner`) hands it what arrived (a text or binary message, an engine event)
 and carries out the actions it returns, in order:
 
 - `Send`: queue one outgoing text message (through the connection's outbox, which drops stale
@@ -21,9 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kettle.streaming.events import Event
-from kettle.streaming.outbox import OutMessage
-from kettle.streaming.session import SessionConfig
+from kettle.streaming.core.events import Event
+from kettle.streaming.core.session import SessionConfig
 
 # Close codes (RFC 6455) the runner and codecs use.
 CLOSE_NORMAL = 1000
@@ -32,6 +31,18 @@ CLOSE_POLICY = 1008
 CLOSE_TOO_BIG = 1009
 CLOSE_INTERNAL = 1011
 CLOSE_SERVICE_RESTART = 1012  # a drained replica: reconnect (to another one)
+
+
+@dataclass(frozen=True)
+class OutMessage:
+    """One encoded server message. `end` is the 16 kHz end sample of partials and finals."""
+
+    kind: str
+    text: str
+    utterance: int = -1
+    end: int = 0
+    closing: bool = False  # the connection closes after this message (done, fatal error)
+    fatal: bool = False  # ... with 1011
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,8 @@ from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import Any
 
-from kettle.streaming.events import (
+from kettle.streaming.core.backlog import FINAL, OTHER, PARTIAL
+from kettle.streaming.core.events import (
     Done,
     Error,
     Event,
@@ -64,14 +65,6 @@ from kettle.streaming.events import (
     SpeechStarted,
     samples_to_seconds,
 )
-from kettle.streaming.handshake import (
-    HandshakeRefused,
-    HandshakeRequest,
-    Prepared,
-    ProtocolRoute,
-    choose_subprotocol,
-)
-from kettle.streaming.outbox import FINAL, OTHER, PARTIAL, OutMessage
 from kettle.streaming.protocols.base import (
     Action,
     AudioReceived,
@@ -80,6 +73,7 @@ from kettle.streaming.protocols.base import (
     FeedAudio,
     Finalize,
     ModelInfo,
+    OutMessage,
     RateGate,
     Send,
     Stop,
@@ -97,6 +91,13 @@ from kettle.streaming.protocols.deepgram_wire import (
     plain_transcript,
     spread_words,
     word_fields,
+)
+from kettle.streaming.protocols.handshake import (
+    HandshakeRefused,
+    HandshakeRequest,
+    Prepared,
+    ProtocolRoute,
+    choose_subprotocol,
 )
 from kettle.transcribe.types import SAMPLE_RATE, Word
 

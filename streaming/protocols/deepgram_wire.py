@@ -11,11 +11,11 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from kettle.kernels.pcm import MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
-from kettle.streaming.agreement import normalize_word, split_words
-from kettle.streaming.limits import bearer_token
-from kettle.streaming.protocol import LANGUAGES
-from kettle.streaming.session import SessionConfig
+from kettle.streaming.core.agreement import normalize_word, split_words
+from kettle.streaming.core.session import SessionConfig
+from kettle.streaming.protocols.handshake import bearer_token
 from kettle.transcribe.errors import KettleError
+from kettle.transcribe.languages import LANGUAGES
 
 LISTEN_PATH = "/v1/listen"
 # Deepgram's encoding names -> kernels.pcm's.

@@ -1,6 +1,6 @@
 """kettle's own protocol, version 1 (PROTOCOL.md), as a codec and a route on `/v1/stream`.
 
-The wire format (parsing, encoding) is `kettle.streaming.protocol`; this module is the
+The wire format (parsing, encoding) is `protocols.kettle_v1_wire`; this module is the
 protocol's behaviour on one connection. Where PROTOCOL.md leaves room:
 
 - The message-rate limit applies to text messages only: dropping audio would lose audio, so
@@ -22,18 +22,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kettle.streaming import protocol as proto
-from kettle.streaming.events import Done, Error, Event, Final, Partial
-from kettle.streaming.handshake import (
-    HandshakeRefused,
-    HandshakeRequest,
-    Prepared,
-    ProtocolRoute,
-    bearer_credentials,
-    choose_subprotocol,
-    subprotocol_credentials,
-)
-from kettle.streaming.outbox import FINAL, OTHER, PARTIAL, OutMessage
+from kettle.streaming.core.backlog import FINAL, OTHER, PARTIAL
+from kettle.streaming.core.events import Done, Error, Event, Final, Partial
+from kettle.streaming.core.session import SessionConfig
+from kettle.streaming.protocols import kettle_v1_wire as proto
 from kettle.streaming.protocols.base import (
     Action,
     AudioReceived,
@@ -42,12 +34,21 @@ from kettle.streaming.protocols.base import (
     FeedAudio,
     Finalize,
     ModelInfo,
+    OutMessage,
     RateGate,
     Send,
     Stop,
     StreamSetup,
 )
-from kettle.streaming.session import SessionConfig
+from kettle.streaming.protocols.handshake import (
+    HandshakeRefused,
+    HandshakeRequest,
+    Prepared,
+    ProtocolRoute,
+    bearer_credentials,
+    choose_subprotocol,
+    subprotocol_credentials,
+)
 
 PATH = "/v1/stream"
 SUBPROTOCOL = "kettle.v1"

@@ -43,8 +43,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kettle.streaming import protocol as proto
-from kettle.streaming.events import (
+from kettle.streaming.core.backlog import OTHER
+from kettle.streaming.core.events import (
     Done,
     Error,
     Event,
@@ -55,16 +55,8 @@ from kettle.streaming.events import (
     SpeechStarted,
     SpeechStopped,
 )
-from kettle.streaming.handshake import (
-    HandshakeRefused,
-    HandshakeRequest,
-    Prepared,
-    ProtocolRoute,
-    bearer_credentials,
-    choose_subprotocol,
-    subprotocol_credentials,
-)
-from kettle.streaming.outbox import OTHER, OutMessage
+from kettle.streaming.core.session import SessionConfig
+from kettle.streaming.protocols import kettle_v1_wire as proto
 from kettle.streaming.protocols.base import (
     Action,
     AudioReceived,
@@ -73,12 +65,22 @@ from kettle.streaming.protocols.base import (
     FeedAudio,
     Finalize,
     ModelInfo,
+    OutMessage,
     RateGate,
     Send,
     StreamSetup,
 )
-from kettle.streaming.session import SessionConfig
+from kettle.streaming.protocols.handshake import (
+    HandshakeRefused,
+    HandshakeRequest,
+    Prepared,
+    ProtocolRoute,
+    bearer_credentials,
+    choose_subprotocol,
+    subprotocol_credentials,
+)
 from kettle.transcribe.errors import ConfigError
+from kettle.transcribe.languages import LANGUAGES
 from kettle.transcribe.types import SAMPLE_RATE
 
 PATH = "/v1/realtime"
@@ -258,7 +260,7 @@ def _language(value: object, model: ModelInfo | None) -> str | None:
     param = "session.audio.input.transcription.language"
     if value is None or value == "":
         return None
-    if not isinstance(value, str) or value.lower() not in proto.LANGUAGES:
+    if not isinstance(value, str) or value.lower() not in LANGUAGES:
         raise UpdateRefused(f"language must be an ISO-639-1 code Whisper knows, not {value!r}",
                             param)  # fmt: skip
     code = value.lower()

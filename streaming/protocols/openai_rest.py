@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kettle.streaming.protocol import LANGUAGES
+from kettle.transcribe.languages import LANGUAGES
 from kettle.transcribe.transcript import Segment, Transcript
 from kettle.transcribe.writers import format_srt, format_vtt
 

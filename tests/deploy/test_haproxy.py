@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from kettle.streaming.client import ClientOptions, stream_audio
+from kettle.streaming.client.client import ClientOptions, stream_audio
 from kettle.transcribe.fake import scripted_audio
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus

@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
 import pytest
-from kettle.streaming.engine import EngineConfig
-from kettle.streaming.server import KettleServer, ServerConfig
+from kettle.streaming.engine.engine import EngineConfig
+from kettle.streaming.server.server import KettleServer, ServerConfig
 
 
 class StartServer(Protocol):

@@ -37,8 +37,8 @@ def test_decodes_on_the_gpu_and_measures_cheap_batches(compute_type: str) -> Non
 
 
 async def test_the_engine_serves_a_stream_on_the_gpu() -> None:
-    from kettle.streaming.engine import Engine
-    from kettle.streaming.events import Final
+    from kettle.streaming.core.events import Final
+    from kettle.streaming.engine.engine import Engine
     from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
     from kettle.transcribe.audio_io import load_audio
 

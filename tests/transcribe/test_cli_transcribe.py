@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-from kettle.streaming.cli import main
+from kettle.streaming.cli.main import main
 from kettle.transcribe import cli as tcli
 from kettle.transcribe import windows
 from kettle.transcribe.errors import ModelError

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kettle.streaming.cli import main as kettle_main
+from kettle.streaming.cli.main import main as kettle_main
 from kettle.transcribe import models
 from kettle.transcribe.errors import ModelError
 

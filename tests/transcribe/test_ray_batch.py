@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-from kettle.streaming.cli import main
+from kettle.streaming.cli.main import main
 from kettle.transcribe.errors import AudioError, ConfigError, ModelError
 from kettle.transcribe.fake import FakeDecoder, synth_voice
 from kettle.transcribe.pipeline import PipelineConfig

@@ -167,7 +167,7 @@ class ServeProcess:
 
 @contextlib.contextmanager
 def _kettle_serve(log: Path, *args: str) -> Iterator[ServeProcess]:
-    cmd = [sys.executable, "-m", "kettle.streaming.cli", "serve", "--port", "0", *args]
+    cmd = [sys.executable, "-m", "kettle.streaming.cli.main", "serve", "--port", "0", *args]
     with open(log, "wb") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, cwd=REPO_ROOT)
     try:
@@ -222,7 +222,7 @@ def fake_server() -> Iterator[Callable[..., InProcessServer]]:
     For the page's reactions to server states (full, multilingual) with a fake model; the
     real `kettle serve` is what the e2e tests use.
     """
-    from kettle.streaming.server import KettleServer, ServerConfig
+    from kettle.streaming.server.server import KettleServer, ServerConfig
 
     started: list[tuple[asyncio.AbstractEventLoop, threading.Thread, Any]] = []
 

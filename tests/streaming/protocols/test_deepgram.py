@@ -16,7 +16,8 @@ from deepgram.listen.v1.types import (
     ListenV1SpeechStarted,
     ListenV1UtteranceEnd,
 )
-from kettle.streaming.events import (
+from kettle.streaming.core.backlog import FINAL, PARTIAL
+from kettle.streaming.core.events import (
     Done,
     Error,
     Final,
@@ -25,7 +26,6 @@ from kettle.streaming.events import (
     Partial,
     SpeechStarted,
 )
-from kettle.streaming.outbox import FINAL, PARTIAL
 from kettle.streaming.protocols.base import (
     Action,
     AudioReceived,

@@ -22,10 +22,10 @@ import pytest
 from deepgram import AsyncDeepgramClient, DeepgramClient
 from deepgram.core.api_error import ApiError
 from deepgram.environment import DeepgramClientEnvironment
-from kettle.streaming.degrade import DegradeConfig
-from kettle.streaming.engine import EngineConfig
-from kettle.streaming.scheduler import SchedulerConfig
-from kettle.streaming.server import KettleServer, ServerConfig
+from kettle.streaming.engine.degrade import DegradeConfig
+from kettle.streaming.engine.engine import EngineConfig
+from kettle.streaming.engine.scheduling.scheduler import SchedulerConfig
+from kettle.streaming.server.server import KettleServer, ServerConfig
 from kettle.transcribe.audio_io import load_audio
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosedError

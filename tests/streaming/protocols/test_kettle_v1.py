@@ -6,9 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from kettle.streaming.events import Done, Error, Final, Partial
-from kettle.streaming.handshake import HandshakeRefused, HandshakeRequest
-from kettle.streaming.protocol import StreamSettings
+from kettle.streaming.core.events import Done, Error, Final, Partial
 from kettle.streaming.protocols import kettle_v1
 from kettle.streaming.protocols.base import (
     Action,
@@ -21,7 +19,9 @@ from kettle.streaming.protocols.base import (
     Send,
     Stop,
 )
+from kettle.streaming.protocols.handshake import HandshakeRefused, HandshakeRequest
 from kettle.streaming.protocols.kettle_v1 import KettleV1Codec
+from kettle.streaming.protocols.kettle_v1_wire import StreamSettings
 from kettle.transcribe.types import Word
 
 

@@ -10,7 +10,9 @@ from typing import Any
 import numpy as np
 from kettle.kernels.pcm import PcmStreamDecoder
 from kettle.kernels.resample import resample
-from kettle.streaming.events import Done, Error
+from kettle.streaming.core.events import Done, Error
+from kettle.streaming.core.session import Session
+from kettle.streaming.core.vad import EnergyClassifier
 from kettle.streaming.protocols.base import (
     Action,
     AudioReceived,
@@ -21,8 +23,6 @@ from kettle.streaming.protocols.base import (
     Send,
 )
 from kettle.streaming.protocols.openai_realtime import RealtimeCodec
-from kettle.streaming.session import Session
-from kettle.streaming.vad import EnergyClassifier
 from kettle.transcribe.fake import FakeDecoder, scripted_audio
 
 PREFIX = "conversation.item.input_audio_transcription."

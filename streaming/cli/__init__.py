@@ -1,0 +1,1 @@
+"""`kettle` and its subcommands: the only place that reads the command line."""

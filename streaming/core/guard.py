@@ -1,0 +1,135 @@
+"""Hallucination guards on decoded text: repetition loops, and context decodes gone wrong.
+
+Whisper, tiny.en most of all, sometimes falls into a loop ("the first to be the first to be
+...") or, forced to continue a context it does not hear well, invents a sentence. A loop is
+cut to one pass of it before anything is shown; a context decode that reads as a
+hallucination (far more words than the utterance can hold, or a text the model itself finds
+repetitive) is thrown away and the utterance decoded alone. A decode that starts by saying
+again a phrase its forced context just said (the model continuing the text, not the audio:
+"...you can call me Abby. You" -> "can call me Abby. He was") loses the repeated words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kettle.streaming.core.agreement import normalize_word
+from kettle.transcribe.types import DecodeResult
+
+MAX_WORDS_PER_S = 6.0  # fast read speech is 3-4 words per second
+EXTRA_WORDS = 4
+MAX_COMPRESSION_RATIO = 2.4  # Whisper's own repetition threshold
+MAX_LOOP_WORDS = 8  # longest repeated phrase looked for
+MIN_LOOP_REPEATS = 3
+MIN_LOOP_SPAN = 6  # words a loop covers before it counts ("no no no" is speech)
+MIN_ECHO_WORDS = 3  # a repeated phrase this long at a decode's start is an echo
+
+
+def loop_cut(words: list[str]) -> list[int]:
+    """Indices of ``words`` to keep: each run of a phrase repeated back to back at least
+    MIN_LOOP_REPEATS times (over MIN_LOOP_SPAN words or more) keeps its first pass."""
+    norm = [normalize_word(w) for w in words]
+    keep: list[int] = []
+    i = 0
+    while i < len(norm):
+        skip = 0
+        for n in range(1, MAX_LOOP_WORDS + 1):
+            phrase = norm[i : i + n]
+            if len(phrase) < n:
+                break
+            repeats = 1
+            while norm[i + repeats * n : i + (repeats + 1) * n] == phrase:
+                repeats += 1
+            if repeats >= MIN_LOOP_REPEATS and repeats * n >= MIN_LOOP_SPAN:
+                skip = (repeats - 1) * n
+                keep.extend(range(i, i + n))
+                i += n + skip
+                break
+        if not skip:
+            keep.append(i)
+            i += 1
+    return keep
+
+
+def implausible(result: DecodeResult, seconds: float) -> bool:
+    """Whether a decode of an utterance ``seconds`` long reads as a hallucination."""
+    words = len(result.text.split())
+    if words > MAX_WORDS_PER_S * seconds + EXTRA_WORDS:
+        return True
+    return result.compression_ratio > MAX_COMPRESSION_RATIO
+
+
+def context_echo(finals: Sequence[str], words: list[str]) -> int:
+    """How many leading ``words`` repeat the phrase that ends the context (the ``finals``
+    joined), or ends one word before its end: at least MIN_ECHO_WORDS words, the longest
+    such phrase, one that starts inside a final (0: none). A phrase that starts a final is
+    a speaker starting again as before; one from inside a final is the model going on
+    with the text. A speaker who repeats the tail of a sentence at once loses it too:
+    rare, where the echo came every few minutes of multi-voice conversation."""
+    tail: list[str] = []
+    starts: set[int] = set()  # indices in ``tail`` where a final begins
+    for text in finals:
+        starts.add(len(tail))
+        tail.extend(normalize_word(w) for w in text.split())
+    norm = [normalize_word(w) for w in words]
+    end = len(tail)
+    for n in range(min(len(norm), end), MIN_ECHO_WORDS - 1, -1):
+        phrase = norm[:n]
+        for first in (end - n, end - n - 1):
+            if first > 0 and first not in starts and tail[first : first + n] == phrase:
+                return n
+    return 0
+
+
+# What Whisper says over sound that is not speech: phrases common at the end of the subtitled
+# videos it learnt from, which tiny.en produces on babble, music and tones with no speech in
+# them, sometimes with a no-speech probability under NO_SPEECH_PROB (the one noise final left
+# after that rule, RESULTS.md "bench_accuracy_levers", was "Thank you so much.").
+NON_SPEECH_PHRASES = frozenset(
+    {
+        "thank you",
+        "thank you so much",
+        "thank you very much",
+        "thanks for watching",
+        "thank you for watching",
+        "thank you for watching please subscribe",
+        "please subscribe",
+        "you",
+        "bye",
+        "bye bye",
+        "you're welcome",
+        "i'll talk to you later",
+        "i'll see you next time",
+        "see you next time",
+        "yeah yeah",
+        "beep",
+    }
+)
+# Real speech that says one of them alone rarely leaves the model unsure: the finals of the
+# 47 real-speech clips had a median no-speech probability of 0.05.
+NON_SPEECH_PHRASE_PROB = 0.2
+
+
+# Whisper drops a window whose no-speech probability is above 0.6 *and* whose mean token
+# log-probability is below -1.0. On reversed-speech babble tiny.en said "Yeah, it's not a
+# good idea, it's a good idea." at 0.47 and -1.22, under that no-speech bar; of the 68
+# finals of set (c)'s 47 real-speech clips none had both more than 0.3 and less than -1.0
+# (the most no-speech: 0.40 at -0.67; the lowest log-probability: -0.98 at 0.02).
+UNSURE_NO_SPEECH_PROB = 0.3
+UNSURE_LOGPROB = -1.0
+
+
+def unsure_of_speech(no_speech_prob: float, avg_logprob: float) -> bool:
+    """Whether the model doubted both that it heard speech and what the words were."""
+    return no_speech_prob > UNSURE_NO_SPEECH_PROB and avg_logprob < UNSURE_LOGPROB
+
+
+def non_speech_phrase(text: str, no_speech_prob: float) -> bool:
+    """Whether a decode is one of Whisper's phrases for non-speech, and the model was unsure
+    that it heard speech at all."""
+    if no_speech_prob <= NON_SPEECH_PHRASE_PROB:
+        return False
+    words = [w for w in (normalize_word(t) for t in text.split()) if w]
+    return " ".join(words) in NON_SPEECH_PHRASES or (
+        len(words) > 1 and all(w == words[0] for w in words) and words[0] in NON_SPEECH_PHRASES
+    )

@@ -1,0 +1,831 @@
+"""One stream's state machine: audio in, decode requests and events out.
+
+Pure: no I/O, no threads, no wall clock; its clock is the number of samples received. The
+engine (or a test) feeds it audio, control calls and decode results, then collects what it
+produced with ``poll_requests()`` and ``poll_events()``.
+
+The path of an utterance:
+
+1. The VAD segmenter opens it (with pre-roll). While it is open, every ``partial_interval_s``
+   of new audio (stretched under overload) a PARTIAL request covers the utterance so far,
+   with a beam of ``partial_beam_size``, forced to start with the stable words. Its text goes
+   through LocalAgreement-n (``stable_agree``); a Partial event carries text and stable
+   prefix.
+2. When the silence after the speech makes a pause (200 ms), the session asks for a
+   speculative FINAL on the window the final will have if the endpoint confirms this pause
+   (``speculate_at_pause``: the part of its tail not heard yet is filled from the pause's
+   own audio; else it waits until the whole tail has arrived). If speech resumes, that
+   result is discarded.
+3. At the endpoint (or max length, ``finalize()``, ``stop()``) the utterance closes at the
+   segmenter's end position; the speculative result is used if it was decoded on the final's
+   window, else a FINAL request goes out (``final_beam_size``, word timestamps, prefix =
+   stable).
+4. The final's text is spliced to start with the stable words; words are shifted to absolute
+   stream seconds. An empty final (the model heard nothing) emits nothing.
+
+Every decode is in context: its window starts up to ``context_s`` before the utterance (as
+much as fits in Whisper's 30 s) and the stream's finals for that span are forced as the
+decoder's prefix, so the model hears the utterance as it heard the conversation, and only the
+new words come back (``DecodeRequest.context``). The jobs are split: ``utterances`` (tracking
+and numbering), ``planner`` (which request, which window), ``speculation``, ``context`` (the
+stream's recent finals) and ``agreement`` (stable words and splicing).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+import numpy as np
+from kettle.streaming.core import voice
+from kettle.streaming.core.agreement import Agreement, splice_words
+from kettle.streaming.core.context import ContextHistory, Spoken
+from kettle.streaming.core.events import (
+    Done,
+    Error,
+    Event,
+    Final,
+    Finalized,
+    NoTranscript,
+    Partial,
+    SpeechStarted,
+    SpeechStopped,
+)
+from kettle.streaming.core.guard import (
+    UNSURE_NO_SPEECH_PROB,
+    context_echo,
+    implausible,
+    loop_cut,
+    non_speech_phrase,
+    unsure_of_speech,
+)
+from kettle.streaming.core.planner import (
+    HOLD_PARTIAL_FRAMES,
+    Plan,
+    PlannerConfig,
+    StreamState,
+    plan_final,
+    plan_next,
+)
+from kettle.streaming.core.planner import final_window_end as _final_window_end
+from kettle.streaming.core.speculation import fill_tail
+from kettle.streaming.core.utterances import Utterance, UtteranceTracker
+from kettle.streaming.core.vad import (
+    FRAME_SAMPLES,
+    FrameClassifier,
+    Pause,
+    Resume,
+    Segmenter,
+    SegmenterConfig,
+    SpeechEnd,
+    SpeechStart,
+)
+from kettle.transcribe.errors import AudioError, ConfigError
+from kettle.transcribe.types import (
+    SAMPLE_RATE,
+    DecodeKind,
+    DecodeRequest,
+    DecodeResult,
+    Word,
+    encoder_window_limit,
+)
+
+logger = logging.getLogger(__name__)
+
+VOICE_STEP = SAMPLE_RATE // 2  # samples of new audio between an open utterance's signatures
+OVERLOAD_NOTICE_INTERVAL = 5 * SAMPLE_RATE  # samples of stream audio between notices
+MAX_BACKOFF = 8.0
+PARTIAL_MAX_TOKENS = 96
+
+# Whisper's own no-speech rule: a window the model thinks is silence, decoded with low
+# confidence, is treated as empty.
+# A decode whose no-speech probability is above this yields no text, however confident its
+# words: on tones and reversed-speech babble the VAD passes, tiny.en says "Beep Beep" or
+# "You're welcome" at 0.51-0.91 with a mean log-probability near -0.2, so Whisper's own rule
+# (above 0.6 and below -1.0) kept them; the finals of 47 real-speech clips stayed at or
+# below 0.28 (RESULTS.md, "bench_accuracy_levers").
+NO_SPEECH_PROB = 0.5
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    language: str | None = None
+    partials: bool = True
+    word_timestamps: bool = False
+    partial_interval_s: float = 0.5
+    endpoint_silence_ms: int = 500
+    preroll_ms: int = 250
+    onset_ms: int = 60
+    max_utterance_s: float = 29.0
+    vad_aggressiveness: int = 2
+    speculative_final: bool = True
+    # Ask for the speculative final when the pause begins (200 ms of silence), the part of
+    # its window's tail (final_tail_ms) not heard yet filled from the pause's own audio,
+    # instead of waiting for the whole tail: most finals then come at the endpoint itself.
+    # One stream's final lag P50 0.37 s vs 0.51 s waiting (old path 0.43 s), WER alike
+    # within 2 words of 375 (RESULTS.md, "bench_accuracy_levers", session 14).
+    speculate_at_pause: bool = True
+    # Text the first utterance is conditioned on (names, vocabulary); later ones get the
+    # stream's previous finals.
+    prompt: str | None = None
+    # Also emit SpeechStarted / SpeechStopped / NoTranscript / Finalized (protocols that
+    # report the VAD or group utterances by the client's commits).
+    vad_events: bool = False
+    # Seconds of the stream before an utterance a decode may hold as context (at most what
+    # fits in a 30 s window); 0 decodes every utterance alone. The context's text is bounded
+    # too, in characters, for finals and for partials (see planner.PlannerConfig).
+    context_s: float = 30.0
+    # A final's context text can go to the decoder as its previous-text prompt, decoding
+    # starting at a forced timestamp where the utterance starts (DecodeRequest.context_end_s),
+    # instead of being forced as its prefix: a prompt is read in one pass, forced tokens are
+    # stepped one by one at the beam's width. The adapter decodes one again with the context
+    # forced if it writes its context out again or is unsure. Off by default: one stream's
+    # final lag P50 fell from 0.62 to 0.46 s, but set a's WER rose from 10.1 to 11.2 % and
+    # b's from 11.9 to 12.4 % (over offline + 1), and in the 20-minute soak (4 streams and
+    # abusive clients) the honest finals' lag P95 rose from 1.03 to 1.59 s: prompted and
+    # forced requests cannot share a generate call, and a retry holds its whole batch.
+    # Partials keep the context forced either way: prompted, their stable words were less
+    # accurate (set b: 0.90 vs 0.94), and a fifth wrote the context out again (RESULTS.md,
+    # "bench_accuracy_levers", session 13).
+    context_as_prompt: bool = False  # for finals
+    partial_context_as_prompt: bool = False
+    context_chars: int = 250
+    partial_context_chars: int = 120
+    # Silence kept after the last voiced frame in a final's window (at most the endpoint's).
+    final_tail_ms: int = 300
+    # Partials stop using context once this many words of the utterance are stable (0:
+    # never stop); see planner.PlannerConfig.
+    partial_context_until: int = 0
+    # The last words of a partial never become stable (see agreement.py).
+    stable_holdback: int = 1
+    # A word becomes stable once this many successive partials agree on it (agreement.py),
+    # and partials decode with this beam: a stable word is forced into the final, so it must
+    # come from a good hypothesis although its window ends mid-speech. Two greedy partials
+    # agreeing locked in mistakes a beam search avoids (RESULTS.md, "bench_accuracy_levers").
+    stable_agree: int = 3
+    partial_beam_size: int = 3
+    # A final's beam. A final in context steps through its forced context one token at a
+    # time (CTranslate2 forces prefix tokens as decoder steps), and a beam search step costs
+    # about twice a greedy one: with 41 tokens of context, 640 ms to generate at beam 5, 525
+    # at 2, 304 greedy. Greedy finals cut the final lag (P50 0.43 vs 0.45 s, P95 0.52 vs
+    # 0.81 s) but cost set a 1.6 WER points and single clips (set c) 2.4, over offline + 1
+    # (RESULTS.md, "bench_accuracy_levers", session 11): so 5.
+    final_beam_size: int = 5
+    # Context stops where the voice changes: at an earlier final whose voice differs from the
+    # utterance's by more than this (voice.change: 1 is the measured boundary); 0: no gate.
+    voice_gate: float = 1.1
+    # The encoder runs on at least this many seconds (the window and a second of silence
+    # if longer), not on 30 s: its cost grows with its input, and most of a stream's windows
+    # are a few seconds long. 30: every window on 30 s, as Whisper was trained
+    # (transcribe.types.encoder_frames). For partials and for finals apart. A final's
+    # encoder pass on 30 s was a third of its decode time and most of what put its lag
+    # behind the per-utterance path's; 15 s lost no accuracy (RESULTS.md,
+    # "bench_accuracy_levers", session 12).
+    partial_encode_s: float = 10.0
+    final_encode_s: float = 15.0
+    # The model detects each window's language (a multilingual model and no ``language``):
+    # then no context is used, since the earlier utterances would decide the language.
+    multilingual: bool = False
+
+    def encode_min_s(self, kind: DecodeKind) -> float | None:
+        """A request's ``encode_min_s`` for this kind: None (Whisper's 30 s) from 30 s on."""
+        seconds = self.final_encode_s if kind is DecodeKind.FINAL else self.partial_encode_s
+        return seconds if seconds < 30 else None
+
+    def context_prompted(self, kind: DecodeKind) -> bool:
+        """Whether a request of this kind takes its context as the prompt (else forced)."""
+        return (
+            self.context_as_prompt if kind is DecodeKind.FINAL else self.partial_context_as_prompt
+        )
+
+    def __post_init__(self) -> None:
+        if self.language is not None and not (
+            isinstance(self.language, str)
+            and 2 <= len(self.language) <= 3
+            and self.language.isalpha()
+        ):
+            raise ConfigError(f"language must be an ISO 639-1 code or None, not {self.language!r}")
+        if not 0.1 <= self.partial_interval_s <= 10.0:
+            raise ConfigError(
+                f"partial_interval_s must be within 0.1..10, not {self.partial_interval_s}"
+            )
+        if not 0.0 <= self.context_s <= 30.0:
+            raise ConfigError(f"context_s must be within 0..30, not {self.context_s}")
+        if not (0 <= self.context_chars <= 400 and 0 <= self.partial_context_chars <= 400):
+            raise ConfigError("context_chars and partial_context_chars must be within 0..400")
+        if not 0 <= self.final_tail_ms <= 2000:
+            raise ConfigError(f"final_tail_ms must be within 0..2000, not {self.final_tail_ms}")
+        if not 0 <= self.partial_context_until <= 100:
+            raise ConfigError(
+                f"partial_context_until must be within 0..100, not {self.partial_context_until}"
+            )
+        if not 0.0 <= self.voice_gate <= 10.0:
+            raise ConfigError(f"voice_gate must be within 0..10, not {self.voice_gate}")
+        for name in ("partial_encode_s", "final_encode_s"):
+            if not 0.0 <= getattr(self, name) <= 30.0:
+                raise ConfigError(f"{name} must be within 0..30, not {getattr(self, name)}")
+        if not 1 <= self.final_beam_size <= 10:
+            raise ConfigError(f"final_beam_size must be within 1..10, not {self.final_beam_size}")
+        if not 1 <= self.partial_beam_size <= 10:
+            raise ConfigError(
+                f"partial_beam_size must be within 1..10, not {self.partial_beam_size}"
+            )
+        if not 2 <= self.stable_agree <= 10:
+            raise ConfigError(f"stable_agree must be within 2..10, not {self.stable_agree}")
+        if not 0 <= self.stable_holdback <= 10:
+            raise ConfigError(f"stable_holdback must be within 0..10, not {self.stable_holdback}")
+        self.segmenter_config()  # validates the VAD fields
+
+    def segmenter_config(self) -> SegmenterConfig:
+        return SegmenterConfig(
+            aggressiveness=self.vad_aggressiveness,
+            onset_ms=self.onset_ms,
+            endpoint_silence_ms=self.endpoint_silence_ms,
+            preroll_ms=self.preroll_ms,
+            max_utterance_s=self.max_utterance_s,
+            cut_search_s=min(SegmenterConfig.cut_search_s, self.max_utterance_s / 2),
+            tail_ms=min(SegmenterConfig.tail_ms, self.endpoint_silence_ms),
+        )
+
+    def planner_config(self) -> PlannerConfig:
+        seg = self.segmenter_config()
+        # The final's tail is silence the endpoint waited for anyway, so a final never waits
+        # for audio past its endpoint; and it never holds less than the utterance.
+        tail_ms = max(seg.tail_ms, min(self.final_tail_ms, self.endpoint_silence_ms))
+        context = self.context_s > 0 and (self.language is not None or not self.multilingual)
+        return PlannerConfig(
+            partials=self.partials,
+            speculative_final=self.speculative_final,
+            speculate_at_pause=self.speculate_at_pause,
+            partial_interval=int(self.partial_interval_s * SAMPLE_RATE),
+            final_tail=tail_ms * SAMPLE_RATE // 1000,
+            # Near the max length no more partials: stable words then always lie before any
+            # cut point the segmenter may choose, so the next utterance cannot repeat them.
+            partial_limit=int((self.max_utterance_s - seg.cut_search_s) * SAMPLE_RATE),
+            language=(self.language or "en") if context else None,
+            final_context_chars=self.context_chars,
+            partial_context_chars=self.partial_context_chars,
+            max_voice_change=(self.voice_gate or None) if context else None,
+            partial_context_until=self.partial_context_until,
+            partial_window=encoder_window_limit(self.encode_min_s(DecodeKind.PARTIAL)),
+        )
+
+
+@dataclass(frozen=True)
+class _Pending:
+    plan: Plan
+
+    @property
+    def utterance(self) -> Utterance:
+        return self.plan.utterance
+
+    @property
+    def kind(self) -> DecodeKind:
+        return self.plan.kind
+
+
+class Session:
+    """See the module docstring. Not thread-safe; one owner drives it."""
+
+    def __init__(
+        self,
+        config: SessionConfig | None = None,
+        *,
+        session_id: str = "session",
+        classifier: FrameClassifier | None = None,
+    ) -> None:
+        self.config = config or SessionConfig()
+        self.session_id = session_id
+        self._segmenter = Segmenter(self.config.segmenter_config(), classifier)
+        self._planner = self.config.planner_config()
+        self._buf = _AudioBuffer()
+        self._fed = 0
+        self._utts = UtteranceTracker()
+        self._history = ContextHistory(
+            int(self.config.context_s * SAMPLE_RATE), prompt=self.config.prompt or ""
+        )
+        self._in_flight: str | None = None
+        self._pending: dict[str, _Pending] = {}
+        self._seq = 0
+        self._requests: list[DecodeRequest] = []
+        self._events: list[Event] = []
+        self._backoff = 1.0
+        self._last_notice: int | None = None
+        self._stopping = False
+        self._stop_reason: str | None = None
+        self._done = False
+        # Set by the engine: a longer partial interval than the config's (from the measured
+        # decode cost, or stretched under load); math.inf pauses partials.
+        self.interval_hint_s: float | None = None
+
+    # --- queries -------------------------------------------------------------------------
+    @property
+    def samples_fed(self) -> int:
+        return self._fed
+
+    @property
+    def undecoded_samples(self) -> int:
+        """Audio held for decodes still to come: from the oldest utterance without its final
+        (or what the VAD still needs) to the end of the audio fed. Context kept for later
+        windows is not counted: it is already decoded."""
+        keep = self._segmenter.earliest_needed()
+        oldest = self._utts.oldest_unresolved()
+        if oldest is not None:
+            keep = min(keep, oldest.start)
+        return max(0, self._fed - keep)
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    @property
+    def in_flight(self) -> str | None:
+        return self._in_flight
+
+    @property
+    def finals_sent(self) -> int:
+        return self._utts.finals
+
+    @property
+    def pausing(self) -> bool:
+        """Silence has begun in the open utterance (partials hold for it): its speculative
+        final, then its final, may be asked for within the final's tail."""
+        return self._segmenter.silence_frames >= HOLD_PARTIAL_FRAMES
+
+    @property
+    def final_due(self) -> bool:
+        """A closed utterance waits for its final (the engine promotes or withdraws what this
+        session has queued so the final need not wait behind it)."""
+        return bool(self._utts.closed)
+
+    @property
+    def superseded(self) -> str | None:
+        """The id of the request in flight if it is no longer the most useful one: a partial
+        while a final is due, or a speculative final that speech resuming made void. The
+        engine withdraws it if still queued and reports it dropped (``on_dropped``)."""
+        rid = self._in_flight
+        if rid is None:
+            return None
+        plan = self._pending[rid].plan
+        if plan.kind is DecodeKind.PARTIAL:
+            return rid if self._utts.closed else None
+        utt = plan.utterance
+        if plan.speculative and (
+            utt.speculation.window_end != plan.end
+            or (utt.end is not None and utt.speculation.target != utt.end)
+        ):
+            return rid
+        return None
+
+    @property
+    def endpoints(self) -> dict[int, int]:
+        """Final number -> stream position at which its end was decided."""
+        return self._utts.endpoints
+
+    def poll_requests(self) -> list[DecodeRequest]:
+        out, self._requests = self._requests, []
+        return out
+
+    def poll_events(self) -> list[Event]:
+        out, self._events = self._events, []
+        return out
+
+    # --- inputs --------------------------------------------------------------------------
+    def feed_audio(self, samples: np.ndarray) -> None:
+        if self._stopping:
+            return  # PROTOCOL: anything after stop is ignored
+        audio = _as_mono_float32(samples)
+        if len(audio) == 0:
+            return
+        self._buf.append(audio)
+        self._fed += len(audio)
+        self._handle(self._segmenter.feed(audio))
+        self._trim()
+        self._pump()
+
+    def finalize(self) -> None:
+        if self._stopping:
+            return
+        self._handle(self._segmenter.finalize())
+        if self.config.vad_events:
+            self._events.append(Finalized(self._fed))
+        self._pump()
+
+    def stop(self, reason: str | None = None) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        self._stop_reason = reason
+        self._handle(self._segmenter.stop())
+        self._pump()
+
+    def on_result(self, result: DecodeResult) -> None:
+        pending = self._take(result.request_id)
+        if pending is None:
+            return
+        if result.error is not None:
+            self._on_failure(pending, result.error)
+        elif pending.kind is DecodeKind.PARTIAL:
+            self._on_partial(pending, result)
+        else:
+            self._on_final(pending, result)
+        self._pump()
+
+    def on_dropped(self, request_id: Hashable, *, overloaded: bool = False) -> None:
+        """The engine did not run a request: the scheduler skipped it, or a partial failed.
+
+        A dropped final is asked for again (the engine never drops finals on purpose).
+        """
+        pending = self._take(request_id)
+        if pending is None:
+            return
+        if pending.kind is DecodeKind.PARTIAL and overloaded:
+            self._backoff = min(MAX_BACKOFF, self._backoff * 2)
+            if (
+                self._last_notice is None
+                or self._fed - self._last_notice >= OVERLOAD_NOTICE_INTERVAL
+            ):
+                self._last_notice = self._fed
+                self._events.append(
+                    Error("overloaded", "the server is skipping partials for now; finals follow")
+                )
+        if pending.plan.speculative:
+            pending.utterance.speculation.invalidate()
+        self._pump()
+
+    def on_failed(self, request_id: Hashable, message: str) -> None:
+        """A request failed for good (the engine already retried finals)."""
+        pending = self._take(request_id)
+        if pending is None:
+            return
+        self._on_failure(pending, message)
+        self._pump()
+
+    # --- request plumbing ----------------------------------------------------------------
+    def _take(self, request_id: Hashable) -> _Pending | None:
+        if not isinstance(request_id, str) or request_id not in self._pending:
+            return None
+        if self._in_flight == request_id:
+            self._in_flight = None
+        return self._pending.pop(request_id)
+
+    def _request(self, plan: Plan) -> None:
+        self._seq += 1
+        rid = f"{self.session_id}/{self._seq}"
+        utt = plan.utterance
+        final = plan.kind is DecodeKind.FINAL
+        request = DecodeRequest(
+            audio=self._window_audio(plan),
+            kind=plan.kind,
+            request_id=rid,
+            prompt=plan.context.prompt or None,
+            prefix=plan.prefix or None,
+            context=plan.context.text or None,
+            context_end_s=(
+                (utt.start - plan.start) / SAMPLE_RATE
+                if plan.context.text and self.config.context_prompted(plan.kind)
+                else None
+            ),
+            language=self.config.language,
+            word_timestamps=final and self.config.word_timestamps,
+            beam_size=self.config.final_beam_size if final else self.config.partial_beam_size,
+            max_new_tokens=None if final else PARTIAL_MAX_TOKENS,
+            # Same window, same key: a decode over a window already encoded reuses it (a
+            # window with a filled tail is not the heard one, so its key names the fill).
+            cache_key=(self.session_id, utt.ordinal, plan.start, plan.end)
+            + (() if plan.heard_end is None else ("filled from", plan.heard_end)),
+            stream_key=(self.session_id, utt.ordinal),
+            speculative=plan.speculative,
+            encode_min_s=self.config.encode_min_s(plan.kind),
+        )
+        if plan.speculative:
+            assert utt.end is None and self._segmenter.pause_end is not None
+            utt.speculation.request(plan.end, self._segmenter.pause_end)
+        elif plan.kind is DecodeKind.PARTIAL:
+            utt.last_partial_end = plan.end
+        self._pending[rid] = _Pending(plan)
+        self._in_flight = rid
+        self._requests.append(request)
+
+    def _window_audio(self, plan: Plan) -> np.ndarray:
+        """The plan's window; a speculative final's tail not heard yet is filled from the
+        pause heard so far (speculation.fill_tail)."""
+        if plan.heard_end is None:
+            return self._buf.slice(plan.start, plan.end)
+        speech_end = self._segmenter.speech_end
+        assert speech_end is not None  # a pause is open
+        return fill_tail(
+            self._buf.slice(plan.start, plan.heard_end),
+            silence=plan.heard_end - speech_end,
+            missing=plan.end - plan.heard_end,
+        )
+
+    def _pump(self) -> None:
+        """Ask for the most useful decode, if none of ours is in flight."""
+        if self._in_flight is None:
+            self._resolve_ready()
+            if self._planner.max_voice_change is not None:
+                self._update_voices()
+            plan = plan_next(self._utts, self._history, self._stream_state(), self._planner_now())
+            if plan is not None:
+                self._request(plan)
+        self._maybe_done()
+
+    def _resolve_ready(self) -> None:
+        """Close the utterances at the head of the queue that need no decode."""
+        while self._utts.closed:
+            utt = self._utts.closed[0]
+            assert utt.end is not None
+            ready = utt.speculation.ready(utt.end, _final_window_end(utt))
+            if ready is not None:
+                self._utts.take(utt)
+                self._emit_final(utt, ready, plan_final(utt, self._history, self._planner))
+            elif utt.end <= utt.start:
+                self._utts.take(utt)
+                self._resolve_empty(utt)
+            else:
+                return
+
+    def _update_voices(self) -> None:
+        """Voice signatures of the utterances a plan may be for: the closed one at the head
+        of the queue, else the open one (over its first seconds, once it has them)."""
+        utt = self._utts.closed[0] if self._utts.closed else self._utts.open
+        if utt is None or utt.voice_final:
+            return
+        end = utt.end if utt.end is not None else self._segmenter.position
+        end = min(end, utt.start + int(voice.SIGNATURE_S * SAMPLE_RATE))
+        final = utt.end is not None or end - utt.start >= voice.SIGNATURE_S * SAMPLE_RATE
+        # The session pumps on every chunk: an open utterance's signature is taken again
+        # only every VOICE_STEP of new audio (a few times per utterance), not per chunk.
+        if not final and end - utt.voice_end < VOICE_STEP:
+            return
+        utt.voice = voice.signature(self._buf.slice(utt.start, end))
+        utt.voice_end, utt.voice_final = end, final
+
+    def _planner_now(self) -> PlannerConfig:
+        """The planner's config with the engine's partial cadence, if it set a longer one
+        (an utterance's first partial still comes at the configured interval)."""
+        hint = self.interval_hint_s
+        if hint is None or hint <= self.config.partial_interval_s:
+            return self._planner
+        if math.isinf(hint):
+            return dataclasses.replace(self._planner, partials=False)  # partials paused
+        return dataclasses.replace(self._planner, later_partial_interval=int(hint * SAMPLE_RATE))
+
+    def _stream_state(self) -> StreamState:
+        seg = self._segmenter
+        return StreamState(
+            position=seg.position,
+            fed=self._fed,
+            pause_end=seg.pause_end,
+            speech_end=seg.speech_end,
+            silence_frames=seg.silence_frames,
+            backoff=self._backoff,
+            stopping=self._stopping,
+        )
+
+    def _maybe_done(self) -> None:
+        if (
+            self._stopping
+            and not self._done
+            and self._in_flight is None
+            and not self._utts.closed
+            and self._utts.open is None
+        ):
+            self._done = True
+            self._events.append(Done(self._fed, self._utts.finals, self._stop_reason))
+
+    # --- segmenter decisions -------------------------------------------------------------
+    def _handle(self, decisions: list[object]) -> None:
+        for d in decisions:
+            if isinstance(d, SpeechStart):
+                self._utts.next_start(d.start)
+                self._utts.start(
+                    d.start, Agreement(self.config.stable_holdback, self.config.stable_agree)
+                )
+                if self.config.vad_events:
+                    self._events.append(SpeechStarted(d.start))
+            elif isinstance(d, Pause):
+                pass  # the planner reads the pause state from the segmenter
+            elif isinstance(d, Resume):
+                if self._utts.open is not None:
+                    self._utts.open.speculation.invalidate()  # speech is back
+            elif isinstance(d, SpeechEnd):
+                # The final's window keeps the silence after the speech, up to the final's
+                # tail; only audio known to be silence (a cut, or a finalize mid-speech, keeps
+                # none: what follows belongs to the next utterance).
+                tail_end = d.speech_end + self._planner.final_tail
+                limit = min(max(d.end, tail_end), d.silent_until)
+                utt = self._utts.close(d.end, limit, self._segmenter.position)
+                if utt is None:
+                    continue
+                utt.end_reason = d.reason
+                utt.sealed = d.reason in ("endpoint", "max_length") or d.silent_until > d.end
+                if utt.speculation.target != d.end:
+                    utt.speculation.invalidate()
+                if self.config.vad_events:
+                    self._events.append(SpeechStopped(utt.start, d.end, d.reason))
+
+    def _trim(self) -> None:
+        keep = self._segmenter.earliest_needed()
+        oldest = self._utts.oldest_unresolved()
+        if oldest is not None:
+            keep = min(keep, oldest.start)
+        self._history.forget_before(keep)
+        context = self._history.earliest_needed()
+        if context is not None:
+            keep = min(keep, context)
+        self._buf.trim(keep)
+
+    # --- results -------------------------------------------------------------------------
+    def _usable(self, result: DecodeResult, plan: Plan) -> tuple[str, tuple[Word, ...]]:
+        """The result's text and words, empty for silence, with repetition loops and an
+        echo of the context (guard.py) cut."""
+        if result.no_speech_prob > NO_SPEECH_PROB:
+            return "", ()
+        if unsure_of_speech(result.no_speech_prob, result.avg_logprob):
+            return "", ()
+        if non_speech_phrase(result.text, result.no_speech_prob):
+            return "", ()
+        tokens = result.text.split()
+        keep = loop_cut(tokens)
+        if plan.context.finals:
+            echo = context_echo(plan.context.finals, [tokens[i] for i in keep])
+            keep = keep[echo:]
+        if len(keep) == len(tokens):
+            return result.text.strip(), result.words
+        words = result.words
+        if len(words) == len(tokens):
+            words = tuple(words[i] for i in keep)
+        return " ".join(tokens[i] for i in keep), words[: len(keep)]
+
+    def _usable_text(self, result: DecodeResult, plan: Plan) -> str:
+        return self._usable(result, plan)[0]
+
+    def _rejected(self, plan: Plan, result: DecodeResult) -> bool:
+        """A decode in context that reads as a hallucination: the utterance is decoded
+        alone from now on (the result is dropped, and a final asked for again)."""
+        utt = plan.utterance
+        if not plan.context.text or utt.alone:
+            return False
+        if not implausible(result, (plan.end - utt.start) / SAMPLE_RATE):
+            return False
+        logger.info("%s: a decode in context looked hallucinated; decoding alone", self.session_id)
+        utt.alone = True
+        if plan.speculative:
+            utt.speculation.invalidate()
+        return True
+
+    def _on_partial(self, pending: _Pending, result: DecodeResult) -> None:
+        utt = pending.utterance
+        if utt is not self._utts.open:
+            return  # the utterance closed meanwhile; its final supersedes this
+        if self._rejected(pending.plan, result):
+            return
+        if self._backoff > 1.0:
+            self._backoff = max(1.0, self._backoff / 2)
+        self._show(utt, pending.plan, result)
+
+    def _show(self, utt: Utterance, plan: Plan, result: DecodeResult) -> None:
+        """A new hypothesis of the open utterance: agreement, then a Partial if not empty.
+        One the model doubts is speech shows its words but makes none stable: a stable word
+        is forced into the final, and on babble the final found no speech."""
+        text = self._usable_text(result, plan)
+        if not text and not utt.agreement.stable_text:
+            return
+        trusted = result.no_speech_prob <= UNSURE_NO_SPEECH_PROB
+        hyp = utt.agreement.update(text, trusted=trusted)
+        if not hyp.text:
+            return
+        number = self._utts.number(utt)
+        utt.last_partial_text = hyp.text
+        self._events.append(Partial(number, utt.start, plan.heard_until, hyp.text, hyp.stable))
+
+    def _on_final(self, pending: _Pending, result: DecodeResult) -> None:
+        utt, plan = pending.utterance, pending.plan
+        if self._rejected(plan, result):
+            return  # the planner asks again, without context
+        if plan.speculative:
+            if not utt.speculation.accept(plan.end, result):
+                return  # speech resumed: discarded
+            if utt.end is None:
+                if self.config.partials:
+                    # Show the whole utterance's text now: the final will start with it.
+                    self._show(utt, plan, result)
+                return
+            if utt.speculation.ready(utt.end, _final_window_end(utt)) is None:
+                return  # the utterance ended elsewhere: the real final is asked for
+        if self._utts.take(utt):
+            self._emit_final(utt, result, plan)
+
+    def _on_failure(self, pending: _Pending, message: str) -> None:
+        utt = pending.utterance
+        if pending.kind is DecodeKind.PARTIAL:
+            return
+        if pending.plan.speculative and utt.end is None:
+            utt.speculation.fail()  # no second try in this pause; the endpoint asks again
+            return
+        if pending.plan.speculative:
+            utt.speculation.invalidate()
+        if not self._utts.take(utt):
+            return
+        assert utt.end is not None
+        span = f"{utt.start / SAMPLE_RATE:.3f}-{utt.end / SAMPLE_RATE:.3f} s"
+        name = f"utterance {utt.number} ({span})" if utt.number is not None else f"audio {span}"
+        self._events.append(Error("internal", f"could not transcribe {name}: {message}"))
+        if utt.number is not None and utt.last_partial_text:
+            # The client already saw this number: close it with the best text we have, so
+            # finals keep their numbering without gaps.
+            self._publish(utt, utt.last_partial_text, (), "en")
+        else:
+            self._resolve_empty(utt)
+
+    def _emit_final(self, utt: Utterance, result: DecodeResult, plan: Plan) -> None:
+        usable, model_words = self._usable(result, plan)
+        text = utt.agreement.finalize(usable)
+        if not text:
+            self._resolve_empty(utt)
+            return
+        words = self._final_words(utt, model_words, plan) if self.config.word_timestamps else ()
+        self._publish(utt, text, words, result.language or "en")
+
+    def _publish(self, utt: Utterance, text: str, words: tuple[Word, ...], language: str) -> None:
+        assert utt.end is not None
+        number = self._utts.published(utt)
+        self._history.add(Spoken(utt.start, utt.end, text, language, utt.sealed, utt.voice))
+        self._events.append(
+            Final(number, utt.start, utt.end, text, words, language, utt.end_reason)
+        )
+
+    def _resolve_empty(self, utt: Utterance) -> None:
+        if self.config.vad_events:
+            self._events.append(NoTranscript(utt.start))
+        self._utts.release(utt)
+
+    def _final_words(self, utt: Utterance, words: tuple[Word, ...], plan: Plan) -> tuple[Word, ...]:
+        """The final's words in absolute stream seconds (the result's are window-relative)."""
+        assert utt.end is not None
+        offset = plan.start / SAMPLE_RATE
+        first = utt.start / SAMPLE_RATE
+        # Alignment may stretch the first new word back into the context before it: no word
+        # of this utterance starts before the utterance does.
+        model = [
+            Word(
+                w.word,
+                round(max(w.start + offset, first), 3),
+                round(max(w.end + offset, first), 3),
+                w.probability,
+            )
+            for w in words
+        ]
+        return splice_words(utt.agreement, model, utt.start / SAMPLE_RATE, utt.end / SAMPLE_RATE)
+
+
+class _AudioBuffer:
+    """The stream's recent audio, addressed by absolute sample position; amortised growth."""
+
+    def __init__(self) -> None:
+        self._data = np.zeros(SAMPLE_RATE, dtype=np.float32)
+        self._len = 0
+        self._start = 0  # absolute position of _data[0]
+
+    def append(self, audio: np.ndarray) -> None:
+        need = self._len + len(audio)
+        if need > len(self._data):
+            grown = np.zeros(max(need, 2 * len(self._data)), dtype=np.float32)
+            grown[: self._len] = self._data[: self._len]
+            self._data = grown
+        self._data[self._len : need] = audio
+        self._len = need
+
+    def slice(self, start: int, end: int) -> np.ndarray:
+        if start < self._start or end > self._start + self._len:
+            raise AssertionError(f"audio [{start}, {end}) is no longer buffered")
+        return self._data[start - self._start : end - self._start].copy()
+
+    def trim(self, keep_from: int) -> None:
+        drop = keep_from - self._start
+        # Move data only once a good share is garbage, so trimming stays O(1) amortised.
+        if drop > 0 and drop >= max(self._len // 2, 16 * FRAME_SAMPLES):
+            self._data[: self._len - drop] = self._data[drop : self._len]
+            self._len -= drop
+            self._start = keep_from
+
+
+def _as_mono_float32(samples: np.ndarray) -> np.ndarray:
+    arr = np.asarray(samples)
+    if arr.ndim != 1:
+        raise AudioError(f"audio must be a 1-D array of mono samples, not shape {arr.shape}")
+    if arr.dtype.kind not in "fiu":
+        raise AudioError(f"audio must be numeric, not {arr.dtype}")
+    out = arr.astype(np.float32, copy=False)
+    if not np.all(np.isfinite(out)):
+        out = np.nan_to_num(out, nan=0.0, posinf=1.0, neginf=-1.0)
+    return out

@@ -1,0 +1,452 @@
+"""Decode-request queue shared by all streams: which requests form the next batch, and when.
+
+Pure policy, every call given ``now`` (seconds on any monotonic clock). Four priority classes,
+highest first (``Priority``):
+
+- finals: when finals are due they form the batch; partials never delay them and a final is
+  never dropped;
+- partials;
+- speculative finals (a final decoded during a pause, discarded if speech resumes) use only
+  idle capacity: they go when no final or partial is queued at all;
+- offline work (files and uploads) goes only when nothing live is queued, so a long upload
+  never delays a live final by more than the one batch already running.
+
+Streams ahead of real time (``pace.py``: a client that sent audio faster than real time, a
+flooder admitted at twice real time, a file pushed at full speed; the engine reports each
+stream's audio with ``observe_audio``) hold a backlog that no user is waiting on word by
+word. Their requests, whatever their class, run only when no live final or partial is
+queued, after live speculative finals (a live user's final is about to be due) and before
+offline work; not while a live stream's utterance is pausing (its final may be asked for at
+any moment), unless they have waited ``AHEAD_STARVE_S``; and while a live stream is open,
+only within a share of the model's time (``ahead_share.py``). A decode cannot be preempted,
+so a flooder filling every idle gap would make each live final that arrives wait for the
+flooder's.
+
+Within a class, requests go in fair order across owners (``fairness.py``, start-time fair
+queueing on predicted decode seconds: the owner that has had the least of the model lately
+goes first), then oldest first.
+
+And within the live classes:
+
+- a batch's size comes from the cost model measured at start-up (``cost_model.py``: small on
+  a CPU, where batching buys little, full on a GPU), else from the measured time per request
+  (``max_batch_s``);
+- a batch goes out when it is full or its oldest request has waited its budget
+  (``final_budget_s`` / ``partial_budget_s``), so a lone request still goes promptly while
+  simultaneous ones share one model call;
+- a newer partial of an owner (a stream) replaces its queued one (reported as dropped with
+  reason ``"replaced"``);
+- overload thinning: a partial that has waited ``partial_max_wait_s`` is stale before it could
+  be served and is dropped (reason ``"overload"``); the owner is told and stretches its partial
+  interval, so under load each stream asks less often instead of everyone waiting longer.
+
+Batches hold one kind and one class only: finals use beam search and possibly a different
+model, partials are greedy.
+
+An owner's queued request may be ``withdraw``n (its session found something more urgent) or
+``promote``d (a speculative final whose utterance just ended is now the real final).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import itertools
+import math
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+from kettle.streaming.engine.scheduling.ahead_share import AheadShare
+from kettle.streaming.engine.scheduling.cost_model import CostModel
+from kettle.streaming.engine.scheduling.fairness import FairShare
+from kettle.streaming.engine.scheduling.pace import PaceMeter
+from kettle.transcribe.errors import ConfigError
+from kettle.transcribe.types import DecodeKind, DecodeRequest
+
+OVERLOAD_WINDOW_S = 5.0
+PAUSE_RECHECK_S = 0.05  # work held for a live stream's pause looks again this often
+# With many live streams one is nearly always pausing: past this long without a decode,
+# work of streams ahead of real time goes despite a pause, so it is never starved.
+AHEAD_STARVE_S = 2.0
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    max_batch_size: int = 8
+    partial_budget_s: float = 0.05
+    final_budget_s: float = 0.0
+    partial_max_wait_s: float = 0.75
+    max_final_batch_size: int | None = None  # None: max_batch_size
+    # Without a measured cost profile (a test fake): cap on a batch's predicted decode time
+    # (seconds per request, measured, times size). With one, batch sizes come from the cost
+    # model (cost_model.py): small where batching buys little (a CPU), full on a GPU.
+    max_batch_s: float | None = 0.75
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_batch_size <= 256:
+            raise ConfigError(f"max_batch_size must be within 1..256, not {self.max_batch_size}")
+        if self.max_final_batch_size is not None and not 1 <= self.max_final_batch_size <= 256:
+            raise ConfigError("max_final_batch_size must be within 1..256")
+        for name in ("partial_budget_s", "final_budget_s"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 10.0:
+                raise ConfigError(f"{name} must be within 0..10 s, not {value}")
+        if self.max_batch_s is not None and not 0.01 <= self.max_batch_s <= 600:
+            raise ConfigError("max_batch_s must be within 0.01..600 s (or None)")
+        if not self.partial_max_wait_s > self.partial_budget_s:
+            raise ConfigError("partial_max_wait_s must exceed partial_budget_s")
+
+    @property
+    def final_batch_size(self) -> int:
+        return self.max_final_batch_size or self.max_batch_size
+
+
+class Priority(enum.IntEnum):
+    """Scheduling classes, most urgent first."""
+
+    FINAL = 0
+    PARTIAL = 1
+    SPECULATIVE = 2
+    OFFLINE = 3
+
+    @classmethod
+    def of(cls, request: DecodeRequest) -> Priority:
+        """The class of a live stream's request."""
+        if request.kind is DecodeKind.PARTIAL:
+            return cls.PARTIAL
+        return cls.SPECULATIVE if request.speculative else cls.FINAL
+
+
+@dataclass(frozen=True)
+class Ticket:
+    request: DecodeRequest
+    owner: Hashable
+    submitted: float
+    seq: int
+    priority: Priority = Priority.FINAL
+    solo: bool = False  # runs in a batch of its own (a retry after a failed batch)
+
+    @property
+    def kind(self) -> DecodeKind:
+        return self.request.kind
+
+
+@dataclass(frozen=True)
+class Dropped:
+    ticket: Ticket
+    reason: str  # "replaced" or "overload"
+
+
+class Scheduler:
+    def __init__(
+        self, config: SchedulerConfig | None = None, cost_model: CostModel | None = None
+    ) -> None:
+        self.config = config or SchedulerConfig()
+        self.costs = cost_model or CostModel()
+        self._queues: dict[Priority, list[Ticket]] = {p: [] for p in Priority}
+        self._dropped: list[Dropped] = []
+        self._seq = itertools.count()
+        self._last_overload: float | None = None
+        self._per_request_s: dict[DecodeKind, float] = {}  # EMA of decode s per request
+        self.fair = FairShare()
+        self._pace: dict[Hashable, PaceMeter] = {}
+        self.ahead_share = AheadShare()
+        self._ahead_served: float | None = None  # when a stream ahead last got a batch
+        self.skipped_total = 0
+
+    # --- queries -------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return sum(len(q) for q in self._queues.values())
+
+    def queued(self, priority: Priority) -> int:
+        return len(self._queues[priority])
+
+    @property
+    def queued_finals(self) -> int:
+        return len(self._queues[Priority.FINAL])
+
+    @property
+    def queued_partials(self) -> int:
+        return len(self._queues[Priority.PARTIAL])
+
+    @property
+    def live_queued(self) -> int:
+        """Queued requests of live streams (every class but offline)."""
+        return len(self) - len(self._queues[Priority.OFFLINE])
+
+    def oldest(self, priority: Priority, now: float | None = None) -> float | None:
+        """When the oldest queued request of a class was submitted (None: none queued).
+        Given ``now``, only requests of owners not ahead of real time count: a flooder's
+        final that waits because it yields is no sign that live streams wait."""
+        queue = self._queues[priority] if now is None else self._live(priority, now)
+        return min(t.submitted for t in queue) if queue else None
+
+    def overloaded(self, now: float) -> bool:
+        """True while partials have been skipped within the last few seconds."""
+        return self._last_overload is not None and now - self._last_overload < OVERLOAD_WINDOW_S
+
+    def observe(self, kind: DecodeKind, size: int, seconds: float) -> None:
+        """Record how long a batch of ``size`` requests took (feeds the max_batch_s cap)."""
+        if size <= 0 or seconds < 0:
+            return
+        per = seconds / size
+        old = self._per_request_s.get(kind)
+        self._per_request_s[kind] = per if old is None else 0.7 * old + 0.3 * per
+
+    def observe_batch(self, batch: Sequence[Ticket], seconds: float, now: float) -> None:
+        """Record a batch that finished at ``now``: the cap's average, the cost model's
+        correction, and the model time of streams ahead of real time (their share)."""
+        if not batch:
+            return
+        requests = [t.request for t in batch]
+        self.observe(requests[0].kind, len(requests), seconds)
+        self.costs.observe(requests, seconds)
+        ahead = sum(1 for t in batch if self.ahead(t.owner, now))
+        if ahead:
+            self.ahead_share.used(seconds * ahead / len(batch), now)
+
+    def batch_limit(self, kind: DecodeKind, queue: Sequence[Ticket] = ()) -> int:
+        """How many of ``queue`` (in serving order) the next batch of this kind takes at most."""
+        cfg = self.config
+        size = cfg.final_batch_size if kind is DecodeKind.FINAL else cfg.max_batch_size
+        best = self.costs.best_batch([t.request for t in queue], size) if queue else None
+        if best is not None:
+            return max(1, best)
+        per = self._per_request_s.get(kind)
+        if cfg.max_batch_s is not None and per:
+            size = min(size, max(1, int(cfg.max_batch_s / per)))
+        return size
+
+    def take_dropped(self) -> list[Dropped]:
+        out, self._dropped = self._dropped, []
+        return out
+
+    # --- input ---------------------------------------------------------------------------
+    def submit(
+        self,
+        request: DecodeRequest,
+        now: float,
+        owner: Hashable | None = None,
+        priority: Priority | None = None,
+        *,
+        solo: bool = False,
+    ) -> Ticket:
+        """Queue a request. ``owner`` (a stream) scopes replacement; default: no replacement.
+        ``priority`` defaults to the class of a live stream's request (``Priority.of``);
+        ``solo`` makes it a batch of its own."""
+        prio = Priority.of(request) if priority is None else priority
+        ticket = Ticket(request, owner, now, next(self._seq), prio, solo)
+        queue = self._queues[prio]
+        if prio is Priority.PARTIAL and owner is not None:
+            for i, old in enumerate(queue):
+                if old.owner == owner:
+                    self._dropped.append(Dropped(old, "replaced"))
+                    del queue[i]
+                    break
+        queue.append(ticket)
+        return ticket
+
+    def cancel(self, owner: Hashable) -> list[Ticket]:
+        """Remove every queued request of an owner (it went away); returns them."""
+        gone: list[Ticket] = []
+        for prio, queue in self._queues.items():
+            gone += [t for t in queue if t.owner == owner]
+            self._queues[prio] = [t for t in queue if t.owner != owner]
+        self.forget(owner)
+        return gone
+
+    def forget(self, owner: Hashable) -> None:
+        """The owner is gone: drop its fair-share account and pace (``cancel`` does both)."""
+        self.fair.forget(owner)
+        self._pace.pop(owner, None)
+
+    def observe_audio(self, owner: Hashable, audio_s: float, now: float) -> None:
+        """A live owner's client sent ``audio_s`` seconds of audio (its pace, ``pace.py``)."""
+        meter = self._pace.get(owner)
+        if meter is None:
+            meter = self._pace[owner] = PaceMeter(now)
+        meter.feed(audio_s, now)
+
+    def ahead(self, owner: Hashable, now: float) -> bool:
+        """Whether an owner's client runs ahead of real time (its requests yield)."""
+        meter = self._pace.get(owner)
+        return meter is not None and meter.ahead(now)
+
+    def holding_ahead(self, now: float) -> bool:
+        """Whether requests of owners ahead of real time wait for their share of the model
+        (``ahead_share.py``): it is used up, and a live stream is open to protect."""
+        if self.ahead_share.open(now):
+            return False
+        return any(not meter.ahead(now) for meter in self._pace.values())
+
+    def withdraw(self, owner: Hashable, request_id: Hashable) -> Ticket | None:
+        """Take back one queued request (not yet in a batch); None if it is not queued."""
+        for queue in self._queues.values():
+            for i, t in enumerate(queue):
+                if t.owner == owner and t.request.request_id == request_id:
+                    del queue[i]
+                    return t
+        return None
+
+    def promote(self, owner: Hashable, request_id: Hashable, priority: Priority) -> bool:
+        """Move a queued request of a less urgent class to ``priority`` (keeping its submit
+        time); False if there is no such request."""
+        found = [
+            t
+            for p, queue in self._queues.items()
+            if p > priority
+            for t in queue
+            if t.owner == owner and t.request.request_id == request_id
+        ]
+        if not found:
+            return False
+        ticket = found[0]
+        self._queues[ticket.priority].remove(ticket)
+        moved = dataclasses.replace(ticket, priority=priority)
+        queue = self._queues[priority]
+        queue.append(moved)
+        queue.sort(key=lambda t: t.seq)
+        return True
+
+    # --- policy --------------------------------------------------------------------------
+    def next_batch(
+        self, now: float, *, sources: int | None = None, live_pausing: bool = False
+    ) -> list[Ticket] | None:
+        """The batch to run now, or None if nothing is due yet (see next_deadline).
+
+        ``sources``: how many owners could submit live requests at all (the open streams,
+        each with at most one request pending). When all of them are queued already, waiting
+        longer cannot grow the batch, so it goes at once.
+
+        ``live_pausing``: a live stream's utterance is pausing, so its final may be asked for
+        any moment: requests of streams ahead of real time do not start then (a decode
+        cannot be preempted, and the final would wait for theirs), unless they have waited
+        ``AHEAD_STARVE_S``.
+        """
+        self._expire(now)
+        clock = now
+        if sources is not None and self.live_queued >= sources:
+            now = math.inf  # every budget has elapsed
+        finals = self._live(Priority.FINAL, clock)
+        partials = self._live(Priority.PARTIAL, clock)
+        if finals and self._due(finals, now, self.config.final_budget_s, DecodeKind.FINAL):
+            return self._take(Priority.FINAL, finals, clock)
+        if partials and self._due(partials, now, self.config.partial_budget_s, DecodeKind.PARTIAL):
+            return self._take(Priority.PARTIAL, partials, clock)
+        if finals or partials:
+            return None  # live work is waiting for its budget: the model is not idle
+        work = self._idle_work(clock, live_pausing)
+        return self._take(*work[0], clock) if work else None
+
+    def _live(self, priority: Priority, now: float) -> list[Ticket]:
+        """A class's requests (in submit order) of owners not ahead of real time."""
+        return [t for t in self._queues[priority] if not self.ahead(t.owner, now)]
+
+    def _ahead_requests(self, priority: Priority, now: float) -> list[Ticket]:
+        return [t for t in self._queues[priority] if self.ahead(t.owner, now)]
+
+    def _idle_work(
+        self, now: float, live_pausing: bool = False
+    ) -> list[tuple[Priority, list[Ticket]]]:
+        """What may run when no live final or partial is queued, most urgent first: live
+        streams' speculative finals (a live user's final is about to be due); requests of
+        streams ahead of real time, within their share of the model (``ahead_share.py``);
+        offline work."""
+        work = []
+        if speculative := self._live(Priority.SPECULATIVE, now):
+            work.append((Priority.SPECULATIVE, speculative))
+        if not (self._held_for_pause(now, live_pausing) or self.holding_ahead(now)):
+            for prio in (Priority.FINAL, Priority.PARTIAL, Priority.SPECULATIVE):
+                if ahead := self._ahead_requests(prio, now):
+                    work.append((prio, ahead))
+        if offline := self._queues[Priority.OFFLINE]:
+            work.append((Priority.OFFLINE, offline))
+        return work
+
+    def in_order(self, tickets: Sequence[Ticket]) -> list[Ticket]:
+        """Tickets in the order they would be served: the owner's fair tag, then age. (Owners
+        ahead of real time never share a batch with live ones: ``_live``, ``_idle_work``.)"""
+        return sorted(tickets, key=lambda t: (self.fair.tag(t.owner), t.seq))
+
+    def charge_of(self, request: DecodeRequest) -> float:
+        """What serving a request costs its owner's fair share: predicted decode seconds
+        where the model's costs were measured, else one unit per request (round robin)."""
+        if request.kind in self.costs.profiles:
+            predicted = self.costs.predict([request])
+            if predicted is not None:
+                return predicted
+        return 1.0
+
+    def _due(self, queue: list[Ticket], now: float, budget: float, kind: DecodeKind) -> bool:
+        return len(queue) >= self.batch_limit(kind, queue) or now - queue[0].submitted >= budget
+
+    def _held_for_pause(self, now: float, live_pausing: bool) -> bool:
+        """Whether a live stream's pause holds back work of streams ahead of real time: yes,
+        unless their oldest request has waited ``AHEAD_STARVE_S``, and as long since their
+        last batch."""
+        if not live_pausing:
+            return False
+        waiting = [t.submitted for p in Priority for t in self._ahead_requests(p, now)]
+        if not waiting:
+            return True
+        since = min(waiting)
+        if self._ahead_served is not None:
+            since = max(since, self._ahead_served)
+        return now - since < AHEAD_STARVE_S
+
+    def _take(self, priority: Priority, eligible: list[Ticket], now: float) -> list[Ticket]:
+        """Pop the next batch of a class from its (non-empty) eligible requests: in order
+        (``in_order``), of the first ticket's kind, up to the batch limit; a solo ticket goes
+        alone. Owners are charged."""
+        ordered = self.in_order(eligible)
+        kind = ordered[0].kind
+        candidates = [t for t in ordered if t.kind is kind]
+        batch: list[Ticket] = []
+        for ticket in candidates[: self.batch_limit(kind, candidates)]:
+            if batch and ticket.solo:
+                break
+            batch.append(ticket)
+            if ticket.solo:
+                break
+        taken = {t.seq for t in batch}
+        queue = self._queues[priority]
+        queue[:] = [t for t in queue if t.seq not in taken]
+        self.fair.charge((t.owner, self.charge_of(t.request)) for t in batch)
+        if any(self.ahead(t.owner, now) for t in batch):
+            self._ahead_served = now
+        return batch
+
+    def next_deadline(self, now: float, *, live_pausing: bool = False) -> float | None:
+        """When next_batch will have something to do without new submissions (or None)."""
+        times = []
+        finals = self._live(Priority.FINAL, now)
+        partials = self._live(Priority.PARTIAL, now)
+        if finals:
+            times.append(finals[0].submitted + self.config.final_budget_s)
+        if partials:
+            times.append(partials[0].submitted + self.config.partial_budget_s)
+        if waiting := self._queues[Priority.PARTIAL]:
+            # Stale partials expire (and their owners are told) even if nothing else runs.
+            times.append(waiting[0].submitted + self.config.partial_max_wait_s)
+        if not (finals or partials):
+            if self._idle_work(now, live_pausing):
+                times.append(now)
+            elif any(self._ahead_requests(p, now) for p in Priority):
+                # Held: for their share until it opens; for a pause until it ends or becomes
+                # an endpoint (no request may come of it, so look again soon).
+                opens = self.ahead_share.opens_at(now)
+                times.append(max(opens, now + PAUSE_RECHECK_S) if live_pausing else opens)
+        return min(times) if times else None
+
+    def _expire(self, now: float) -> None:
+        limit = self.config.partial_max_wait_s
+        keep = []
+        for t in self._queues[Priority.PARTIAL]:
+            if now - t.submitted >= limit:
+                self._dropped.append(Dropped(t, "overload"))
+                if not self.ahead(t.owner, now):  # one ahead of real time waits by design
+                    self._last_overload = now
+                self.skipped_total += 1
+            else:
+                keep.append(t)
+        self._queues[Priority.PARTIAL] = keep

@@ -1,0 +1,390 @@
+"""The wire codec of PROTOCOL.md: client messages in, server messages out. No I/O.
+
+Parsing turns a client text message (or the handshake's query string) into a typed value or
+raises ``ProtocolError`` carrying the protocol's error code and a message meant for the peer.
+Encoding turns engine events into the JSON objects the protocol names, with seconds at
+millisecond resolution.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+from urllib.parse import parse_qs
+
+from kettle.streaming.core.events import Done, Error, Final, Partial, samples_to_seconds
+from kettle.transcribe.errors import KettleError
+from kettle.transcribe.languages import LANGUAGES
+
+PROTOCOL_VERSION = 1
+ENCODINGS = ("pcm_s16le", "pcm_f32le", "mulaw")
+BYTES_PER_SAMPLE = {"pcm_s16le": 2, "pcm_f32le": 4, "mulaw": 1}
+MIN_SAMPLE_RATE = 8000
+MAX_SAMPLE_RATE = 48000
+CHANNELS = (1, 2)
+DEFAULT_SAMPLE_RATE = 16000
+MULAW_DEFAULT_SAMPLE_RATE = 8000
+
+# Error codes of PROTOCOL.md, plus kettle's additions (clients ignore unknown non-fatal codes).
+BAD_MESSAGE = "bad_message"
+BAD_AUDIO = "bad_audio"
+OVERLOADED = "overloaded"
+INTERNAL = "internal"
+RATE_LIMITED = "rate_limited"  # addition: a text message over the per-session rate, dropped
+
+# Query parameters that may carry settings; `token` is authentication, handled elsewhere.
+QUERY_FIELDS = ("sample_rate", "encoding", "channels", "language")
+CONFIG_FIELDS = ("sample_rate", "encoding", "channels", "language", "partials", "word_timestamps")
+
+
+class ProtocolError(KettleError):
+    """A client message or query value the protocol refuses; ``code`` is the error code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class ConfigUpdate:
+    """The fields one `config` message (or the query string) gives; None means not given.
+
+    ``language_given`` tells an explicit null language (model default) from an absent one.
+    """
+
+    encoding: str | None = None
+    sample_rate: int | None = None
+    channels: int | None = None
+    language: str | None = None
+    language_given: bool = False
+    partials: bool | None = None
+    word_timestamps: bool | None = None
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    """A session's settings after the query string and any accepted `config` messages."""
+
+    encoding: str = "pcm_s16le"
+    # None: not given by the client, so the encoding's default applies (8 kHz for mulaw).
+    requested_sample_rate: int | None = None
+    channels: int = 1
+    language: str | None = None
+    partials: bool = True
+    word_timestamps: bool = False
+
+    @property
+    def sample_rate(self) -> int:
+        if self.requested_sample_rate is not None:
+            return self.requested_sample_rate
+        return MULAW_DEFAULT_SAMPLE_RATE if self.encoding == "mulaw" else DEFAULT_SAMPLE_RATE
+
+    @property
+    def frame_bytes(self) -> int:
+        """Bytes of one sample frame (one sample of every channel)."""
+        return BYTES_PER_SAMPLE[self.encoding] * self.channels
+
+    def apply(self, update: ConfigUpdate) -> StreamSettings:
+        """The settings with every field the update gives replaced; later values win."""
+        changes: dict[str, Any] = {}
+        if update.encoding is not None:
+            changes["encoding"] = update.encoding
+        if update.sample_rate is not None:
+            changes["requested_sample_rate"] = update.sample_rate
+        if update.channels is not None:
+            changes["channels"] = update.channels
+        if update.language_given:
+            changes["language"] = update.language
+        if update.partials is not None:
+            changes["partials"] = update.partials
+        if update.word_timestamps is not None:
+            changes["word_timestamps"] = update.word_timestamps
+        return replace(self, **changes)
+
+    def check_model(self, multilingual: bool, model: str) -> None:
+        """Refuse a language the model cannot transcribe (English-only models know only en)."""
+        if self.language is not None and not multilingual and self.language != "en":
+            raise ProtocolError(
+                BAD_MESSAGE,
+                f"language {self.language!r} is not available: model {model} is English-only",
+            )
+
+
+# -- client messages ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConfigMessage:
+    update: ConfigUpdate
+
+
+@dataclass(frozen=True)
+class FinalizeMessage:
+    pass
+
+
+@dataclass(frozen=True)
+class StopMessage:
+    pass
+
+
+@dataclass(frozen=True)
+class KeepaliveMessage:
+    pass
+
+
+ClientMessage = ConfigMessage | FinalizeMessage | StopMessage | KeepaliveMessage
+
+_SIMPLE: dict[str, ClientMessage] = {
+    "finalize": FinalizeMessage(),
+    "stop": StopMessage(),
+    "keepalive": KeepaliveMessage(),
+}
+
+
+def parse_client_message(text: str) -> ClientMessage:
+    """One client text message, or ProtocolError(bad_message, why)."""
+    try:
+        obj = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ProtocolError(BAD_MESSAGE, f"message is not valid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError(BAD_MESSAGE, "message must be a JSON object")
+    kind = obj.get("type")
+    if not isinstance(kind, str):
+        raise ProtocolError(BAD_MESSAGE, "message needs a string field 'type'")
+    if kind == "config":
+        return ConfigMessage(parse_config_fields(obj))
+    simple = _SIMPLE.get(kind)
+    if simple is None:
+        known = ", ".join(["config", *_SIMPLE])
+        raise ProtocolError(BAD_MESSAGE, f"unknown message type {kind!r} (expected {known})")
+    return simple
+
+
+def parse_config_fields(obj: Mapping[str, Any]) -> ConfigUpdate:
+    """Validate every settings field of a config object; any invalid one refuses them all.
+
+    Fields the protocol does not name are ignored, so that newer clients still work.
+    """
+    errors: list[str] = []
+    values: dict[str, Any] = {}
+    for name in CONFIG_FIELDS:
+        if name not in obj:
+            continue
+        value = obj[name]
+        try:
+            values[name] = _VALIDATORS[name](value)
+        except ValueError as exc:
+            errors.append(f"{name}: {exc}")
+    if errors:
+        raise ProtocolError(BAD_MESSAGE, "config refused, nothing changed: " + "; ".join(errors))
+    return ConfigUpdate(
+        encoding=values.get("encoding"),
+        sample_rate=values.get("sample_rate"),
+        channels=values.get("channels"),
+        language=values.get("language"),
+        language_given="language" in values,
+        partials=values.get("partials"),
+        word_timestamps=values.get("word_timestamps"),
+    )
+
+
+def _check_encoding(value: Any) -> str:
+    if not isinstance(value, str) or value not in ENCODINGS:
+        raise ValueError(f"{value!r} is not one of {', '.join(ENCODINGS)}")
+    return value
+
+
+def _check_sample_rate(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{value!r} is not an integer")
+    if not MIN_SAMPLE_RATE <= value <= MAX_SAMPLE_RATE:
+        raise ValueError(f"{value} is outside {MIN_SAMPLE_RATE}..{MAX_SAMPLE_RATE}")
+    return value
+
+
+def _check_channels(value: Any) -> int:
+    if isinstance(value, bool) or value not in CHANNELS:
+        raise ValueError(f"{value!r} is not 1 or 2")
+    return int(value)
+
+
+def _check_language(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or value.lower() not in LANGUAGES:
+        raise ValueError(f"{value!r} is not an ISO 639-1 code of a language Whisper knows")
+    return value.lower()
+
+
+def _check_bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{value!r} is not true or false")
+    return value
+
+
+_VALIDATORS = {
+    "encoding": _check_encoding,
+    "sample_rate": _check_sample_rate,
+    "channels": _check_channels,
+    "language": _check_language,
+    "partials": _check_bool,
+    "word_timestamps": _check_bool,
+}
+
+
+@dataclass(frozen=True)
+class QueryParams:
+    token: str | None
+    update: ConfigUpdate
+
+
+def parse_query(query: str) -> QueryParams:
+    """The handshake's query string; ProtocolError(bad_message, why) means HTTP 400.
+
+    Values arrive as strings, so numbers are parsed here; `language=` (empty) or
+    `language=null` ask for the model default. Unknown parameters are ignored.
+    """
+    try:
+        pairs = parse_qs(query, keep_blank_values=True, strict_parsing=False, errors="strict")
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ProtocolError(BAD_MESSAGE, f"query string cannot be decoded: {exc}") from None
+    obj: dict[str, Any] = {}
+    errors: list[str] = []
+    for name in ("token", *QUERY_FIELDS):
+        given = pairs.get(name)
+        if given is None:
+            continue
+        if len(given) > 1:
+            errors.append(f"{name}: given more than once")
+            continue
+        raw = given[0]
+        if name in ("sample_rate", "channels"):
+            obj[name] = int(raw) if raw.isascii() and raw.isdigit() else raw
+        elif name == "language":
+            obj[name] = None if raw in ("", "null") else raw
+        else:
+            obj[name] = raw
+    if errors:
+        raise ProtocolError(BAD_MESSAGE, "; ".join(errors))
+    token = obj.pop("token", None)
+    return QueryParams(token=token, update=parse_config_fields(obj))
+
+
+# -- server messages ------------------------------------------------------------------------
+
+
+def _dumps(obj: Mapping[str, Any]) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def _ms(seconds: float) -> float:
+    """Seconds rounded to the millisecond (the protocol's resolution)."""
+    return round(float(seconds), 3) if math.isfinite(seconds) else 0.0
+
+
+def encode_ready(
+    session_id: str,
+    model: str,
+    sample_rate: int,
+    *,
+    multilingual: bool | None = None,
+    final_model: str | None = None,
+) -> str:
+    obj: dict[str, Any] = {
+        "type": "ready",
+        "session_id": session_id,
+        "protocol": PROTOCOL_VERSION,
+        "model": model,
+        "sample_rate": sample_rate,
+    }
+    if multilingual is not None:
+        obj["multilingual"] = multilingual  # addition: lets a page offer a language choice
+    if final_model is not None:
+        obj["final_model"] = final_model  # addition: a second model refines the finals
+    return _dumps(obj)
+
+
+def partial_fields(event: Partial) -> dict[str, Any]:
+    return {
+        "type": "partial",
+        "utterance": event.utterance,
+        "start": samples_to_seconds(event.start),
+        "end": samples_to_seconds(event.end),
+        "text": event.text,
+        "stable": event.stable,
+    }
+
+
+def final_fields(event: Final, *, word_timestamps: bool) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "type": "final",
+        "utterance": event.utterance,
+        "start": samples_to_seconds(event.start),
+        "end": samples_to_seconds(event.end),
+        "text": event.text,
+    }
+    if word_timestamps:
+        obj["words"] = [
+            {
+                "word": w.word,
+                "start": _ms(w.start),
+                "end": _ms(w.end),
+                "probability": _ms(w.probability),
+            }
+            for w in event.words
+        ]
+    obj["language"] = event.language
+    return obj
+
+
+def error_fields(code: str, message: str, *, fatal: bool = False) -> dict[str, Any]:
+    obj: dict[str, Any] = {"type": "error", "code": code, "message": message}
+    if fatal:
+        obj["fatal"] = True
+    return obj
+
+
+def done_fields(audio_seconds: float, utterances: int, reason: str | None = None) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "type": "done",
+        "audio_seconds": _ms(audio_seconds),
+        "utterances": utterances,
+    }
+    if reason is not None:
+        obj["reason"] = reason
+    return obj
+
+
+def encode_partial(event: Partial) -> str:
+    return _dumps(partial_fields(event))
+
+
+def encode_final(event: Final, *, word_timestamps: bool) -> str:
+    return _dumps(final_fields(event, word_timestamps=word_timestamps))
+
+
+def encode_error(code: str, message: str, *, fatal: bool = False) -> str:
+    return _dumps(error_fields(code, message, fatal=fatal))
+
+
+def encode_error_event(event: Error) -> str:
+    return encode_error(event.code, event.message, fatal=event.fatal)
+
+
+def encode_done(audio_seconds: float, utterances: int, reason: str | None = None) -> str:
+    return _dumps(done_fields(audio_seconds, utterances, reason))
+
+
+def audio_seconds(input_frames: int, sample_rate: int) -> float:
+    """done.audio_seconds: sample frames received over the input rate, to the millisecond."""
+    return round(input_frames / sample_rate, 3)
+
+
+def encode_done_event(event: Done, *, input_frames: int, sample_rate: int) -> str:
+    return encode_done(audio_seconds(input_frames, sample_rate), event.utterances, event.reason)

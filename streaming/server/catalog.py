@@ -1,0 +1,22 @@
+"""What the server speaks: its WebSocket protocols and REST APIs, listed once for the app's
+routes and for GET /v1/info."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kettle.streaming.protocols import deepgram, kettle_v1, openai_realtime
+from kettle.streaming.protocols.handshake import ProtocolRoute
+from kettle.streaming.server import deepgram_routes, openai_routes
+
+
+def websocket_protocols() -> list[ProtocolRoute]:
+    """Every WebSocket protocol the server speaks, one path each."""
+    return [kettle_v1.ROUTE, deepgram.ROUTE, openai_realtime.ROUTE]
+
+
+def rest_apis() -> dict[str, Mapping[str, Any]]:
+    """Every REST API the server speaks besides its plain GETs, by name: what GET /v1/info
+    says of each (its endpoints, the body it takes)."""
+    return {"openai": openai_routes.INFO, "deepgram": deepgram_routes.INFO}

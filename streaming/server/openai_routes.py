@@ -1,0 +1,229 @@
+"""OpenAI's audio REST API on kettle's port: /v1/audio/transcriptions, /v1/audio/translations,
+/v1/models and /v1/models/{id}.
+
+The request's order of checks, cheapest first, so a refused upload costs no reading:
+
+1. the key (401), then whether the server takes work at all (503 while the model loads or the
+   server drains) and a free upload slot (429 while ``max_uploads`` are being transcribed),
+   both with Retry-After, which the SDK's retry honours (an upload in flight when a drain
+   begins is answered within the drain's timeout; one a shutdown cuts short gets the 503);
+2. the body, read up to ``max_upload_bytes`` (413 beyond; Content-Length is checked first);
+3. the form (400, 404 for an unknown model; see protocols/openai_rest.py), then the audio,
+   decoded from its bytes (400 when it is not audio).
+
+The slot, the body's limit, the audio and the transcription (through the live engine at
+offline priority, with the model that decodes finals) are uploads.py's, shared with Deepgram's
+upload route: a client that goes away cancels the rest of its work and frees its slot.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from kettle.streaming.protocols import openai_rest as rest
+from kettle.streaming.protocols.handshake import bearer_token
+from kettle.streaming.server.uploads import (
+    UnreadableAudio,
+    UploadJob,
+    UploadsFull,
+    UploadsUnavailable,
+    UploadTooLarge,
+    upload_engine,
+)
+from kettle.transcribe.errors import KettleError
+from kettle.transcribe.pipeline import PipelineConfig
+from starlette.datastructures import UploadFile
+from starlette.formparsers import MultiPartException, MultiPartParser
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp
+
+if TYPE_CHECKING:
+    from kettle.streaming.engine.engine import Engine
+    from kettle.streaming.server.server import KettleServer
+
+logger = logging.getLogger(__name__)
+
+MODELS_PATH = "/v1/models"
+TRANSCRIPTIONS_PATH = "/v1/audio/transcriptions"
+TRANSLATIONS_PATH = "/v1/audio/translations"
+MAX_FIELDS = 64
+
+# What GET /v1/info says of this API.
+INFO: dict[str, Any] = {
+    "api": "openai/v1/audio",
+    "endpoints": {
+        "transcriptions": {"method": "POST", "path": TRANSCRIPTIONS_PATH},
+        "translations": {"method": "POST", "path": TRANSLATIONS_PATH},
+        "models": {"method": "GET", "path": MODELS_PATH},
+        "model": {"method": "GET", "path": MODELS_PATH + "/{model_id}"},
+    },
+    "body": "multipart/form-data with the audio in the field 'file'",
+    "response_formats": list(rest.RESPONSE_FORMATS),
+}
+
+
+def error_response(error: rest.OpenAIError) -> Response:
+    return JSONResponse(error.body(), error.status, headers=error.headers)
+
+
+class OpenAIRest:
+    """The routes' handlers, sharing the server and its upload slots."""
+
+    def __init__(self, server: KettleServer) -> None:
+        self.server = server
+
+    def routes(self) -> list[BaseRoute]:
+        return [
+            Route(MODELS_PATH, self.list_models, methods=["GET"]),
+            Route(MODELS_PATH + "/{model_id:path}", self.get_model, methods=["GET"]),
+            Route(TRANSCRIPTIONS_PATH, self._answered(self.transcriptions), methods=["POST"]),
+            Route(TRANSLATIONS_PATH, self._answered(self.translations), methods=["POST"]),
+        ]
+
+    def _answered(self, endpoint: Callable[[Request], Awaitable[Response]]) -> ASGIApp:
+        return self.server.uploads.answered(endpoint)  # a drain waits for its answer
+
+    # -- checks -----------------------------------------------------------------------------
+
+    def _authorize(self, request: Request) -> None:
+        presented = bearer_token(request.headers.get("authorization"))
+        if not self.server.authenticator.allows_any([presented]):
+            raise rest.unauthorized()
+
+    def catalog(self) -> rest.ModelCatalog:
+        engine = self.server.engine
+        if engine is None:
+            raise rest.busy(self.server.config.retry_after_s, unavailable=True)
+        model = engine.final_decoder
+        return rest.ModelCatalog((rest.ModelEntry(model.name, model.multilingual),))
+
+    def _engine(self) -> Engine:
+        try:
+            return upload_engine(self.server)
+        except UploadsUnavailable:
+            raise rest.busy(self.server.config.retry_after_s, unavailable=True) from None
+
+    # -- handlers ---------------------------------------------------------------------------
+
+    async def list_models(self, request: Request) -> Response:
+        try:
+            self._authorize(request)
+            return JSONResponse(self.catalog().list_body())
+        except rest.OpenAIError as exc:
+            return error_response(exc)
+
+    async def get_model(self, request: Request) -> Response:
+        try:
+            self._authorize(request)
+            return JSONResponse(self.catalog().get_body(request.path_params["model_id"]))
+        except rest.OpenAIError as exc:
+            return error_response(exc)
+
+    async def transcriptions(self, request: Request) -> Response:
+        return await self._audio(request, "transcribe")
+
+    async def translations(self, request: Request) -> Response:
+        return await self._audio(request, "translate")
+
+    async def _audio(self, request: Request, task: str) -> Response:
+        try:
+            self._authorize(request)
+            done = await self.server.uploads.transcribe(
+                request, self._engine(), lambda body: self._prepare(request, body, task)
+            )
+        except ClientDisconnect:
+            return Response(status_code=499)  # nobody is listening any more
+        except Exception as exc:
+            return error_response(self._error(exc, task))
+        parsed = done.parsed
+        if parsed.stream:
+            return StreamingResponse(
+                _iterate(rest.stream_events(done.transcript)),
+                media_type=rest.SSE_CONTENT_TYPE,
+                headers={"Cache-Control": "no-cache"},
+            )
+        text, content_type = rest.render(done.transcript, parsed)
+        return Response(text, media_type=content_type)
+
+    def _error(self, exc: Exception, task: str) -> rest.OpenAIError:
+        """OpenAI's error for an upload that failed (uploads.py's refusals included)."""
+        retry = self.server.config.retry_after_s
+        match exc:
+            case rest.OpenAIError():
+                return exc
+            case UploadsFull():
+                return rest.busy(retry)
+            case UploadsUnavailable():  # cut short by the server's shutdown
+                return rest.busy(retry, unavailable=True)
+            case UploadTooLarge(limit=limit):
+                return rest.too_large(limit)
+            case UnreadableAudio():
+                message = f"The file could not be read as audio: {exc}."
+                return rest.bad_request(message, "file", "invalid_file")
+            case KettleError() if self.server.draining:
+                return rest.busy(retry, unavailable=True)
+            case KettleError():
+                message = f"The transcription failed: {exc}"
+                return rest.OpenAIError(
+                    500, message, type="server_error", code="transcription_failed"
+                )
+        logger.error("%s request failed", task, exc_info=exc)
+        return rest.OpenAIError(
+            500, "internal server error", type="server_error", code="internal_error"
+        )
+
+    async def _prepare(
+        self, request: Request, body: bytes, task: str
+    ) -> UploadJob[rest.AudioRequest]:
+        fields, file = await parse_form(request, body)
+        parsed = rest.parse_audio_form(fields, file, task=task, catalog=self.catalog())
+        config = PipelineConfig(
+            language=parsed.language,
+            word_timestamps=parsed.words,
+            task=parsed.task,
+            prompt=parsed.prompt,
+        )
+        return UploadJob(parsed, parsed.audio, config)
+
+
+async def _iterate(frames: Iterable[str]) -> AsyncIterator[str]:
+    for frame in frames:
+        yield frame
+
+
+async def parse_form(request: Request, body: bytes) -> tuple[list[tuple[str, str]], bytes | None]:
+    """The text fields and the bytes of the part named ``file`` of a multipart body."""
+    content_type = request.headers.get("content-type", "")
+    if not content_type.lower().startswith("multipart/form-data"):
+        raise rest.bad_request("The request body must be multipart/form-data with the audio "
+                               "in the field 'file'.", None, "invalid_request")  # fmt: skip
+
+    async def stream() -> AsyncGenerator[bytes, None]:
+        yield body
+
+    parser = MultiPartParser(request.headers, stream(), max_files=1, max_fields=MAX_FIELDS)
+    try:
+        form = await parser.parse()
+    except MultiPartException as exc:
+        raise rest.bad_request(f"The multipart body could not be read: {exc.message}", None,
+                               "invalid_request") from None  # fmt: skip
+    fields: list[tuple[str, str]] = []
+    file: bytes | None = None
+    try:
+        for name, value in form.multi_items():
+            if isinstance(value, UploadFile):
+                if name == "file":
+                    file = await value.read()
+            else:
+                fields.append((name, value))
+    finally:
+        await form.close()
+    return fields, file
+
+
+def routes(server: KettleServer) -> list[BaseRoute]:
+    return OpenAIRest(server).routes()

@@ -1,0 +1,38 @@
+"""`kettle serve`'s engine options: cadence and the cost cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kettle.streaming.cli.main import build_parser
+from kettle.streaming.cli.serve import _engine_config
+from kettle.streaming.engine.engine import EngineConfig
+
+
+def engine_config(*flags: str) -> EngineConfig:
+    return _engine_config(build_parser().parse_args(["serve", *flags]))
+
+
+def test_defaults_pace_partials_by_cost_and_cache_the_costs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KETTLE_CACHE_DIR", str(tmp_path))
+    config = engine_config()
+    assert config.adaptive_cadence is True
+    assert config.cost_cache == tmp_path / "costs"
+    assert config.remeasure_costs is False
+
+
+def test_fixed_cadence_and_cost_cache_flags() -> None:
+    config = engine_config("--fixed-cadence", "--no-cost-cache", "--batch-size", "2")
+    assert config.adaptive_cadence is False
+    assert config.cost_cache is None
+    assert config.scheduler.max_batch_size == 2
+    assert engine_config("--remeasure-costs").remeasure_costs is True
+
+
+def test_serve_releases_free_memory_once_a_minute_unless_told_not_to() -> None:
+    assert engine_config().release_memory_s == 60.0
+    assert engine_config("--release-memory-s", "5").release_memory_s == 5.0
+    assert engine_config("--release-memory-s", "0").release_memory_s is None

@@ -1,0 +1,263 @@
+"""uploads.py on its own: the body's limit, the slot held and freed on every outcome, the work
+cancelled when the client leaves. Requests are Starlette's over a scripted ASGI receive, the
+engine a real one over the fake model; the routes' own tests are test_deepgram_http.py and
+test_openai_sdk.py."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import threading
+from collections.abc import Awaitable, Callable
+from types import SimpleNamespace
+from typing import Any, cast
+
+import numpy as np
+import pytest
+import soundfile as sf
+from kettle.streaming.engine.engine import Engine, EngineConfig
+from kettle.streaming.server.server import KettleServer
+from kettle.streaming.server.uploads import (
+    UnreadableAudio,
+    UploadJob,
+    Uploads,
+    UploadsFull,
+    UploadsUnavailable,
+    UploadTooLarge,
+    read_body,
+    unless_disconnected,
+    upload_engine,
+)
+from kettle.transcribe.fake import FakeDecoder, scripted_audio
+from kettle.transcribe.pipeline import PipelineConfig
+from kettle.transcribe.types import DecodeRequest
+from kettle.transcribe.windows import WindowConfig
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+
+GUARD = 60  # seconds: a deadlock guard only
+WHOLE = PipelineConfig(windows=WindowConfig(vad=False))  # one window, whatever the VAD hears
+AUDIO = scripted_audio([("silence", 0.5), ("voice", 2.0), ("silence", 0.5)])
+
+
+def wav(audio: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    sf.write(buffer, audio, 16000, format="WAV", subtype="PCM_16")
+    return buffer.getvalue()
+
+
+class Client:
+    """An ASGI client: the body in ``chunks``, then nothing until it leaves."""
+
+    def __init__(self, chunks: list[bytes], declared: int | None = None) -> None:
+        self.messages = [
+            {"type": "http.request", "body": c, "more_body": i < len(chunks) - 1}
+            for i, c in enumerate(chunks)
+        ]
+        self.gone = asyncio.Event()
+        self.reads = 0
+        headers = [] if declared is None else [(b"content-length", str(declared).encode())]
+        scope = {"type": "http", "method": "POST", "path": "/", "headers": headers}
+        self.request = Request(scope, self._receive)
+
+    async def _receive(self) -> dict[str, Any]:
+        self.reads += 1
+        if self.messages:
+            return self.messages.pop(0)
+        await self.gone.wait()
+        return {"type": "http.disconnect"}
+
+
+async def test_read_body_within_and_over_the_limit() -> None:
+    assert await read_body(Client([b"ab", b"cd"]).request, 4) == b"abcd"
+    streamed = Client([b"ab", b"cde", b"never read"])
+    with pytest.raises(UploadTooLarge) as info:
+        await read_body(streamed.request, 4)
+    assert info.value.limit == 4 and streamed.reads == 2  # stopped at the chunk over it
+    declared = Client([b"abcde"], declared=5)
+    with pytest.raises(UploadTooLarge):
+        await read_body(declared.request, 4)
+    assert declared.reads == 0  # refused on Content-Length, before any reading
+
+
+class _Endless:
+    """Work that never ends by itself: says when it starts and when it is cancelled."""
+
+    def __init__(self) -> None:
+        self.started, self.cancelled = asyncio.Event(), asyncio.Event()
+
+    async def run(self) -> None:
+        self.started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+
+
+async def test_unless_disconnected_returns_the_work_or_cancels_it() -> None:
+    client = Client([b""])
+    await read_body(client.request, 10)
+
+    async def answer() -> int:
+        return 42
+
+    assert await unless_disconnected(client.request, answer()) == 42
+    work = _Endless()
+    waiting = asyncio.create_task(unless_disconnected(client.request, work.run()))
+    await work.started.wait()
+    client.gone.set()
+    with pytest.raises(ClientDisconnect):
+        await waiting
+    assert work.cancelled.is_set()
+
+
+async def test_a_cancelled_caller_cancels_the_work() -> None:
+    client = Client([b""])
+    await read_body(client.request, 10)
+    work = _Endless()
+    waiting = asyncio.create_task(unless_disconnected(client.request, work.run()))
+    await work.started.wait()
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert work.cancelled.is_set()
+
+
+def job(audio: bytes) -> Callable[[bytes], Awaitable[UploadJob[str]]]:
+    async def prepare(body: bytes) -> UploadJob[str]:
+        return UploadJob("parsed", audio, WHOLE)
+
+    return prepare
+
+
+async def test_transcribe_holds_one_slot_and_frees_it_on_every_outcome() -> None:
+    decoding, release = threading.Event(), threading.Event()
+
+    def held(request: DecodeRequest) -> str:
+        decoding.set()
+        release.wait(GUARD)
+        return "held"
+
+    uploads = Uploads(max_uploads=1, max_bytes=1 << 20)
+    body = wav(AUDIO)
+    async with Engine(FakeDecoder(text_for=held), EngineConfig()) as engine:
+        first = Client([body])
+        running = asyncio.create_task(uploads.transcribe(first.request, engine, job(body)))
+        assert await asyncio.to_thread(decoding.wait, GUARD)
+        assert uploads.active == 1 and uploads.full
+        with pytest.raises(UploadsFull):
+            await uploads.transcribe(Client([body]).request, engine, job(body))
+        release.set()
+        done = await running
+        assert (done.parsed, done.body) == ("parsed", body)
+        assert set(done.transcript.text.split()) == {"held"}
+        assert uploads.active == 0
+        for chunks, failure in [
+            ([b"x" * 2048], UploadTooLarge),  # over max_bytes below
+            ([b"not audio"], UnreadableAudio),
+        ]:
+            small = Uploads(max_uploads=1, max_bytes=1024)
+            with pytest.raises(failure):
+                await small.transcribe(Client(chunks).request, engine, job(chunks[0]))
+            assert small.active == 0
+            await small.wait_idle()
+
+
+async def test_a_client_that_leaves_frees_the_slot_before_the_model_does() -> None:
+    decoding, release = threading.Event(), threading.Event()
+
+    def held(request: DecodeRequest) -> str:
+        decoding.set()
+        release.wait(GUARD)
+        return "held"
+
+    uploads = Uploads(max_uploads=1, max_bytes=1 << 20)
+    body = wav(AUDIO)
+    try:
+        async with Engine(FakeDecoder(text_for=held), EngineConfig()) as engine:
+            client = Client([body])
+            running = asyncio.create_task(uploads.transcribe(client.request, engine, job(body)))
+            assert await asyncio.to_thread(decoding.wait, GUARD)
+            client.gone.set()  # while the model still holds the window
+            with pytest.raises(ClientDisconnect):
+                await running
+            assert uploads.active == 0
+            release.set()
+    finally:
+        release.set()
+
+
+async def test_upload_engine_refuses_while_the_server_takes_no_uploads() -> None:
+    async with Engine(FakeDecoder(), EngineConfig()) as engine:
+        ok = SimpleNamespace(engine=engine, draining=False)
+        assert upload_engine(cast(KettleServer, ok)) is engine
+        for server, reason in [
+            (SimpleNamespace(engine=engine, draining=True), "shutting down"),
+            (SimpleNamespace(engine=None, draining=False), "loading"),
+        ]:
+            with pytest.raises(UploadsUnavailable, match=reason):
+                upload_engine(cast(KettleServer, server))
+    stopped = SimpleNamespace(engine=engine, draining=False)  # the engine has stopped
+    with pytest.raises(UploadsUnavailable, match="stopped"):
+        upload_engine(cast(KettleServer, stopped))
+
+
+async def test_close_cuts_uploads_short_and_refuses_later_ones() -> None:
+    decoding, release = threading.Event(), threading.Event()
+
+    def held(request: DecodeRequest) -> str:
+        decoding.set()
+        release.wait(GUARD)
+        return "held"
+
+    uploads = Uploads(max_uploads=2, max_bytes=1 << 20)
+    body = wav(AUDIO)
+    try:
+        async with Engine(FakeDecoder(text_for=held), EngineConfig()) as engine:
+            running = asyncio.create_task(
+                uploads.transcribe(Client([body]).request, engine, job(body))
+            )
+            assert await asyncio.to_thread(decoding.wait, GUARD)
+            reading = Client([body[:10], body[10:]])  # one still reading its body, too
+            reading.messages.pop()  # its second chunk never comes
+            waiting = asyncio.create_task(uploads.transcribe(reading.request, engine, job(body)))
+            while reading.reads < 2:  # it has read its first chunk and waits for more
+                await asyncio.sleep(0)
+            uploads.close()
+            for task in (running, waiting):
+                with pytest.raises(UploadsUnavailable, match="shut down"):
+                    await task
+            assert uploads.active == 0 and uploads.closed
+            await uploads.wait_idle()
+            later = Client([body])
+            with pytest.raises(UploadsUnavailable, match="shutting down"):
+                await uploads.transcribe(later.request, engine, job(body))
+            assert later.reads == 0
+            release.set()
+    finally:
+        release.set()
+
+
+async def test_answered_holds_wait_idle_until_the_response_is_sent() -> None:
+    uploads = Uploads(max_uploads=1, max_bytes=1024)
+    sending, sent = asyncio.Event(), asyncio.Event()
+
+    async def endpoint(request: Request) -> Response:
+        return Response("ok")
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            sending.set()
+            await sent.wait()  # the socket takes the body only when the test says
+
+    app = uploads.answered(endpoint)
+    scope = {"type": "http", "method": "POST", "path": "/", "headers": [], "query_string": b""}
+    serving = asyncio.create_task(app(scope, Client([b""]).request.receive, send))
+    await asyncio.wait_for(sending.wait(), GUARD)  # answered, its body not sent yet
+    idle = asyncio.create_task(uploads.wait_idle())
+    await asyncio.sleep(0)
+    assert not idle.done()
+    sent.set()
+    await asyncio.wait_for(serving, GUARD)
+    await asyncio.wait_for(idle, GUARD)

@@ -220,8 +220,6 @@ class Outcome:
     finals: list[tuple[str, int]] = dataclasses.field(default_factory=list)  # (text, n stable)
     cache_hit_rate: float | None = None
     lags: list[float] = dataclasses.field(default_factory=list)  # from the end of speech, s
-    prompted: int = 0  # decodes with the context as the prompt (DecodeRequest.context_end_s)
-    retried: int = 0  # of those, decoded again with it forced (written out again, or unsure)
 
 
 ALONE = {
@@ -323,16 +321,12 @@ def run_session(decoder: Any, final_decoder: Any, item: Item, variant: str) -> O
     session = Session(stream_config(variant), session_id=f"bench-{next(_SESSION_IDS)}")
     stable: dict[int, int] = {}
     finals: list[tuple[str, int]] = []
-    prompted = retried = 0
 
     def settle() -> None:
-        nonlocal prompted, retried
         while requests := session.poll_requests():
             for request in requests:
                 final = request.kind is DecodeKind.FINAL and final_decoder is not None
                 (result,) = (final_decoder if final else decoder).decode_batch([request])
-                prompted += request.context_end_s is not None
-                retried += result.context_retried
                 session.on_result(result)
         for event in session.poll_events():
             if isinstance(event, Partial):
@@ -353,9 +347,7 @@ def run_session(decoder: Any, final_decoder: Any, item: Item, variant: str) -> O
     hits, misses = cache1.hits - cache0.hits, cache1.misses - cache0.misses
     text = " ".join(t for t, _ in finals)
     rate = hits / (hits + misses) if hits + misses else None
-    return Outcome(
-        text, cpu, finals=finals, cache_hit_rate=rate, prompted=prompted, retried=retried
-    )
+    return Outcome(text, cpu, finals=finals, cache_hit_rate=rate)
 
 
 def run_transcribe(decoder: Any, item: Item) -> Outcome:
@@ -582,10 +574,6 @@ def main(argv: list[str] | None = None) -> int:
             row["stable_accuracy"] = round(stable_ok / stable_n, 3) if stable_n else None
             hits = [o.cache_hit_rate for _, o in pairs if o.cache_hit_rate is not None]
             row["cache_hit_rate"] = round(float(np.mean(hits)), 3) if hits else None
-            prompted = sum(o.prompted for _, o in pairs)
-            row["context_retried"] = (
-                f"{sum(o.retried for _, o in pairs)}/{prompted}" if prompted else None
-            )
         rows.append(row)
     total = time.monotonic() - t0
     load1 = os.getloadavg()
@@ -607,7 +595,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     columns = [
         "set", "method", "items", "audio_s", "wer", "words", "lag_p50", "lag_p95",
-        "cpu_per_audio_s", "stable_share", "stable_accuracy", "cache_hit_rate", "context_retried",
+        "cpu_per_audio_s", "stable_share", "stable_accuracy", "cache_hit_rate",
     ]  # fmt: skip
     table = markdown_table(
         [
@@ -632,9 +620,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.lag_items} (a) conversation(s), pooled; "
             "`words` counts words emitted on non-speech; `stable_share` is the share of final "
             "words that were stable in a partial before, `stable_accuracy` how many of those "
-            "match the reference; `context_retried` how many of the decodes with the context "
-            "as the prompt wrote it out again or were unsure, and were decoded again with it "
-            "forced.\n\n"
+            "match the reference.\n\n"
             f"![accuracy]({args.plot.name})\n",
         )
     return 0

@@ -67,9 +67,6 @@ _COMPUTE_TYPES = (
 # Whisper generates at most MAX_LENGTH // 2 tokens, forced ones included, so a request's
 # context text is bounded (about 140 tokens of English) to leave room for new words.
 MAX_CONTEXT_CHARS = 600
-# A decode with its context as the prompt (DecodeRequest.context_end_s) less sure than this
-# (mean log-probability per token) is decoded again with the context forced.
-PROMPTED_MIN_LOGPROB = -0.3
 
 
 @dataclass(frozen=True)
@@ -360,14 +357,6 @@ class WhisperAdapter:
                 f"request {r.request_id!r}: context of {len(r.context)} characters is longer "
                 f"than {MAX_CONTEXT_CHARS}"
             )
-        if r.context_end_s is not None and not (
-            isinstance(r.context_end_s, int | float)
-            and 0.0 <= r.context_end_s <= samples.shape[0] / SAMPLE_RATE
-        ):
-            raise ConfigError(
-                f"request {r.request_id!r}: context_end_s must lie within the window, "
-                f"not {r.context_end_s!r}"
-            )
         if r.encode_min_s is not None and not 0.0 <= r.encode_min_s <= 30.0:
             raise ConfigError(
                 f"request {r.request_id!r}: encode_min_s must be within 0..30, not {r.encode_min_s}"
@@ -394,19 +383,6 @@ class WhisperAdapter:
             for job in active:
                 self._prompts.build(job)
             self._decode_active(active)
-            # After a prompted context the model sometimes writes an earlier sentence of the
-            # context out again instead of the new words (5 of 14 prompted finals on set a),
-            # or garbles a sentence the forced context decodes right (set b: "And milk, and
-            # too low of rent" at a mean log-probability of -0.49, where the others scored
-            # -0.01 to -0.19): those decode again with the context forced.
-            again = [j for j in active if self._prompt_failed(j)]
-            if again:
-                logger.debug("%d decode(s) failed with a prompted context; forcing it", len(again))
-                for job in again:
-                    job.chosen, job.attempts, job.next_round = None, [], None
-                    job.context_retried = True
-                    self._prompts.build(job, force_context=True)
-                self._decode_active(again)
             finals = [j for j in active if j.final]
             self._aligner.align([j for j in finals if j.request.word_timestamps])
             for job in active:
@@ -415,18 +391,6 @@ class WhisperAdapter:
         if len(out) != len(jobs):  # a bug, not a model failure: never return a short list
             raise DecodeError("internal error: a request got no result")
         return out
-
-    def _prompt_failed(self, job: Job) -> bool:
-        """Whether a decode with a prompted context should be redone with it forced."""
-        hyp = job.chosen
-        if job.context_forced or hyp is None or not hyp.text:
-            return False
-        if decoding.suppressed(hyp, self._th):
-            return False  # silence or a stock phrase on it: forcing the context won't help
-        return (
-            decoding.repeats_context(hyp.text, job.request.context or "")
-            or hyp.avg_logprob < PROMPTED_MIN_LOGPROB
-        )
 
     def _decode_active(self, active: list[Job]) -> None:
         """Set ``chosen`` of every job: partials in one pass, finals with the fallback."""
@@ -478,5 +442,4 @@ class WhisperAdapter:
             tokens=() if silent else hyp.tokens,
             fallback=None if silent or not job.final else self._fallback.reason(hyp),
             next_round=job.next_round,
-            context_retried=job.context_retried,
         )

@@ -88,22 +88,6 @@ def suppressed(hyp: Hypothesis, th: Thresholds) -> bool:
     return is_silence(hyp, th) or is_hallucination(hyp, th)
 
 
-# How many of a hypothesis' first words, found in a row in the context, mark a repeat of it.
-REPEAT_WORDS = 4
-
-
-def repeats_context(text: str, context: str) -> bool:
-    """Whether ``text`` starts by writing out part of ``context`` again: its first words (up
-    to REPEAT_WORDS, at least 2) occur in a row in the context. A short answer that
-    matches by chance ("I think.") costs a second decode, nothing more."""
-    words = _normalized(text).split()[:REPEAT_WORDS]
-    if len(words) < 2:
-        return False
-    known = _normalized(context).split()
-    n = len(words)
-    return any(known[i : i + n] == words for i in range(len(known) - n + 1))
-
-
 def too_repetitive(hyp: Hypothesis, th: Thresholds) -> bool:
     return th.compression_ratio is not None and hyp.compression_ratio > th.compression_ratio
 

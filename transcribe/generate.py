@@ -1,6 +1,5 @@
 """The one place that calls the model's ``generate``: batched decoding of encoded windows
-into hypotheses, grouped so every call has <|startoftranscript|> at one position and one
-mode (CTranslate2 applies the timestamp rules to a whole batch by its first prompt)."""
+into hypotheses, grouped so every call has <|startoftranscript|> at one position."""
 
 from __future__ import annotations
 
@@ -34,10 +33,10 @@ class Generator:
         """One hypothesis per job: beam search at temperature 0, else ``best_of`` samples.
         ``caps``: new tokens each job may generate (None: up to the model's limit)."""
         out: dict[int, Hypothesis] = {}
-        groups: dict[tuple[int, bool], list[int]] = {}
+        groups: dict[int, list[int]] = {}
         for k, job in enumerate(jobs):
             sot = self._prompts.tokenizer(job.language, job.task).sot
-            groups.setdefault((job.prompt.index(sot), job.timestamps), []).append(k)
+            groups.setdefault(job.prompt.index(sot), []).append(k)
         for members in groups.values():
             sub = [jobs[k] for k in members]
             sub_caps = [caps[k] for k in members]
@@ -72,7 +71,7 @@ class Generator:
         seq = list(res.sequences_ids[0])
         # CTranslate2 returns the forced tokens too but scores only what follows them; the
         # context is not counted, so a long context does not dilute the average.
-        n_context = min(job.n_context_out, len(seq))
+        n_context = min(len(job.context), len(seq))
         avg = decoding.avg_logprob(float(res.scores[0]), len(seq) - n_context)
         # One max_length serves a whole group: trim to this request's own token budget.
         if budget is not None:

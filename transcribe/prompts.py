@@ -17,8 +17,6 @@ MAX_LENGTH = 448  # Whisper's decoder context, prompt included
 # tokens or more are cut (keeping the most recent tokens, at least half of them) to one of
 # these lengths. Shorter prompts are kept whole.
 PROMPT_BUCKETS = (8, 16, 32, 64, 128, 223)
-TIMESTAMP_STEP_S = 0.02  # Whisper's timestamp tokens: <|0.00|> to <|30.00|>
-MAX_TIMESTAMP_STEPS = 1500
 
 
 class PromptBuilder:
@@ -69,40 +67,24 @@ class PromptBuilder:
             for job, langs in zip(unknown, detect(unknown), strict=True):
                 job.language = langs[0][0][2:-2]
 
-    def build(self, job: Job, *, force_context: bool | None = None) -> None:
-        """Set the job's prompt, its context tokens and how many tokens are forced.
-
-        The context is forced as the decoder's prefix unless the request gives
-        ``context_end_s`` (or ``force_context`` says otherwise): then it joins the previous
-        text, and the decoder starts in timestamp mode at a forced timestamp there."""
+    def build(self, job: Job) -> None:
+        """Set the job's prompt, its context tokens and how many tokens are forced: the
+        previous text is the prompt, the context then the prefix are forced after it."""
         r = job.request
         tok = self.tokenizer(job.language, r.task)
         context = r.context.strip() if r.context and r.context.strip() else ""
-        forced_context = r.context_end_s is None if force_context is None else force_context
-        job.context_forced = forced_context or not context
         previous_text = (r.prompt or "").strip()
-        if not job.context_forced:
-            previous_text = f"{previous_text} {context}".strip()
         previous: list[int] = []
         if previous_text:
             previous = tok.encode(" " + previous_text)
             fits = [b for b in PROMPT_BUCKETS if b <= len(previous)]
             if fits:
                 previous = previous[len(previous) - fits[-1] :]
-        job.prompt = self._wm.get_prompt(tok, previous, without_timestamps=job.context_forced)
+        job.prompt = self._wm.get_prompt(tok, previous, without_timestamps=True)
         job.context = tok.encode(" " + context) if context else []
         prefix = tok.encode(" " + r.prefix.strip()) if r.prefix and r.prefix.strip() else []
-        if job.context_forced:
-            # Tokenized apart, so the context's tokens are known exactly; at a word boundary
-            # (a leading space) the BPE pieces are the same as for the joined text.
-            forced = job.context + prefix
-        else:
-            forced = [timestamp_token(tok, r.context_end_s or 0.0), *prefix]
+        # Tokenized apart, so the context's tokens are known exactly; at a word boundary (a
+        # leading space) the BPE pieces are the same as for the joined text.
+        forced = job.context + prefix
         job.prompt.extend(forced[: MAX_LENGTH // 2 - 1])
         job.n_prefix = min(len(forced), MAX_LENGTH // 2 - 1)
-
-
-def timestamp_token(tok: Any, seconds: float) -> int:
-    """Whisper's timestamp token at or just before ``seconds`` (0.02 s steps, up to 30 s)."""
-    step = min(max(int(seconds / TIMESTAMP_STEP_S + 1e-6), 0), MAX_TIMESTAMP_STEPS)
-    return int(tok.timestamp_begin) + step

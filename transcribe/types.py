@@ -69,13 +69,6 @@ class DecodeRequest:
     # windows are mostly far shorter than 30 s (encoder_frames; benchmarks/RESULTS.md
     # "bench_accuracy").
     encode_min_s: float | None = None
-    # Where the context's audio ends in the window, in seconds. None: the context is forced
-    # as the decoder's prefix. Set: the context goes in as previous text (the prompt) and
-    # decoding starts at a forced timestamp here. CTranslate2 forwards a prompt in one pass
-    # but steps through forced tokens one at a time at the beam's width, so a final with
-    # 30-40 tokens of forced context spends about half its decode on them
-    # (benchmarks/RESULTS.md, "final_cost"). The result is the same: the new words only.
-    context_end_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -111,10 +104,6 @@ class DecodeResult:
     fallback: str | None = None
     # Set only for a request with fallback_round: the round to ask for next (None: done).
     next_round: int | None = None
-    # A decode with a prompted context (``context_end_s``) wrote the context out again or
-    # was unsure (adapter.PROMPTED_MIN_LOGPROB), so the request was decoded a second time
-    # with the context forced; this is that second decode.
-    context_retried: bool = False
 
 
 class Decoder(Protocol):

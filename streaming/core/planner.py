@@ -10,9 +10,8 @@ fragile at a window's edge: a tight cut turns words into others).
 Order. Finals of closed utterances come first, oldest first. Then, in an open utterance:
 
 - at a pause long enough for the final's tail, a speculative FINAL on the window the final
-  will have if the endpoint confirms the pause (ready, or nearly, when the endpoint comes);
-  with ``speculate_at_pause``, as soon as the pause begins, the tail not heard yet filled
-  from the pause's own audio;
+  will have if the endpoint confirms the pause (ready, or nearly, when the endpoint comes),
+  as soon as the pause begins, the tail not heard yet filled from the pause's own audio;
 - else, every ``partial_interval`` of new audio, a PARTIAL on the utterance so far, unless
   silence is starting (a pause, and its speculative final, may be near) or the utterance is
   near its maximum length (stable words must lie before any cut the segmenter may choose).
@@ -41,10 +40,6 @@ class PlannerConfig:
     # as costly as generating them), so partials, asked for twice a second, get less.
     final_context_chars: int
     partial_context_chars: int
-    # Partials stop using context once the utterance has this many stable words (0: never):
-    # context matters at the utterance's start, where a window cut at its first words makes
-    # the model guess; later partials are forced to start with the stable words anyway.
-    partial_context_until: int = 0
     # Context stops at a final whose voice differs from the utterance's by more than this
     # (voice.change); None: no voice gate.
     max_voice_change: float | None = None
@@ -55,10 +50,6 @@ class PlannerConfig:
     # least that much audio anyway (SessionConfig.partial_encode_s), so context up to there
     # costs no encoder time.
     partial_window: int = MAX_WINDOW_SAMPLES
-    # Ask for the speculative final as soon as the pause begins, before all of its window's
-    # tail has been heard; the rest of the tail is filled from the pause's own audio
-    # (speculation.fill_tail). False: wait until the whole tail has arrived.
-    speculate_at_pause: bool = False
 
 
 @dataclass(frozen=True)
@@ -146,9 +137,7 @@ def _plan_pause(
     window_end = max(state.pause_end, speech_end + cfg.final_tail)
     heard_end = None
     if state.position < window_end:
-        if not cfg.speculate_at_pause:
-            return None  # the silence the final's window holds has not all arrived yet
-        heard_end = state.position  # the rest is filled from the pause
+        heard_end = state.position  # the rest of the tail is filled from the pause
     return _plan(
         utt, DecodeKind.FINAL, window_end, history, cfg, speculative=True, heard_end=heard_end
     )
@@ -165,8 +154,6 @@ def _plan(
     heard_end: int | None = None,
 ) -> Plan:
     chars = cfg.final_context_chars if kind is DecodeKind.FINAL else cfg.partial_context_chars
-    if kind is DecodeKind.PARTIAL and 0 < cfg.partial_context_until <= utt.agreement.stable_count:
-        chars = 0
     language = None if utt.alone else cfg.language
     window = MAX_WINDOW_SAMPLES if kind is DecodeKind.FINAL else cfg.partial_window
     context = history.context(

@@ -13,9 +13,8 @@ The path of an utterance:
    prefix.
 2. When the silence after the speech makes a pause (200 ms), the session asks for a
    speculative FINAL on the window the final will have if the endpoint confirms this pause
-   (``speculate_at_pause``: the part of its tail not heard yet is filled from the pause's
-   own audio; else it waits until the whole tail has arrived). If speech resumes, that
-   result is discarded.
+   (the part of its tail not heard yet is filled from the pause's own audio). If speech
+   resumes, that result is discarded.
 3. At the endpoint (or max length, ``finalize()``, ``stop()``) the utterance closes at the
    segmenter's end position; the speculative result is used if it was decoded on the final's
    window, else a FINAL request goes out (``final_beam_size``, word timestamps, prefix =
@@ -122,12 +121,6 @@ class SessionConfig:
     max_utterance_s: float = 29.0
     vad_aggressiveness: int = 2
     speculative_final: bool = True
-    # Ask for the speculative final when the pause begins (200 ms of silence), the part of
-    # its window's tail (final_tail_ms) not heard yet filled from the pause's own audio,
-    # instead of waiting for the whole tail: most finals then come at the endpoint itself.
-    # One stream's final lag P50 0.37 s vs 0.51 s waiting (old path 0.43 s), WER alike
-    # within 2 words of 375 (RESULTS.md, "bench_accuracy_levers", session 14).
-    speculate_at_pause: bool = True
     # Text the first utterance is conditioned on (names, vocabulary); later ones get the
     # stream's previous finals.
     prompt: str | None = None
@@ -138,27 +131,10 @@ class SessionConfig:
     # fits in a 30 s window); 0 decodes every utterance alone. The context's text is bounded
     # too, in characters, for finals and for partials (see planner.PlannerConfig).
     context_s: float = 30.0
-    # A final's context text can go to the decoder as its previous-text prompt, decoding
-    # starting at a forced timestamp where the utterance starts (DecodeRequest.context_end_s),
-    # instead of being forced as its prefix: a prompt is read in one pass, forced tokens are
-    # stepped one by one at the beam's width. The adapter decodes one again with the context
-    # forced if it writes its context out again or is unsure. Off by default: one stream's
-    # final lag P50 fell from 0.62 to 0.46 s, but set a's WER rose from 10.1 to 11.2 % and
-    # b's from 11.9 to 12.4 % (over offline + 1), and in the 20-minute soak (4 streams and
-    # abusive clients) the honest finals' lag P95 rose from 1.03 to 1.59 s: prompted and
-    # forced requests cannot share a generate call, and a retry holds its whole batch.
-    # Partials keep the context forced either way: prompted, their stable words were less
-    # accurate (set b: 0.90 vs 0.94), and a fifth wrote the context out again (RESULTS.md,
-    # "bench_accuracy_levers", session 13).
-    context_as_prompt: bool = False  # for finals
-    partial_context_as_prompt: bool = False
     context_chars: int = 250
     partial_context_chars: int = 120
     # Silence kept after the last voiced frame in a final's window (at most the endpoint's).
     final_tail_ms: int = 300
-    # Partials stop using context once this many words of the utterance are stable (0:
-    # never stop); see planner.PlannerConfig.
-    partial_context_until: int = 0
     # The last words of a partial never become stable (see agreement.py).
     stable_holdback: int = 1
     # A word becomes stable once this many successive partials agree on it (agreement.py),
@@ -195,12 +171,6 @@ class SessionConfig:
         seconds = self.final_encode_s if kind is DecodeKind.FINAL else self.partial_encode_s
         return seconds if seconds < 30 else None
 
-    def context_prompted(self, kind: DecodeKind) -> bool:
-        """Whether a request of this kind takes its context as the prompt (else forced)."""
-        return (
-            self.context_as_prompt if kind is DecodeKind.FINAL else self.partial_context_as_prompt
-        )
-
     def __post_init__(self) -> None:
         if self.language is not None and not (
             isinstance(self.language, str)
@@ -218,10 +188,6 @@ class SessionConfig:
             raise ConfigError("context_chars and partial_context_chars must be within 0..400")
         if not 0 <= self.final_tail_ms <= 2000:
             raise ConfigError(f"final_tail_ms must be within 0..2000, not {self.final_tail_ms}")
-        if not 0 <= self.partial_context_until <= 100:
-            raise ConfigError(
-                f"partial_context_until must be within 0..100, not {self.partial_context_until}"
-            )
         if not 0.0 <= self.voice_gate <= 10.0:
             raise ConfigError(f"voice_gate must be within 0..10, not {self.voice_gate}")
         for name in ("partial_encode_s", "final_encode_s"):
@@ -259,7 +225,6 @@ class SessionConfig:
         return PlannerConfig(
             partials=self.partials,
             speculative_final=self.speculative_final,
-            speculate_at_pause=self.speculate_at_pause,
             partial_interval=int(self.partial_interval_s * SAMPLE_RATE),
             final_tail=tail_ms * SAMPLE_RATE // 1000,
             # Near the max length no more partials: stable words then always lie before any
@@ -269,7 +234,6 @@ class SessionConfig:
             final_context_chars=self.context_chars,
             partial_context_chars=self.partial_context_chars,
             max_voice_change=(self.voice_gate or None) if context else None,
-            partial_context_until=self.partial_context_until,
             partial_window=encoder_window_limit(self.encode_min_s(DecodeKind.PARTIAL)),
         )
 
@@ -488,11 +452,6 @@ class Session:
             prompt=plan.context.prompt or None,
             prefix=plan.prefix or None,
             context=plan.context.text or None,
-            context_end_s=(
-                (utt.start - plan.start) / SAMPLE_RATE
-                if plan.context.text and self.config.context_prompted(plan.kind)
-                else None
-            ),
             language=self.config.language,
             word_timestamps=final and self.config.word_timestamps,
             beam_size=self.config.final_beam_size if final else self.config.partial_beam_size,

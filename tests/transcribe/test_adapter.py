@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 import pytest
 import soundfile as sf
-from kettle.transcribe import adapter as adapter_module
 from kettle.transcribe import decoding
 from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
 from kettle.transcribe.decoding import Hypothesis, Thresholds
@@ -271,71 +270,6 @@ def test_context_is_forced_and_left_out_of_the_result(
     assert len(nonsense.tokens) <= 4  # the cap counts new tokens only
 
 
-@pytest.mark.slow
-def test_prompted_context_gives_the_new_words_like_a_forced_one(
-    tiny_decoder: WhisperAdapter,
-    speech: list[tuple[np.ndarray, str]],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The context as previous text and a forced start timestamp (``context_end_s``), in one
-    batch with a forced-context request: both give only the second utterance's words, with
-    word times relative to the window; a decode that writes its context out again is decoded
-    again with the context forced."""
-    (first, _), (second, ref) = speech[0], speech[2]  # "He could wait no longer."
-    gap = np.zeros(SAMPLE_RATE, np.float32)
-    window = np.concatenate([first, gap, second])
-    offset = (len(first) + len(gap)) / SAMPLE_RATE
-    (alone,) = tiny_decoder.decode_batch([DecodeRequest(audio=first, kind=F)])
-    at = offset - 0.25
-    requests = [
-        DecodeRequest(audio=window, kind=F, context=alone.text, context_end_s=at),
-        DecodeRequest(audio=window, kind=F, context=alone.text),
-        DecodeRequest(
-            audio=window, kind=F, context=alone.text, context_end_s=at, word_timestamps=True
-        ),
-        DecodeRequest(audio=window, kind=P, context=alone.text, context_end_s=at, beam_size=3),
-        DecodeRequest(
-            audio=window, kind=F, context=alone.text, context_end_s=at, prefix="He could"
-        ),
-    ]
-    prompted, forced, timed, partial, prefixed = tiny_decoder.decode_batch(requests)
-    want = _words(ref)
-    for r in (prompted, forced, timed, partial, prefixed):
-        assert _words(r.text) == want, r.text
-        assert not r.context_retried and r.avg_logprob > -0.5
-        assert all(t < 50257 for t in r.tokens)  # no timestamp tokens in the result
-    assert [w.word.strip() for w in timed.words] == timed.text.split()
-    assert offset - 0.3 <= timed.words[0].start and timed.words[-1].end <= len(window) / 16000
-
-    seen: list[str] = []
-
-    def repeated_once(text: str, context: str) -> bool:
-        seen.append(text)
-        return len(seen) == 1
-
-    monkeypatch.setattr(decoding, "repeats_context", repeated_once)
-    (retried,) = tiny_decoder.decode_batch(requests[:1])
-    assert retried.context_retried and _words(retried.text) == want
-    assert len(seen) == 1  # the second decode, forced, is not checked again
-
-    # An unsure prompted decode is decoded again too (every decode is unsure below 0).
-    monkeypatch.setattr(decoding, "repeats_context", lambda text, context: False)
-    monkeypatch.setattr(adapter_module, "PROMPTED_MIN_LOGPROB", 0.0)
-    (unsure,) = tiny_decoder.decode_batch(requests[:1])
-    assert unsure.context_retried and _words(unsure.text) == want
-
-
-def test_repeats_context_spots_an_earlier_sentence_written_again() -> None:
-    context = "The birch canoe slid on the smooth planks. Glue the sheet to the dark blue one."
-    assert decoding.repeats_context("Glue the sheet to the dark", context)
-    assert decoding.repeats_context("the birch canoe slid. It's easy to tell", context)
-    assert decoding.repeats_context("Glue the.", context)
-    assert not decoding.repeats_context("It's easy to tell the depth of a well.", context)
-    assert not decoding.repeats_context("Glue the paper.", context)
-    assert not decoding.repeats_context("Glue.", context)  # one word: by chance
-    assert not decoding.repeats_context("", context)
-
-
 def _words(text: str) -> list[str]:
     return ["".join(c for c in w.lower() if c.isalnum()) for w in text.split()]
 
@@ -400,8 +334,6 @@ def test_bad_requests_are_config_errors(tiny_decoder: WhisperAdapter) -> None:
         DecodeRequest(audio=np.zeros(1600, np.float32), kind=P, max_new_tokens=0),
         DecodeRequest(audio=np.zeros(1600, np.float32), kind=F, context="word " * 200),
         DecodeRequest(audio=np.zeros(1600, np.float32), kind=P, encode_min_s=-1.0),
-        DecodeRequest(audio=np.zeros(1600, np.float32), kind=F, context="a", context_end_s=-1),
-        DecodeRequest(audio=np.zeros(1600, np.float32), kind=F, context="a", context_end_s=0.2),
     ]
     for req in bad:
         with pytest.raises(ConfigError):

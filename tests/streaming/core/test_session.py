@@ -185,15 +185,6 @@ def test_speculative_final_asked_at_the_pause_fills_the_tail_not_heard_yet() -> 
     assert pause_partials and pause_partials[0].end == int(3.2 * SR)
 
 
-def test_speculative_final_waits_for_its_whole_tail_when_not_asked_at_the_pause() -> None:
-    run = drive(ONE, SessionConfig(speculate_at_pause=False))
-    (spec,) = [r for r in run.requests if r.kind is DecodeKind.FINAL]
-    start, end = spec.cache_key[2:]
-    assert end == int(3.3 * SR)
-    np.testing.assert_array_equal(spec.audio, ONE[start:end])
-    assert len(run.finals) == 1
-
-
 def test_a_filled_speculation_is_dropped_when_speech_resumes_in_the_tail() -> None:
     # Speech comes back 250 ms into the silence: after the speculation was asked for, inside
     # the tail it filled. The filled guess is not used; the final covers all the speech.
@@ -486,14 +477,6 @@ def test_finals_are_decoded_in_context_and_emit_only_new_words() -> None:
         assert r.cache_key[3] == f.end + int(PAST_END * SR)
         assert len(r.audio) == r.cache_key[3] - f0.start
     assert [f.utterance for f in run.finals] == [0, 1, 2]
-    assert [r.context_end_s for r in finals] == [None] * 3  # the context is forced
-    # Or it goes in as the prompt, decoding starting where the utterance starts.
-    prompted = drive(THREE, replace(CONTEXT, context_as_prompt=True))
-    p0, p1, p2 = prompted.finals
-    assert [r.context_end_s for r in _requests_of(prompted, DecodeKind.FINAL)] == [None] + [
-        (f.start - p0.start) / SR for f in (p1, p2)
-    ]
-    assert [f.text for f in prompted.finals] == [f.text for f in run.finals]
 
 
 def test_partials_are_decoded_in_the_same_context() -> None:
@@ -501,11 +484,6 @@ def test_partials_are_decoded_in_the_same_context() -> None:
     f0 = run.finals[0]
     later = [r for r in _requests_of(run, DecodeKind.PARTIAL) if r.cache_key[1] == 1]
     assert later and all(r.context == f0.text and r.cache_key[2] == f0.start for r in later)
-    assert all(r.context_end_s is None for r in later)  # forced, unlike a final's
-    prompted = drive(THREE, replace(CONTEXT, partial_context_as_prompt=True))
-    later = [r for r in _requests_of(prompted, DecodeKind.PARTIAL) if r.cache_key[1] == 1]
-    starts = {(f.start - f0.start) / SR for f in prompted.finals[1:2]}
-    assert later and {r.context_end_s for r in later} == starts
     texts = [p.text for p in run.partials if p.utterance == 1]
     assert texts and all(t.startswith("alpha") and len(t.split()) <= 3 for t in texts)
 
@@ -600,25 +578,6 @@ def test_the_last_word_of_a_partial_never_becomes_stable() -> None:
     for p in shown:
         assert len(p.stable.split()) <= len(p.text.split()) - 1
     assert run.finals[0].text.startswith(shown[-1].stable)
-
-
-def test_partials_leave_the_context_once_enough_words_are_stable() -> None:
-    audio = scripted_audio([("voice", 1.5), ("silence", 1.0), ("voice", 6.0), ("silence", 1.0)])
-    config = SessionConfig(partial_context_until=2)
-    run = drive(audio, config, decoder=FakeDecoder(seconds_per_word=0.3))
-    f0 = run.finals[0]
-    second = [r for r in _requests_of(run, DecodeKind.PARTIAL) if r.cache_key[1] == 1]
-    with_context = [r for r in second if r.context]
-    alone = [r for r in second if not r.context]
-    # The first partials of the second utterance hear the first; once two words are stable
-    # the window starts at the utterance, forced to begin with those words.
-    assert with_context and alone and second.index(alone[0]) == len(with_context)
-    assert all(r.context == f0.text for r in with_context)
-    for r in alone:
-        assert r.prefix is not None and len(r.prefix.split()) >= 2
-        assert r.cache_key[2] == run.finals[1].start
-    # The final still hears the context.
-    assert _requests_of(run, DecodeKind.FINAL)[-1].context == f0.text
 
 
 def test_undecoded_samples_counts_from_the_oldest_utterance_without_a_final() -> None:

@@ -92,9 +92,6 @@ def register_transcribe(sub: Any) -> None:
         help=f"output formats, comma-separated: {', '.join(FORMATS)} (default: txt)",
     )
     parser.add_argument("--model", default=DEFAULT_MODEL, help="model name or folder (tiny.en)")
-    parser.add_argument(
-        "--final-model", default=None, metavar="M", help="model for the decodes (overrides --model)"
-    )
     parser.add_argument("--language", default=None, help="language code (multilingual models)")
     parser.add_argument("--beam-size", type=positive_int, default=5, metavar="N", help="(5)")
     parser.add_argument(
@@ -211,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
     to_stdout = args.output_dir in (None, STDIN)
     if to_stdout and len(formats) > 1:
         raise ConfigError("several formats need -o DIR (stdout takes one format)")
-    model = args.final_model or args.model
+    model = args.model
     config = PipelineConfig(
         batch_size=args.batch_size,
         beam_size=args.beam_size,
@@ -281,9 +278,7 @@ def _local_outcomes(
     progress: Progress,
 ) -> Iterator[FileOutcome]:
     jobs = [p.file_job() for p in planned]
-    decoder = _LazyDecoder(
-        args.final_model or args.model, args.threads, args.device, args.beam_size
-    )
+    decoder = _LazyDecoder(args.model, args.threads, args.device, args.beam_size)
     return transcribe_files(jobs, decoder, config, cache=cache, progress=progress)
 
 
@@ -319,7 +314,7 @@ def _ray_outcomes(
     jobs = [p.remote_job() for p in planned]
     threads = int(options.cpus_per_worker) if not options.gpus_per_worker else args.threads
     device = "cuda" if options.gpus_per_worker else args.device
-    model = args.final_model or args.model
+    model = args.model
     spec = WorkerSpec(
         make_decoder=functools.partial(load_decoder, model, threads, device, args.beam_size),
         config=config,

@@ -111,7 +111,7 @@ def test_unknown_model_and_missing_extra(tmp_path: Path, capsys, monkeypatch) ->
         raise ModelError(f"model '{name}' is not installed: pip install 'kettle[base]'")
 
     monkeypatch.setattr(models, "resolve_model", missing)
-    rc = main(["transcribe", str(good), "-o", str(out), "--final-model", "base"])
+    rc = main(["transcribe", str(good), "-o", str(out), "--model", "base"])
     err = capsys.readouterr().err
     assert rc == 2 and "pip install 'kettle[base]'" in err and "Traceback" not in err
     assert not out.exists()

@@ -27,7 +27,8 @@ much as fits in Whisper's 30 s) and the stream's finals for that span are forced
 decoder's prefix, so the model hears the utterance as it heard the conversation, and only the
 new words come back (``DecodeRequest.context``). The jobs are split: ``utterances`` (tracking
 and numbering), ``planner`` (which request, which window), ``speculation``, ``context`` (the
-stream's recent finals) and ``agreement`` (stable words and splicing).
+stream's recent finals), ``agreement`` (stable words and splicing), ``config``
+(SessionConfig, re-exported here), ``requests`` (a plan's request) and ``audio_buffer``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ from dataclasses import dataclass
 import numpy as np
 from kettle.streaming.core import voice
 from kettle.streaming.core.agreement import Agreement, splice_words
+from kettle.streaming.core.audio_buffer import AudioBuffer, as_mono_float32
+from kettle.streaming.core.config import SessionConfig
 from kettle.streaming.core.context import ContextHistory, Spoken
 from kettle.streaming.core.events import (
     Done,
@@ -70,34 +73,31 @@ from kettle.streaming.core.planner import (
     plan_next,
 )
 from kettle.streaming.core.planner import final_window_end as _final_window_end
-from kettle.streaming.core.speculation import fill_tail
+from kettle.streaming.core.requests import PARTIAL_MAX_TOKENS, build_request, window_audio
 from kettle.streaming.core.utterances import Utterance, UtteranceTracker
 from kettle.streaming.core.vad import (
-    FRAME_SAMPLES,
     FrameClassifier,
     Pause,
     Resume,
     Segmenter,
-    SegmenterConfig,
     SpeechEnd,
     SpeechStart,
 )
-from kettle.transcribe.errors import AudioError, ConfigError
 from kettle.transcribe.types import (
     SAMPLE_RATE,
     DecodeKind,
     DecodeRequest,
     DecodeResult,
     Word,
-    encoder_window_limit,
 )
+
+__all__ = ["PARTIAL_MAX_TOKENS", "Session", "SessionConfig"]
 
 logger = logging.getLogger(__name__)
 
 VOICE_STEP = SAMPLE_RATE // 2  # samples of new audio between an open utterance's signatures
 OVERLOAD_NOTICE_INTERVAL = 5 * SAMPLE_RATE  # samples of stream audio between notices
 MAX_BACKOFF = 8.0
-PARTIAL_MAX_TOKENS = 96
 
 # Whisper's own no-speech rule: a window the model thinks is silence, decoded with low
 # confidence, is treated as empty.
@@ -107,135 +107,6 @@ PARTIAL_MAX_TOKENS = 96
 # (above 0.6 and below -1.0) kept them; the finals of 47 real-speech clips stayed at or
 # below 0.28 (RESULTS.md, "bench_accuracy_levers").
 NO_SPEECH_PROB = 0.5
-
-
-@dataclass(frozen=True)
-class SessionConfig:
-    language: str | None = None
-    partials: bool = True
-    word_timestamps: bool = False
-    partial_interval_s: float = 0.5
-    endpoint_silence_ms: int = 500
-    preroll_ms: int = 250
-    onset_ms: int = 60
-    max_utterance_s: float = 29.0
-    vad_aggressiveness: int = 2
-    speculative_final: bool = True
-    # Text the first utterance is conditioned on (names, vocabulary); later ones get the
-    # stream's previous finals.
-    prompt: str | None = None
-    # Also emit SpeechStarted / SpeechStopped / NoTranscript / Finalized (protocols that
-    # report the VAD or group utterances by the client's commits).
-    vad_events: bool = False
-    # Seconds of the stream before an utterance a decode may hold as context (at most what
-    # fits in a 30 s window); 0 decodes every utterance alone. The context's text is bounded
-    # too, in characters, for finals and for partials (see planner.PlannerConfig).
-    context_s: float = 30.0
-    context_chars: int = 250
-    partial_context_chars: int = 120
-    # Silence kept after the last voiced frame in a final's window (at most the endpoint's).
-    final_tail_ms: int = 300
-    # The last words of a partial never become stable (see agreement.py).
-    stable_holdback: int = 1
-    # A word becomes stable once this many successive partials agree on it (agreement.py),
-    # and partials decode with this beam: a stable word is forced into the final, so it must
-    # come from a good hypothesis although its window ends mid-speech. Two greedy partials
-    # agreeing locked in mistakes a beam search avoids (RESULTS.md, "bench_accuracy_levers").
-    stable_agree: int = 3
-    partial_beam_size: int = 3
-    # A final's beam. A final in context steps through its forced context one token at a
-    # time (CTranslate2 forces prefix tokens as decoder steps), and a beam search step costs
-    # about twice a greedy one: with 41 tokens of context, 640 ms to generate at beam 5, 525
-    # at 2, 304 greedy. Greedy finals cut the final lag (P50 0.43 vs 0.45 s, P95 0.52 vs
-    # 0.81 s) but cost set a 1.6 WER points and single clips (set c) 2.4, over offline + 1
-    # (RESULTS.md, "bench_accuracy_levers", session 11): so 5.
-    final_beam_size: int = 5
-    # Context stops where the voice changes: at an earlier final whose voice differs from the
-    # utterance's by more than this (voice.change: 1 is the measured boundary); 0: no gate.
-    voice_gate: float = 1.1
-    # The encoder runs on at least this many seconds (the window and a second of silence
-    # if longer), not on 30 s: its cost grows with its input, and most of a stream's windows
-    # are a few seconds long. 30: every window on 30 s, as Whisper was trained
-    # (transcribe.types.encoder_frames). For partials and for finals apart. A final's
-    # encoder pass on 30 s was a third of its decode time and most of what put its lag
-    # behind the per-utterance path's; 15 s lost no accuracy (RESULTS.md,
-    # "bench_accuracy_levers", session 12).
-    partial_encode_s: float = 10.0
-    final_encode_s: float = 15.0
-    # The model detects each window's language (a multilingual model and no ``language``):
-    # then no context is used, since the earlier utterances would decide the language.
-    multilingual: bool = False
-
-    def encode_min_s(self, kind: DecodeKind) -> float | None:
-        """A request's ``encode_min_s`` for this kind: None (Whisper's 30 s) from 30 s on."""
-        seconds = self.final_encode_s if kind is DecodeKind.FINAL else self.partial_encode_s
-        return seconds if seconds < 30 else None
-
-    def __post_init__(self) -> None:
-        if self.language is not None and not (
-            isinstance(self.language, str)
-            and 2 <= len(self.language) <= 3
-            and self.language.isalpha()
-        ):
-            raise ConfigError(f"language must be an ISO 639-1 code or None, not {self.language!r}")
-        if not 0.1 <= self.partial_interval_s <= 10.0:
-            raise ConfigError(
-                f"partial_interval_s must be within 0.1..10, not {self.partial_interval_s}"
-            )
-        if not 0.0 <= self.context_s <= 30.0:
-            raise ConfigError(f"context_s must be within 0..30, not {self.context_s}")
-        if not (0 <= self.context_chars <= 400 and 0 <= self.partial_context_chars <= 400):
-            raise ConfigError("context_chars and partial_context_chars must be within 0..400")
-        if not 0 <= self.final_tail_ms <= 2000:
-            raise ConfigError(f"final_tail_ms must be within 0..2000, not {self.final_tail_ms}")
-        if not 0.0 <= self.voice_gate <= 10.0:
-            raise ConfigError(f"voice_gate must be within 0..10, not {self.voice_gate}")
-        for name in ("partial_encode_s", "final_encode_s"):
-            if not 0.0 <= getattr(self, name) <= 30.0:
-                raise ConfigError(f"{name} must be within 0..30, not {getattr(self, name)}")
-        if not 1 <= self.final_beam_size <= 10:
-            raise ConfigError(f"final_beam_size must be within 1..10, not {self.final_beam_size}")
-        if not 1 <= self.partial_beam_size <= 10:
-            raise ConfigError(
-                f"partial_beam_size must be within 1..10, not {self.partial_beam_size}"
-            )
-        if not 2 <= self.stable_agree <= 10:
-            raise ConfigError(f"stable_agree must be within 2..10, not {self.stable_agree}")
-        if not 0 <= self.stable_holdback <= 10:
-            raise ConfigError(f"stable_holdback must be within 0..10, not {self.stable_holdback}")
-        self.segmenter_config()  # validates the VAD fields
-
-    def segmenter_config(self) -> SegmenterConfig:
-        return SegmenterConfig(
-            aggressiveness=self.vad_aggressiveness,
-            onset_ms=self.onset_ms,
-            endpoint_silence_ms=self.endpoint_silence_ms,
-            preroll_ms=self.preroll_ms,
-            max_utterance_s=self.max_utterance_s,
-            cut_search_s=min(SegmenterConfig.cut_search_s, self.max_utterance_s / 2),
-            tail_ms=min(SegmenterConfig.tail_ms, self.endpoint_silence_ms),
-        )
-
-    def planner_config(self) -> PlannerConfig:
-        seg = self.segmenter_config()
-        # The final's tail is silence the endpoint waited for anyway, so a final never waits
-        # for audio past its endpoint; and it never holds less than the utterance.
-        tail_ms = max(seg.tail_ms, min(self.final_tail_ms, self.endpoint_silence_ms))
-        context = self.context_s > 0 and (self.language is not None or not self.multilingual)
-        return PlannerConfig(
-            partials=self.partials,
-            speculative_final=self.speculative_final,
-            partial_interval=int(self.partial_interval_s * SAMPLE_RATE),
-            final_tail=tail_ms * SAMPLE_RATE // 1000,
-            # Near the max length no more partials: stable words then always lie before any
-            # cut point the segmenter may choose, so the next utterance cannot repeat them.
-            partial_limit=int((self.max_utterance_s - seg.cut_search_s) * SAMPLE_RATE),
-            language=(self.language or "en") if context else None,
-            final_context_chars=self.context_chars,
-            partial_context_chars=self.partial_context_chars,
-            max_voice_change=(self.voice_gate or None) if context else None,
-            partial_window=encoder_window_limit(self.encode_min_s(DecodeKind.PARTIAL)),
-        )
 
 
 @dataclass(frozen=True)
@@ -265,7 +136,7 @@ class Session:
         self.session_id = session_id
         self._segmenter = Segmenter(self.config.segmenter_config(), classifier)
         self._planner = self.config.planner_config()
-        self._buf = _AudioBuffer()
+        self._buf = AudioBuffer()
         self._fed = 0
         self._utts = UtteranceTracker()
         self._history = ContextHistory(
@@ -365,7 +236,7 @@ class Session:
     def feed_audio(self, samples: np.ndarray) -> None:
         if self._stopping:
             return  # PROTOCOL: anything after stop is ignored
-        audio = _as_mono_float32(samples)
+        audio = as_mono_float32(samples)
         if len(audio) == 0:
             return
         self._buf.append(audio)
@@ -444,26 +315,8 @@ class Session:
         self._seq += 1
         rid = f"{self.session_id}/{self._seq}"
         utt = plan.utterance
-        final = plan.kind is DecodeKind.FINAL
-        request = DecodeRequest(
-            audio=self._window_audio(plan),
-            kind=plan.kind,
-            request_id=rid,
-            prompt=plan.context.prompt or None,
-            prefix=plan.prefix or None,
-            context=plan.context.text or None,
-            language=self.config.language,
-            word_timestamps=final and self.config.word_timestamps,
-            beam_size=self.config.final_beam_size if final else self.config.partial_beam_size,
-            max_new_tokens=None if final else PARTIAL_MAX_TOKENS,
-            # Same window, same key: a decode over a window already encoded reuses it (a
-            # window with a filled tail is not the heard one, so its key names the fill).
-            cache_key=(self.session_id, utt.ordinal, plan.start, plan.end)
-            + (() if plan.heard_end is None else ("filled from", plan.heard_end)),
-            stream_key=(self.session_id, utt.ordinal),
-            speculative=plan.speculative,
-            encode_min_s=self.config.encode_min_s(plan.kind),
-        )
+        audio = window_audio(self._buf, plan, self._segmenter.speech_end)
+        request = build_request(plan, self.config, self.session_id, rid, audio)
         if plan.speculative:
             assert utt.end is None and self._segmenter.pause_end is not None
             utt.speculation.request(plan.end, self._segmenter.pause_end)
@@ -472,19 +325,6 @@ class Session:
         self._pending[rid] = _Pending(plan)
         self._in_flight = rid
         self._requests.append(request)
-
-    def _window_audio(self, plan: Plan) -> np.ndarray:
-        """The plan's window; a speculative final's tail not heard yet is filled from the
-        pause heard so far (speculation.fill_tail)."""
-        if plan.heard_end is None:
-            return self._buf.slice(plan.start, plan.end)
-        speech_end = self._segmenter.speech_end
-        assert speech_end is not None  # a pause is open
-        return fill_tail(
-            self._buf.slice(plan.start, plan.heard_end),
-            silence=plan.heard_end - speech_end,
-            missing=plan.end - plan.heard_end,
-        )
 
     def _pump(self) -> None:
         """Ask for the most useful decode, if none of ours is in flight."""
@@ -745,46 +585,3 @@ class Session:
             for w in words
         ]
         return splice_words(utt.agreement, model, utt.start / SAMPLE_RATE, utt.end / SAMPLE_RATE)
-
-
-class _AudioBuffer:
-    """The stream's recent audio, addressed by absolute sample position; amortised growth."""
-
-    def __init__(self) -> None:
-        self._data = np.zeros(SAMPLE_RATE, dtype=np.float32)
-        self._len = 0
-        self._start = 0  # absolute position of _data[0]
-
-    def append(self, audio: np.ndarray) -> None:
-        need = self._len + len(audio)
-        if need > len(self._data):
-            grown = np.zeros(max(need, 2 * len(self._data)), dtype=np.float32)
-            grown[: self._len] = self._data[: self._len]
-            self._data = grown
-        self._data[self._len : need] = audio
-        self._len = need
-
-    def slice(self, start: int, end: int) -> np.ndarray:
-        if start < self._start or end > self._start + self._len:
-            raise AssertionError(f"audio [{start}, {end}) is no longer buffered")
-        return self._data[start - self._start : end - self._start].copy()
-
-    def trim(self, keep_from: int) -> None:
-        drop = keep_from - self._start
-        # Move data only once a good share is garbage, so trimming stays O(1) amortised.
-        if drop > 0 and drop >= max(self._len // 2, 16 * FRAME_SAMPLES):
-            self._data[: self._len - drop] = self._data[drop : self._len]
-            self._len -= drop
-            self._start = keep_from
-
-
-def _as_mono_float32(samples: np.ndarray) -> np.ndarray:
-    arr = np.asarray(samples)
-    if arr.ndim != 1:
-        raise AudioError(f"audio must be a 1-D array of mono samples, not shape {arr.shape}")
-    if arr.dtype.kind not in "fiu":
-        raise AudioError(f"audio must be numeric, not {arr.dtype}")
-    out = arr.astype(np.float32, copy=False)
-    if not np.all(np.isfinite(out)):
-        out = np.nan_to_num(out, nan=0.0, posinf=1.0, neginf=-1.0)
-    return out

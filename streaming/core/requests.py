@@ -1,0 +1,52 @@
+"""The decode request for a plan: its window's audio and the request itself (pure)."""
+
+from __future__ import annotations
+
+import numpy as np
+from kettle.streaming.core.audio_buffer import AudioBuffer
+from kettle.streaming.core.config import SessionConfig
+from kettle.streaming.core.planner import Plan
+from kettle.streaming.core.speculation import fill_tail
+from kettle.transcribe.types import DecodeKind, DecodeRequest
+
+PARTIAL_MAX_TOKENS = 96
+
+
+def window_audio(buf: AudioBuffer, plan: Plan, speech_end: int | None) -> np.ndarray:
+    """The plan's window; a speculative final's tail not heard yet is filled from the
+    pause heard so far (speculation.fill_tail)."""
+    if plan.heard_end is None:
+        return buf.slice(plan.start, plan.end)
+    assert speech_end is not None  # a pause is open
+    return fill_tail(
+        buf.slice(plan.start, plan.heard_end),
+        silence=plan.heard_end - speech_end,
+        missing=plan.end - plan.heard_end,
+    )
+
+
+def build_request(
+    plan: Plan, config: SessionConfig, session_id: str, request_id: str, audio: np.ndarray
+) -> DecodeRequest:
+    """The request that decodes ``plan`` on ``audio``, with the config's beams and caps."""
+    utt = plan.utterance
+    final = plan.kind is DecodeKind.FINAL
+    return DecodeRequest(
+        audio=audio,
+        kind=plan.kind,
+        request_id=request_id,
+        prompt=plan.context.prompt or None,
+        prefix=plan.prefix or None,
+        context=plan.context.text or None,
+        language=config.language,
+        word_timestamps=final and config.word_timestamps,
+        beam_size=config.final_beam_size if final else config.partial_beam_size,
+        max_new_tokens=None if final else PARTIAL_MAX_TOKENS,
+        # Same window, same key: a decode over a window already encoded reuses it (a
+        # window with a filled tail is not the heard one, so its key names the fill).
+        cache_key=(session_id, utt.ordinal, plan.start, plan.end)
+        + (() if plan.heard_end is None else ("filled from", plan.heard_end)),
+        stream_key=(session_id, utt.ordinal),
+        speculative=plan.speculative,
+        encode_min_s=config.encode_min_s(plan.kind),
+    )

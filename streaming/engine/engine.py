@@ -76,10 +76,6 @@ class EngineConfig:
     # Bounded shutdown: close() waits this long for open streams' finals.
     close_timeout_s: float = 30.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    # Live finals ask the model for one temperature-fallback round at a time.
-    fallback_rounds: bool = True
-    # Measure the model's costs at start (a decoder with measure_costs(); fakes have none).
-    measure_costs: bool = True
     # A folder where measured costs are kept per model, device, compute type, threads and
     # machine (transcribe/cost_cache.py), so a restart need not measure again; None: measure
     # at every start. ``remeasure_costs``: measure anyway and replace what is kept.
@@ -239,8 +235,7 @@ class Engine:
             return
         self._wake = asyncio.Event()
         self._worker.start()
-        if self.config.measure_costs:
-            await self._measure_costs()
+        await self._measure_costs()  # a no-op for decoders without measure_costs() (fakes)
         self._closing = False
         self._task = asyncio.create_task(self._run(), name="kettle-engine")
 
@@ -464,7 +459,8 @@ class Engine:
     ) -> None:
         live = not isinstance(owner, _OfflineCall)
         if live and request.kind is DecodeKind.FINAL:
-            if self.config.fallback_rounds and request.fallback_round is None:
+            # Live finals ask the model for one temperature-fallback round at a time.
+            if request.fallback_round is None:
                 request = dataclasses.replace(request, fallback_round=0)
             if self._degrader.level >= Level.FINALS_GREEDY and request.beam_size != 1:
                 request = dataclasses.replace(request, beam_size=1)

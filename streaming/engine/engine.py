@@ -33,12 +33,10 @@ import functools
 import itertools
 import logging
 import math
-from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Protocol
 
 import numpy as np
 from kettle.streaming.core.events import Done, Error, Event, Final, Partial
@@ -46,6 +44,13 @@ from kettle.streaming.core.session import Session, SessionConfig
 from kettle.streaming.engine.clock import Clock, MonotonicClock
 from kettle.streaming.engine.degrade import STRETCH, DegradeConfig, Degrader, Level
 from kettle.streaming.engine.native_memory import MemoryRelease, load_malloc_trim
+from kettle.streaming.engine.report import (
+    BatchReport,
+    BatchStats,
+    EngineObserver,
+    notify,
+    notify_degradation,
+)
 from kettle.streaming.engine.scheduling.scheduler import (
     Priority,
     Scheduler,
@@ -108,64 +113,6 @@ class EngineConfig:
             raise ConfigError(f"busy_target must be within 0.05..1, not {self.busy_target}")
         if self.release_memory_s is not None and not self.release_memory_s > 0:
             raise ConfigError(f"release_memory_s must be positive, not {self.release_memory_s}")
-
-
-class EngineObserver(Protocol):
-    """Hooks for metrics; called on the event loop's thread."""
-
-    def on_batch(
-        self,
-        size: int,
-        finals: int,
-        queue_waits_s: Sequence[float],
-        decode_s: float,
-        cache_hits: int,
-    ) -> None: ...
-
-    def on_batch_failed(self, size: int, error: str) -> None: ...
-
-    # Optional: ``on_degradation(level: str)`` when the degradation level changes (one of
-    # degrade.Level's labels); observers without it are not told.
-
-
-@dataclass
-class BatchStats:
-    """The engine's own counters (an observer): bounded, however long the engine runs."""
-
-    batches: int = 0
-    requests: int = 0
-    failed_batches: int = 0
-    decode_s: float = 0.0
-    sizes: Counter[int] = field(default_factory=Counter)  # batch size -> batches
-
-    def on_batch(
-        self,
-        size: int,
-        finals: int,
-        queue_waits_s: Sequence[float],
-        decode_s: float,
-        cache_hits: int,
-    ) -> None:
-        self.batches += 1
-        self.requests += size
-        self.decode_s += decode_s
-        self.sizes[size] += 1
-
-    def on_batch_failed(self, size: int, error: str) -> None:
-        self.failed_batches += 1
-
-    def copy(self) -> BatchStats:
-        return dataclasses.replace(self, sizes=Counter(self.sizes))
-
-    def since(self, earlier: BatchStats) -> BatchStats:
-        """What happened after ``earlier`` (a copy taken before)."""
-        return BatchStats(
-            self.batches - earlier.batches,
-            self.requests - earlier.requests,
-            self.failed_batches - earlier.failed_batches,
-            self.decode_s - earlier.decode_s,
-            self.sizes - earlier.sizes,
-        )
 
 
 @dataclass(eq=False)
@@ -560,7 +507,8 @@ class Engine:
                 self._update_cadence()
             hits = sum(1 for r in outcome.results if r.encoder_cache_hit)
             finals = len(batch) if final else 0
-            self._notify(lambda o: o.on_batch(len(batch), finals, waits, outcome.decode_s, hits))
+            report = BatchReport(len(batch), finals, tuple(waits), outcome.decode_s, hits)
+            self._notify(lambda o: o.on_batch(report))
             for ticket, result in zip(batch, outcome.results, strict=True):
                 self._guarded(ticket, functools.partial(self._on_result, ticket, result))
             return
@@ -590,12 +538,7 @@ class Engine:
     def _level_changed(self) -> None:
         level = self._degrader.level
         logger.warning("degradation level: %s", level.label)
-        hook = getattr(self._observer, "on_degradation", None)
-        if hook is not None:
-            try:
-                hook(level.label)
-            except Exception:
-                logger.exception("engine observer failed")
+        notify_degradation(self._observer, level.label)
         self._update_cadence()
         if level is Level.FULL:
             return
@@ -733,13 +676,7 @@ class Engine:
             self._release(stream)
 
     def _notify(self, call: Callable[[EngineObserver], None]) -> None:
-        for observer in (self.stats, self._observer):
-            if observer is None:
-                continue
-            try:
-                call(observer)
-            except Exception:  # a metrics hook must not take the engine down
-                logger.exception("engine observer failed")
+        notify((self.stats, self._observer), call)
 
 
 # What one stream's partial typically decodes, for the cadence: a few seconds of speech.
@@ -775,6 +712,7 @@ def _error_result(request: DecodeRequest, error: str) -> DecodeResult:
 
 
 __all__ = [
+    "BatchReport",
     "BatchStats",
     "Done",
     "Engine",

@@ -13,8 +13,9 @@ whose utterance ended on the speculated window is promoted to a final. Within a 
 stream whose client sends audio faster than real time yields to live streams, and owners
 share the model fairly (the engine reports each stream's audio to the scheduler's pace).
 
-Results, failures and retries are routed by ``outcomes.py``; the degradation level and the
-partial cadence are set by ``load.py``. Model failures back off exponentially
+A stream's requests reach the scheduler through ``routing.py``; results, failures and retries
+are routed by ``outcomes.py``; the degradation level and the partial cadence are set by
+``load.py``. Model failures back off exponentially
 (``worker.py``), and ``model_failing`` is true while they keep coming (readiness reads it).
 """
 
@@ -26,7 +27,7 @@ import dataclasses
 import functools
 import itertools
 import logging
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 
 from kettle.streaming.core.events import Done, Error, Event, Final, Partial
@@ -40,12 +41,13 @@ from kettle.streaming.engine.native_memory import memory_release
 from kettle.streaming.engine.outcomes import OfflineCall, Outcomes, Tag
 from kettle.streaming.engine.records import StreamRecord
 from kettle.streaming.engine.report import BatchReport, BatchStats, EngineObserver, notify
+from kettle.streaming.engine.routing import Router
 from kettle.streaming.engine.scheduling.scheduler import Priority, Scheduler, Ticket
 from kettle.streaming.engine.stream import Stream
 from kettle.streaming.engine.worker import InferenceWorker
 from kettle.transcribe.costs import CostProfile
 from kettle.transcribe.errors import KettleError
-from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, Decoder, DecodeRequest, DecodeResult
+from kettle.transcribe.types import DecodeKind, Decoder, DecodeRequest, DecodeResult
 
 logger = logging.getLogger(__name__)
 
@@ -77,15 +79,27 @@ class Engine:
         self._records: dict[str, StreamRecord] = {}  # stream id -> its record, while open
         self._offline: set[OfflineCall] = set()
         self._load = LoadControl(self.config, self._scheduler, self._clock, observer, self._records)
+        tags: dict[int, Tag] = {}  # ticket seq -> tag, for tickets queued or running
+        self._router = Router(
+            self._scheduler,
+            self._clock,
+            self._load,
+            self._records,
+            tags,
+            decoder=decoder,
+            kick=self._kick,
+            drained=self._drained_now,
+        )
         self._outcomes = Outcomes(
             self._scheduler,
             self._clock,
             self.config.retry,
             self._records,
             self._offline,
-            submit=self._submit,
-            changed=self.stream_changed,
-            release=self._release,
+            tags,
+            submit=self._router.submit,
+            changed=self._router.stream_changed,
+            release=self._router.release,
         )
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
@@ -119,7 +133,7 @@ class Engine:
             record.stream.stop("shutdown")
         deadline = self._clock.now() + self.config.close_timeout_s
         while self._records and self._clock.now() < deadline and not self._task.done():
-            # Woken by stream_aborted/_release when a stream finishes; the deadline bounds it.
+            # Woken by _drained_now when a stream finishes; the deadline bounds it.
             self._drained = asyncio.Event()
             await self._clock.wait(self._drained, deadline)
         for record in list(self._records.values()):
@@ -184,13 +198,13 @@ class Engine:
         self._offline.add(call)
         now = self._clock.now()
         for i, request in enumerate(requests):
-            self._submit(request, now, call, Priority.OFFLINE, Tag(index=i))
+            self._router.submit(request, now, call, Priority.OFFLINE, Tag(index=i))
         self._kick()
         try:
             return await call.future
         finally:
             self._offline.discard(call)
-            self._outcomes.forget(self._scheduler.cancel(call))
+            self._router.forget(self._scheduler.cancel(call))
 
     @property
     def overloaded(self) -> bool:
@@ -246,82 +260,14 @@ class Engine:
     # --- StreamHost ----------------------------------------------------------------------
     def stream_changed(self, stream: Stream) -> None:
         """Move a session's new requests to the scheduler and its events to the stream."""
-        session = stream.session
-        record = self._records.get(stream.stream_id)
-        self._withdraw_superseded(stream)
-        requests = session.poll_requests()
-        if record is None:
-            requests = []  # released (failed or finished): nothing more runs for it
-        now = self._clock.now()
-        if record is not None and session.samples_fed > record.fed:
-            # The client's pace: a stream ahead of real time yields to live ones.
-            fed, record.fed = session.samples_fed - record.fed, session.samples_fed
-            self._scheduler.observe_audio(stream.stream_id, fed / SAMPLE_RATE, now)
-        for request in requests:
-            if record is not None and request.stream_key is not None:
-                self._track_key(record, request.stream_key)
-            self._submit(request, now, stream.stream_id)
-        if record is not None and session.final_due and session.in_flight is not None:
-            # The utterance ended on the speculated window: the speculation is the final.
-            self._scheduler.promote(stream.stream_id, session.in_flight, Priority.FINAL)
-        stream.deliver(session.poll_events())
-        stream.set_pending(not (record is None or session.in_flight is None or session.done))
-        if session.done:
-            self._release(stream, keep_events=True)
-        if requests:
-            self._kick()
+        self._router.stream_changed(stream)
 
     def stream_aborted(self, stream: Stream) -> None:
-        self._release(stream)
+        self._router.release(stream)
 
-    def _withdraw_superseded(self, stream: Stream) -> None:
-        # Loops because the session's next request may itself be superseded (rare).
-        for _ in range(4):
-            rid = stream.session.superseded
-            if rid is None:
-                return
-            ticket = self._scheduler.withdraw(stream.stream_id, rid)
-            if ticket is None:
-                return  # already running: its result comes back and is handled then
-            self._outcomes.forget([ticket])
-            stream.session.on_dropped(rid)
-
-    def _release(self, stream: Stream, keep_events: bool = False) -> None:
-        record = self._records.pop(stream.stream_id, None)
-        if record is None:
-            return
-        self._track_key(record, None)
-        if not keep_events:
-            self._outcomes.forget(self._scheduler.cancel(stream.stream_id))
-        self._scheduler.forget(stream.stream_id)
-        if not self._records and self._drained is not None:
-            self._drained.set()
-
-    def _track_key(self, record: StreamRecord, key: Hashable | None) -> None:
-        """A stream's requests carry one stream key per utterance, in order: when a new key
-        appears (or the stream ends) the previous utterance is over and the model may drop
-        its incremental features. The adapter itself knows no lifecycles."""
-        if record.key is not None and record.key != key:
-            release = getattr(self._decoder, "release_stream", None)
-            if release is not None:
-                release(record.key)
-        record.key = key
-
-    def _submit(
-        self,
-        request: DecodeRequest,
-        now: float,
-        owner: Hashable,
-        priority: Priority | None = None,
-        tag: Tag | None = None,
-    ) -> None:
-        if not isinstance(owner, OfflineCall):
-            if request.kind is DecodeKind.FINAL and request.fallback_round is None:
-                # Live finals ask the model for one temperature-fallback round at a time.
-                request = dataclasses.replace(request, fallback_round=0)
-            request = self._load.adjust(request)
-        ticket = self._scheduler.submit(request, now, owner=owner, priority=priority)
-        self._outcomes.track(ticket, tag)
+    def _drained_now(self) -> None:
+        if self._drained is not None:
+            self._drained.set()  # close() waits for it
 
     def _kick(self) -> None:
         if self._wake is not None:

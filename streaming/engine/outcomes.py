@@ -16,7 +16,7 @@ import asyncio
 import dataclasses
 import functools
 import logging
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -71,7 +71,7 @@ class Submit(Protocol):
 
 
 class Outcomes:
-    """Routes results and failures; holds each queued or running ticket's tag."""
+    """Routes results and failures; reads and updates the tags that routing.py sets."""
 
     def __init__(
         self,
@@ -80,6 +80,7 @@ class Outcomes:
         retry: RetryPolicy,
         records: dict[str, StreamRecord],
         offline: set[OfflineCall],
+        tags: dict[int, Tag],
         *,
         submit: Submit,
         changed: Callable[[Stream], None],
@@ -93,15 +94,7 @@ class Outcomes:
         self._submit = submit
         self._changed = changed
         self._release = release
-        self._tags: dict[int, Tag] = {}  # ticket seq -> tag, for tickets queued or running
-
-    def track(self, ticket: Ticket, tag: Tag | None = None) -> None:
-        self._tags[ticket.seq] = tag or Tag()
-
-    def forget(self, tickets: Iterable[Ticket]) -> None:
-        """Tickets withdrawn or cancelled: they will have no outcome."""
-        for ticket in tickets:
-            self._tags.pop(ticket.seq, None)
+        self._tags = tags  # ticket seq -> tag, for tickets queued or running
 
     def route_dropped(self) -> None:
         """Tell the sessions which of their requests the scheduler dropped."""

@@ -12,9 +12,12 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from kettle.streaming.engine.report import BatchReport
 
 
 @dataclass(frozen=True)
@@ -47,17 +50,10 @@ class Recorder:
             self.calls.append(Call(t0, time.monotonic(), classes, tuple(requests)))
 
     # -- the observer side ----------------------------------------------------------------
-    def on_batch(
-        self,
-        size: int,
-        finals: int,
-        queue_waits_s: Sequence[float],
-        decode_s: float,
-        cache_hits: int,
-    ) -> None:
-        if finals:
-            self.final_waits += list(queue_waits_s)
-            self.final_decodes += [decode_s] * size
+    def on_batch(self, report: BatchReport) -> None:
+        if report.finals:
+            self.final_waits += list(report.queue_waits_s)
+            self.final_decodes += [report.decode_s] * report.size
 
     def on_batch_failed(self, size: int, error: str) -> None:
         pass

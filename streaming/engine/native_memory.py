@@ -71,3 +71,13 @@ class MemoryRelease:
         self._work_since = None
         self.count += 1
         self._release()
+
+
+def memory_release(
+    interval_s: float | None, release: Callable[[], None] | None
+) -> MemoryRelease | None:
+    """The engine's trimmer for ``release_memory_s`` (None: never; default: malloc_trim)."""
+    if interval_s is None:
+        return None
+    release = release or load_malloc_trim()
+    return None if release is None else MemoryRelease(interval_s, release)

@@ -8,8 +8,8 @@ arrived in a WebSocket message to the wall time the event's message was sent.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
 
+from kettle.streaming.engine.report import BatchReport
 from kettle.transcribe.types import SAMPLE_RATE
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -130,20 +130,13 @@ class ServerMetrics:
 
     # EngineObserver ---------------------------------------------------------------------
 
-    def on_batch(
-        self,
-        size: int,
-        finals: int,
-        queue_waits_s: Sequence[float],
-        decode_s: float,
-        cache_hits: int,
-    ) -> None:
-        self.batch_size.observe(size)
-        self.decode_seconds.observe(decode_s)
-        for wait in queue_waits_s:
+    def on_batch(self, report: BatchReport) -> None:
+        self.batch_size.observe(report.size)
+        self.decode_seconds.observe(report.decode_s)
+        for wait in report.queue_waits_s:
             self.queue_wait.observe(wait)
-        if cache_hits:
-            self.encoder_cache_hits.inc(cache_hits)
+        if report.cache_hits:
+            self.encoder_cache_hits.inc(report.cache_hits)
 
     def on_batch_failed(self, size: int, error: str) -> None:
         self.batches_failed.inc()

@@ -28,9 +28,9 @@ goes first), then oldest first.
 
 And within the live classes:
 
-- a batch's size comes from the cost model measured at start-up (``cost_model.py``: small on
-  a CPU, where batching buys little, full on a GPU), else from the measured time per request
-  (``max_batch_s``);
+- a batch's size (``batch_size.py``) comes from the cost model measured at start-up
+  (``cost_model.py``: small on a CPU, where batching buys little, full on a GPU), else from
+  the measured time per request (``max_batch_s``);
 - a batch goes out when it is full or its oldest request has waited its budget
   (``final_budget_s`` / ``partial_budget_s``), so a lone request still goes promptly while
   simultaneous ones share one model call;
@@ -57,10 +57,11 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from kettle.streaming.engine.scheduling.ahead_share import AheadShare
+from kettle.streaming.engine.scheduling.batch_size import BatchSizer
+from kettle.streaming.engine.scheduling.config import SchedulerConfig
 from kettle.streaming.engine.scheduling.cost_model import CostModel
 from kettle.streaming.engine.scheduling.fairness import FairShare
 from kettle.streaming.engine.scheduling.pace import PaceMeter
-from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.types import DecodeKind, DecodeRequest
 
 OVERLOAD_WINDOW_S = 5.0
@@ -68,37 +69,6 @@ PAUSE_RECHECK_S = 0.05  # work held for a live stream's pause looks again this o
 # With many live streams one is nearly always pausing: past this long without a decode,
 # work of streams ahead of real time goes despite a pause, so it is never starved.
 AHEAD_STARVE_S = 2.0
-
-
-@dataclass(frozen=True)
-class SchedulerConfig:
-    max_batch_size: int = 8
-    partial_budget_s: float = 0.05
-    final_budget_s: float = 0.0
-    partial_max_wait_s: float = 0.75
-    max_final_batch_size: int | None = None  # None: max_batch_size
-    # Without a measured cost profile (a test fake): cap on a batch's predicted decode time
-    # (seconds per request, measured, times size). With one, batch sizes come from the cost
-    # model (cost_model.py): small where batching buys little (a CPU), full on a GPU.
-    max_batch_s: float | None = 0.75
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.max_batch_size <= 256:
-            raise ConfigError(f"max_batch_size must be within 1..256, not {self.max_batch_size}")
-        if self.max_final_batch_size is not None and not 1 <= self.max_final_batch_size <= 256:
-            raise ConfigError("max_final_batch_size must be within 1..256")
-        for name in ("partial_budget_s", "final_budget_s"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 10.0:
-                raise ConfigError(f"{name} must be within 0..10 s, not {value}")
-        if self.max_batch_s is not None and not 0.01 <= self.max_batch_s <= 600:
-            raise ConfigError("max_batch_s must be within 0.01..600 s (or None)")
-        if not self.partial_max_wait_s > self.partial_budget_s:
-            raise ConfigError("partial_max_wait_s must exceed partial_budget_s")
-
-    @property
-    def final_batch_size(self) -> int:
-        return self.max_final_batch_size or self.max_batch_size
 
 
 class Priority(enum.IntEnum):
@@ -147,7 +117,7 @@ class Scheduler:
         self._dropped: list[Dropped] = []
         self._seq = itertools.count()
         self._last_overload: float | None = None
-        self._per_request_s: dict[DecodeKind, float] = {}  # EMA of decode s per request
+        self.sizer = BatchSizer(self.config, self.costs)
         self.fair = FairShare()
         self._pace: dict[Hashable, PaceMeter] = {}
         self.ahead_share = AheadShare()
@@ -187,11 +157,7 @@ class Scheduler:
 
     def observe(self, kind: DecodeKind, size: int, seconds: float) -> None:
         """Record how long a batch of ``size`` requests took (feeds the max_batch_s cap)."""
-        if size <= 0 or seconds < 0:
-            return
-        per = seconds / size
-        old = self._per_request_s.get(kind)
-        self._per_request_s[kind] = per if old is None else 0.7 * old + 0.3 * per
+        self.sizer.observe(kind, size, seconds)
 
     def observe_batch(self, batch: Sequence[Ticket], seconds: float, now: float) -> None:
         """Record a batch that finished at ``now``: the cap's average, the cost model's
@@ -207,15 +173,7 @@ class Scheduler:
 
     def batch_limit(self, kind: DecodeKind, queue: Sequence[Ticket] = ()) -> int:
         """How many of ``queue`` (in serving order) the next batch of this kind takes at most."""
-        cfg = self.config
-        size = cfg.final_batch_size if kind is DecodeKind.FINAL else cfg.max_batch_size
-        best = self.costs.best_batch([t.request for t in queue], size) if queue else None
-        if best is not None:
-            return max(1, best)
-        per = self._per_request_s.get(kind)
-        if cfg.max_batch_s is not None and per:
-            size = min(size, max(1, int(cfg.max_batch_s / per)))
-        return size
+        return self.sizer.limit(kind, [t.request for t in queue])
 
     def take_dropped(self) -> list[Dropped]:
         out, self._dropped = self._dropped, []

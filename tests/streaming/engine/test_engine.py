@@ -15,7 +15,7 @@ import pytest
 from kettle.streaming.core.events import Done, Error, Event, Final, Partial
 from kettle.streaming.core.session import SessionConfig
 from kettle.streaming.engine.degrade import DegradeConfig
-from kettle.streaming.engine.engine import Engine, EngineConfig, Stream
+from kettle.streaming.engine.engine import BatchReport, Engine, EngineConfig, Stream
 from kettle.streaming.engine.scheduling.scheduler import SchedulerConfig
 from kettle.transcribe.errors import KettleError
 from kettle.transcribe.fake import FakeDecoder, scripted_audio
@@ -33,17 +33,10 @@ class Recorder:
     failures: list[tuple[int, str]] = field(default_factory=list)
     threads: set[int] = field(default_factory=set)
 
-    def on_batch(
-        self,
-        size: int,
-        finals: int,
-        queue_waits_s: Sequence[float],
-        decode_s: float,
-        cache_hits: int,
-    ) -> None:
-        assert len(queue_waits_s) == size and decode_s >= 0
+    def on_batch(self, report: BatchReport) -> None:
+        assert len(report.queue_waits_s) == report.size and report.decode_s >= 0
         self.threads.add(threading.get_ident())
-        self.batches.append((size, finals, cache_hits))
+        self.batches.append((report.size, report.finals, report.cache_hits))
 
     def on_batch_failed(self, size: int, error: str) -> None:
         self.failures.append((size, error))

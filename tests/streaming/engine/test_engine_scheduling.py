@@ -15,7 +15,7 @@ from kettle.streaming.core.events import Done, Error, Event, Final
 from kettle.streaming.core.session import SessionConfig
 from kettle.streaming.engine.clock import ManualClock
 from kettle.streaming.engine.degrade import DegradeConfig, Level
-from kettle.streaming.engine.engine import Engine, EngineConfig, Stream
+from kettle.streaming.engine.engine import BatchReport, Engine, EngineConfig, Stream
 from kettle.streaming.engine.scheduling.scheduler import SchedulerConfig
 from kettle.streaming.engine.worker import RetryPolicy
 from kettle.transcribe.costs import CostProfile
@@ -270,7 +270,7 @@ class LevelLog:
     def __init__(self) -> None:
         self.levels: list[str] = []
 
-    def on_batch(self, *args: object) -> None:
+    def on_batch(self, report: BatchReport) -> None:
         pass
 
     def on_batch_failed(self, size: int, error: str) -> None:

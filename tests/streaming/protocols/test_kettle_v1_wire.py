@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kettle.streaming.core.backlog import FINAL, OTHER, PARTIAL
 from kettle.streaming.core.events import Done, Error, Final, Partial
+from kettle.streaming.engine.report import BatchReport
 from kettle.streaming.protocols import kettle_v1_wire as proto
 from kettle.streaming.protocols.base import OutMessage
 from kettle.streaming.protocols.handshake import bearer_token
@@ -396,7 +397,7 @@ def test_arrival_log_maps_16k_samples_to_input_messages() -> None:
 
 def test_metrics_render_and_observer() -> None:
     m = ServerMetrics()
-    m.on_batch(4, 1, [0.01, 0.02, 0.03, 0.04], 0.2, cache_hits=2)
+    m.on_batch(BatchReport(4, 1, (0.01, 0.02, 0.03, 0.04), 0.2, cache_hits=2))
     m.on_batch_failed(2, "boom")
     m.errors.labels(code="bad_audio").inc()
     text = m.render().decode()

@@ -1,0 +1,38 @@
+"""The scheduler's settings: batch sizes, batching budgets and when a partial is stale."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kettle.transcribe.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    max_batch_size: int = 8
+    partial_budget_s: float = 0.05
+    final_budget_s: float = 0.0
+    partial_max_wait_s: float = 0.75
+    max_final_batch_size: int | None = None  # None: max_batch_size
+    # Without a measured cost profile (a test fake): cap on a batch's predicted decode time
+    # (seconds per request, measured, times size). With one, batch sizes come from the cost
+    # model (cost_model.py): small where batching buys little (a CPU), full on a GPU.
+    max_batch_s: float | None = 0.75
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_batch_size <= 256:
+            raise ConfigError(f"max_batch_size must be within 1..256, not {self.max_batch_size}")
+        if self.max_final_batch_size is not None and not 1 <= self.max_final_batch_size <= 256:
+            raise ConfigError("max_final_batch_size must be within 1..256")
+        for name in ("partial_budget_s", "final_budget_s"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 10.0:
+                raise ConfigError(f"{name} must be within 0..10 s, not {value}")
+        if self.max_batch_s is not None and not 0.01 <= self.max_batch_s <= 600:
+            raise ConfigError("max_batch_s must be within 0.01..600 s (or None)")
+        if not self.partial_max_wait_s > self.partial_budget_s:
+            raise ConfigError("partial_max_wait_s must exceed partial_budget_s")
+
+    @property
+    def final_batch_size(self) -> int:
+        return self.max_final_batch_size or self.max_batch_size

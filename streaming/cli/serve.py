@@ -142,15 +142,6 @@ def register_serve(sub: Any) -> None:
         "--max-upload-mb", type=positive_int, default=1024, metavar="MB", help="largest upload"
     )
     parser.add_argument("--threads", type=non_negative_int, default=0, help="model CPU threads")
-    parser.add_argument(
-        "--model-nice",
-        type=non_negative_int,
-        default=0,
-        metavar="N",
-        help="run the model's threads N nice levels below the event loop, so every stream's "
-        "I/O goes first (Linux; 0..19; default %(default)s: the same priority). The model then "
-        "also yields to other processes: for a machine that serves kettle alone",
-    )
     parser.add_argument("--batch-size", type=positive_int, default=8, help="largest decode batch")
     parser.add_argument(
         "--fixed-cadence",
@@ -213,7 +204,6 @@ def _serve(args: argparse.Namespace) -> int:
         audio_rate=args.audio_rate,
         audio_burst_s=args.audio_burst,
         max_backlog_s=args.max_backlog_seconds,
-        model_nice=args.model_nice,
     )
     engine_config = _engine_config(args)
     fake, model, final_model, threads = args.fake_model, args.model, args.final_model, args.threads

@@ -51,7 +51,6 @@ from kettle.streaming.server.limits import Authenticator, SessionSlots
 from kettle.streaming.server.looplag import LoopLagMonitor
 from kettle.streaming.server.metrics import ServerMetrics
 from kettle.streaming.server.origins import OriginPolicy
-from kettle.streaming.server.priority import MAX_NICE_INCREMENT, lower_this_thread
 from kettle.streaming.server.runner import ConnectionRunner, Transport
 from kettle.streaming.server.uploads import Uploads
 from kettle.transcribe.errors import ConfigError
@@ -113,8 +112,6 @@ class ServerConfig:
     audio_rate: float = 2.0
     audio_burst_s: float = 10.0
     max_backlog_s: float = 120.0
-    # The model's compute threads run this much nicer than the event loop (priority.py).
-    model_nice: int = 0
 
     def __post_init__(self) -> None:
         problems = []
@@ -142,8 +139,6 @@ class ServerConfig:
             problems.append("retry_after_s must be at least 1")
         if self.max_upload_bytes < 1 or self.max_uploads < 1:
             problems.append("max_upload_bytes and max_uploads must be at least 1")
-        if not 0 <= self.model_nice <= MAX_NICE_INCREMENT:
-            problems.append(f"model_nice must be within 0..{MAX_NICE_INCREMENT}")
         if self.outbox_limit < 1:
             problems.append("outbox_limit must be at least 1")
         if (self.tls_cert is None) != (self.tls_key is None):
@@ -277,7 +272,7 @@ class KettleServer:
     async def load(self) -> None:
         from kettle.streaming.engine.engine import Engine, EngineConfig
 
-        loaded = await _load_lowered(self._load, self.config.model_nice)
+        loaded = await _load_in_thread(self._load)
         decoder, final_decoder = loaded if isinstance(loaded, tuple) else (loaded, None)
         engine = Engine(
             decoder,
@@ -551,17 +546,11 @@ class KettleServer:
 _BEARER_CHALLENGE = {"WWW-Authenticate": "Bearer"}
 
 
-async def _load_lowered(load: Callable[[], DecoderLoad], nice: int) -> DecoderLoad:
-    """`load()` in a thread of its own, made `nice` lower in priority first: the compute
-    threads the model creates there inherit it, the event loop keeps its own (priority.py)."""
-
-    def run() -> DecoderLoad:
-        lower_this_thread(nice)
-        return load()
-
+async def _load_in_thread(load: Callable[[], DecoderLoad]) -> DecoderLoad:
+    """`load()` in a worker thread of its own, so the event loop goes on serving meanwhile."""
     pool = ThreadPoolExecutor(1, thread_name_prefix="kettle-load")
     try:
-        return await asyncio.get_running_loop().run_in_executor(pool, run)
+        return await asyncio.get_running_loop().run_in_executor(pool, load)
     finally:
         pool.shutdown(wait=False)
 

@@ -8,6 +8,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from kettle.streaming.server.config import ServerConfig
 from kettle.transcribe.cli_args import (
     non_negative_float,
     non_negative_int,
@@ -18,6 +19,9 @@ from kettle.transcribe.errors import ConfigError
 
 if TYPE_CHECKING:
     from kettle.streaming.engine.engine import EngineConfig
+
+# The server's defaults have one home, ServerConfig; the flags show them (config.py is light).
+_DEFAULTS = ServerConfig()
 
 
 def register_serve(sub: Any) -> None:
@@ -34,9 +38,11 @@ def register_serve(sub: Any) -> None:
             "open sessions' finals now, answers uploads in flight 503 and exits."
         ),
     )
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
     parser.add_argument(
-        "--port", type=non_negative_int, default=8765, help="port; 0 picks a free one"
+        "--host", default=_DEFAULTS.host, help="address to bind (default %(default)s)"
+    )
+    parser.add_argument(
+        "--port", type=non_negative_int, default=_DEFAULTS.port, help="port; 0 picks a free one"
     )
     parser.add_argument("--model", default="tiny.en", help="model for partials (and finals)")
     parser.add_argument("--final-model", default=None, help="a second model for finals only")
@@ -55,40 +61,49 @@ def register_serve(sub: Any) -> None:
         metavar="KEY",
         help="require this key (repeatable; visible in `ps`: prefer --api-key-file)",
     )
-    parser.add_argument("--max-sessions", type=positive_int, default=64)
+    parser.add_argument("--max-sessions", type=positive_int, default=_DEFAULTS.max_sessions)
     parser.add_argument(
-        "--max-frame-bytes", type=positive_int, default=1 << 20, help="largest audio message"
+        "--max-frame-bytes",
+        type=positive_int,
+        default=_DEFAULTS.max_frame_bytes,
+        help="largest audio message",
     )
     parser.add_argument(
-        "--idle-timeout", type=positive_float, default=60.0, metavar="S", help="seconds"
+        "--idle-timeout",
+        type=positive_float,
+        default=_DEFAULTS.idle_timeout_s,
+        metavar="S",
+        help="seconds",
     )
     parser.add_argument(
         "--max-session-seconds",
         type=positive_float,
-        default=4 * 3600.0,
+        default=_DEFAULTS.max_session_s,
         metavar="S",
         help="longest session, in wall time and in audio time alike",
     )
     parser.add_argument(
         "--max-messages-per-second",
         type=positive_float,
-        default=20.0,
+        default=_DEFAULTS.max_messages_per_second,
         metavar="N",
         help="text messages per session per second (audio has its own budget: --audio-rate)",
     )
     parser.add_argument(
         "--audio-rate",
         type=positive_float,
-        default=2.0,
+        default=_DEFAULTS.audio_rate,
         metavar="X",
         help="audio a connection may send, in multiples of real time after its first "
         "--audio-burst seconds; faster clients are slowed down (reads pause), never cut",
     )
-    parser.add_argument("--audio-burst", type=positive_float, default=10.0, metavar="S")
+    parser.add_argument(
+        "--audio-burst", type=positive_float, default=_DEFAULTS.audio_burst_s, metavar="S"
+    )
     parser.add_argument(
         "--max-backlog-seconds",
         type=positive_float,
-        default=120.0,
+        default=_DEFAULTS.max_backlog_s,
         metavar="S",
         help="audio a session may hold not yet transcribed; beyond, it gets an error, its "
         "finals and a close",
@@ -119,14 +134,14 @@ def register_serve(sub: Any) -> None:
     parser.add_argument(
         "--shutdown-timeout",
         type=positive_float,
-        default=10.0,
+        default=_DEFAULTS.shutdown_timeout_s,
         metavar="S",
         help="how long shutdown waits for open sessions' finals",
     )
     parser.add_argument(
         "--drain-timeout",
         type=non_negative_float,
-        default=30.0,
+        default=_DEFAULTS.drain_timeout_s,
         metavar="S",
         help="after SIGTERM, how long live sessions and uploads in flight may go on "
         "(default %(default)s)",
@@ -134,23 +149,18 @@ def register_serve(sub: Any) -> None:
     parser.add_argument(
         "--max-uploads",
         type=positive_int,
-        default=4,
+        default=_DEFAULTS.max_uploads,
         metavar="N",
         help="REST uploads (OpenAI, Deepgram) transcribed at once (more get 429, Retry-After)",
     )
     parser.add_argument(
-        "--max-upload-mb", type=positive_int, default=1024, metavar="MB", help="largest upload"
+        "--max-upload-mb",
+        type=positive_int,
+        default=_DEFAULTS.max_upload_bytes >> 20,
+        metavar="MB",
+        help="largest upload",
     )
     parser.add_argument("--threads", type=non_negative_int, default=0, help="model CPU threads")
-    parser.add_argument(
-        "--model-nice",
-        type=non_negative_int,
-        default=0,
-        metavar="N",
-        help="run the model's threads N nice levels below the event loop, so every stream's "
-        "I/O goes first (Linux; 0..19; default %(default)s: the same priority). The model then "
-        "also yields to other processes: for a machine that serves kettle alone",
-    )
     parser.add_argument("--batch-size", type=positive_int, default=8, help="largest decode batch")
     parser.add_argument(
         "--fixed-cadence",
@@ -199,7 +209,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_uploads=args.max_uploads,
         max_upload_bytes=args.max_upload_mb << 20,
         max_frame_bytes=args.max_frame_bytes,
-        max_message_bytes=max(16 << 20, args.max_frame_bytes),
+        max_message_bytes=max(_DEFAULTS.max_message_bytes, args.max_frame_bytes),
         idle_timeout_s=args.idle_timeout,
         max_session_s=args.max_session_seconds,
         max_messages_per_second=args.max_messages_per_second,
@@ -213,7 +223,6 @@ def _serve(args: argparse.Namespace) -> int:
         audio_rate=args.audio_rate,
         audio_burst_s=args.audio_burst,
         max_backlog_s=args.max_backlog_seconds,
-        model_nice=args.model_nice,
     )
     engine_config = _engine_config(args)
     fake, model, final_model, threads = args.fake_model, args.model, args.final_model, args.threads

@@ -2,7 +2,10 @@
 
 Layout of the server (all under kettle.streaming):
 
-    server.py        KettleServer: lifecycle (uvicorn, engine, drain), admission, slots
+    server.py        KettleServer: lifecycle (uvicorn, engine, drain), the routes' view of it
+    config.py        ServerConfig: what `kettle serve` sets about the server, validated
+    gate.py          ConnectionGate: admission (401/400/403/426/503) and the session slots
+    sockets.py       the listening sockets (buffers, keepalive) and the stopping signals
     app.py           the Starlette app, assembled from route providers
     http_routes.py   /healthz /readyz /metrics /v1/info and the page's assets
     handshake.py     ProtocolRoute: per-protocol credentials and parameters; HandshakeRequest

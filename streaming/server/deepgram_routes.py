@@ -8,7 +8,8 @@ and partials always go first. Errors are Deepgram's ``{"err_code", "err_msg", "r
 401 for a bad key, 400 for bad parameters or audio, 413 for a body over the limit, 429 with
 Retry-After while the upload slots are full, 503 with Retry-After while the model loads or
 the server drains (an upload in flight when a drain begins is answered within the drain's
-timeout; one still running when a shutdown or the drain's end cuts it short gets this 503).
+timeout; one still running when a shutdown or the drain's end cuts it short gets this 503),
+500 when the transcription fails otherwise (the statuses are uploads.py's, as OpenAI's).
 A JSON body asks kettle to fetch a URL, which it does not do (400). The slot, the body's
 limit and the decode are uploads.py's, shared with OpenAI's upload routes: a
 client that goes away cancels the rest of its work and frees its slot.
@@ -37,12 +38,10 @@ from kettle.streaming.protocols.deepgram_wire import (
     listen_credentials,
 )
 from kettle.streaming.server.uploads import (
-    UnreadableAudio,
     UploadJob,
-    UploadsFull,
     UploadsUnavailable,
-    UploadTooLarge,
     upload_engine,
+    upload_failure,
 )
 from kettle.transcribe.errors import KettleError
 from kettle.transcribe.pipeline import PipelineConfig
@@ -61,6 +60,16 @@ INFO: dict[str, Any] = {
     "endpoints": {"listen": {"method": "POST", "path": LISTEN_PATH}},
     "body": "audio in a container, or raw audio when the query names an encoding",
     "encodings": list(RAW_ENCODINGS),
+}
+
+
+# Deepgram's error code and message for each kind of upload failure (uploads.py's mapping).
+_DEEPGRAM_ERRORS = {
+    "busy": ("TOO_MANY_REQUESTS", "{}"),
+    "unavailable": ("SERVICE_UNAVAILABLE", "{}"),
+    "too_large": ("PAYLOAD_TOO_LARGE", "{}"),
+    "unreadable": ("Bad Request", "the audio cannot be decoded: {}"),
+    "failed": ("INTERNAL_SERVER_ERROR", "transcription failed: {}"),
 }
 
 
@@ -110,19 +119,14 @@ async def _transcribe(server: KettleServer, request: Request, request_id: str) -
         )
     try:
         done = await server.uploads.transcribe(request, engine, lambda body: _job(body, params))
-    except UploadsFull as exc:
-        raise _Refused(429, "TOO_MANY_REQUESTS", str(exc), retry=True) from None
-    except UploadsUnavailable as exc:  # cut short by the server's shutdown
-        raise _Refused(503, "SERVICE_UNAVAILABLE", str(exc), retry=True) from None
-    except UploadTooLarge as exc:
-        raise _Refused(413, "PAYLOAD_TOO_LARGE", str(exc)) from None
-    except UnreadableAudio as exc:
-        raise _Refused(400, "Bad Request", f"the audio cannot be decoded: {exc}") from None
-    except KettleError as exc:
-        logger.warning("upload failed: %s", exc)
-        raise _Refused(
-            503, "SERVICE_UNAVAILABLE", f"transcription failed: {exc}", retry=True
-        ) from None
+    except Exception as exc:
+        failure = upload_failure(exc, draining=server.draining)
+        if failure is None:
+            raise
+        if failure.kind in ("failed", "unavailable") and isinstance(exc, KettleError):
+            logger.warning("upload failed: %s", exc)
+        code, message = _DEEPGRAM_ERRORS[failure.kind]
+        raise _Refused(failure.status, code, message.format(exc), retry=failure.retry) from None
     identity = ModelIdentity(finals.name, kettle_version())
     created = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
     answer = render_prerecorded(

@@ -25,14 +25,12 @@ from typing import TYPE_CHECKING, Any
 from kettle.streaming.protocols import openai_rest as rest
 from kettle.streaming.protocols.handshake import bearer_token
 from kettle.streaming.server.uploads import (
-    UnreadableAudio,
+    UploadFailure,
     UploadJob,
-    UploadsFull,
     UploadsUnavailable,
-    UploadTooLarge,
     upload_engine,
+    upload_failure,
 )
-from kettle.transcribe.errors import KettleError
 from kettle.transcribe.pipeline import PipelineConfig
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
@@ -151,25 +149,24 @@ class OpenAIRest:
 
     def _error(self, exc: Exception, task: str) -> rest.OpenAIError:
         """OpenAI's error for an upload that failed (uploads.py's refusals included)."""
+        if isinstance(exc, rest.OpenAIError):
+            return exc
         retry = self.server.config.retry_after_s
-        match exc:
-            case rest.OpenAIError():
-                return exc
-            case UploadsFull():
+        failure = upload_failure(exc, draining=self.server.draining)
+        match failure:
+            case UploadFailure(kind="busy"):
                 return rest.busy(retry)
-            case UploadsUnavailable():  # cut short by the server's shutdown
+            case UploadFailure(kind="unavailable"):
                 return rest.busy(retry, unavailable=True)
-            case UploadTooLarge(limit=limit):
+            case UploadFailure(kind="too_large", limit=int(limit)):
                 return rest.too_large(limit)
-            case UnreadableAudio():
+            case UploadFailure(kind="unreadable"):
                 message = f"The file could not be read as audio: {exc}."
                 return rest.bad_request(message, "file", "invalid_file")
-            case KettleError() if self.server.draining:
-                return rest.busy(retry, unavailable=True)
-            case KettleError():
+            case UploadFailure(kind="failed"):
                 message = f"The transcription failed: {exc}"
                 return rest.OpenAIError(
-                    500, message, type="server_error", code="transcription_failed"
+                    failure.status, message, type="server_error", code="transcription_failed"
                 )
         logger.error("%s request failed", task, exc_info=exc)
         return rest.OpenAIError(

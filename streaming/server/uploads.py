@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from kettle.streaming.engine.offline import transcribe_offline
 from kettle.streaming.server.limits import SessionSlots
 from kettle.transcribe.audio_io import RawFormat, load_audio
-from kettle.transcribe.errors import AudioError
+from kettle.transcribe.errors import AudioError, KettleError
 from kettle.transcribe.pipeline import PipelineConfig
 from kettle.transcribe.transcript import Transcript
 from starlette.requests import ClientDisconnect, Request
@@ -67,6 +67,35 @@ class UploadTooLarge(UploadError):
 
 class UnreadableAudio(UploadError):
     """The bytes are not audio the file reader can decode: 400."""
+
+
+@dataclass(frozen=True)
+class UploadFailure:
+    """How a failed upload is answered, whatever the API: the status and what went wrong."""
+
+    status: int
+    kind: str  # "busy", "unavailable", "too_large", "unreadable" or "failed"
+    message: str
+    retry: bool = False  # a Retry-After goes with it
+    limit: int | None = None  # the byte limit an upload was over ("too_large")
+
+
+def upload_failure(exc: Exception, *, draining: bool) -> UploadFailure | None:
+    """The one HTTP mapping of an upload's failure, for every REST API; None: unexpected."""
+    match exc:
+        case UploadsFull():
+            return UploadFailure(429, "busy", str(exc), retry=True)
+        case UploadsUnavailable():  # cut short by the server's shutdown
+            return UploadFailure(503, "unavailable", str(exc), retry=True)
+        case UploadTooLarge(limit=limit):
+            return UploadFailure(413, "too_large", str(exc), limit=limit)
+        case UnreadableAudio():
+            return UploadFailure(400, "unreadable", str(exc))
+        case KettleError() if draining:  # the shutdown stopped the engine under it: retry
+            return UploadFailure(503, "unavailable", str(exc), retry=True)
+        case KettleError():
+            return UploadFailure(500, "failed", str(exc))
+    return None
 
 
 @dataclass(frozen=True)

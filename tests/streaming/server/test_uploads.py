@@ -27,7 +27,9 @@ from kettle.streaming.server.uploads import (
     read_body,
     unless_disconnected,
     upload_engine,
+    upload_failure,
 )
+from kettle.transcribe.errors import KettleError
 from kettle.transcribe.fake import FakeDecoder, scripted_audio
 from kettle.transcribe.pipeline import PipelineConfig
 from kettle.transcribe.types import DecodeRequest
@@ -261,3 +263,17 @@ async def test_answered_holds_wait_idle_until_the_response_is_sent() -> None:
     sent.set()
     await asyncio.wait_for(serving, GUARD)
     await asyncio.wait_for(idle, GUARD)
+
+
+def test_one_mapping_gives_every_rest_api_its_status() -> None:
+    def status(exc: Exception, draining: bool = False) -> int | None:
+        failure = upload_failure(exc, draining=draining)
+        return None if failure is None else failure.status
+
+    assert status(UploadsFull("full")) == 429
+    assert status(UploadsUnavailable("closing")) == 503
+    assert status(UploadTooLarge(10)) == 413
+    assert status(UnreadableAudio("noise")) == 400
+    assert status(KettleError("boom")) == 500
+    assert status(KettleError("boom"), draining=True) == 503
+    assert status(ValueError("unexpected")) is None

@@ -1,0 +1,106 @@
+"""What `kettle serve` can set about the server itself, validated when it is made."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kettle.streaming.server.audio_budget import AdmissionConfig
+from kettle.streaming.server.hosts import HostPolicy
+from kettle.streaming.server.origins import OriginPolicy
+from kettle.transcribe.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything `kettle serve` can set about the server itself (the engine has its own)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    api_keys: tuple[str, ...] = field(default=(), repr=False)  # never printed or logged
+    max_sessions: int = 64
+    max_frame_bytes: int = 1 << 20
+    max_message_bytes: int = 16 << 20  # closes with 1009 beyond
+    idle_timeout_s: float = 60.0
+    max_session_s: float = 4 * 3600.0
+    max_messages_per_second: float = 20.0
+    shutdown_timeout_s: float = 10.0
+    # A drain (SIGTERM): how long live sessions may go on before they get their finals and
+    # 1012; meanwhile /readyz is 503 and new sessions are refused with 503 + Retry-After.
+    drain_timeout_s: float = 30.0
+    # After stop, the finals and done must be out within this; else internal error and 1011.
+    finish_timeout_s: float = 300.0
+    retry_after_s: int = 5
+    outbox_limit: int = 1000
+    # Uploads (Deepgram's POST /v1/listen, OpenAI's /v1/audio/...): the largest body taken
+    # (413 beyond), and how many are transcribed at once, all APIs together (429 beyond).
+    max_upload_bytes: int = 1 << 30
+    max_uploads: int = 4
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    ping_interval_s: float | None = 20.0
+    web_root: Path | None = None  # None: the kettle.web package folder
+    # Web pages that may open WebSockets, beyond this server's own and localhost's (origins.py)
+    allowed_origins: tuple[str, ...] = ()
+    # Host names served besides loopback names, IP addresses, `host` and the origins' hosts;
+    # "*": any (hosts.py: the DNS-rebinding guard)
+    allowed_hosts: tuple[str, ...] = ()
+    metrics_require_key: bool = False  # /metrics asks for an API key too
+    # Audio admission (admission.py): sustained x real time, initial burst, undecoded cap.
+    audio_rate: float = 2.0
+    audio_burst_s: float = 10.0
+    max_backlog_s: float = 120.0
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not 0 <= self.port <= 65535:
+            problems.append(f"port {self.port} is outside 0..65535")
+        if self.max_sessions < 1:
+            problems.append("max_sessions must be at least 1")
+        if self.max_frame_bytes < 1:
+            problems.append("max_frame_bytes must be at least 1")
+        if self.max_message_bytes < self.max_frame_bytes:
+            problems.append("max_message_bytes must be at least max_frame_bytes")
+        for name in (
+            "idle_timeout_s",
+            "max_session_s",
+            "max_messages_per_second",
+            "finish_timeout_s",
+        ):
+            if not getattr(self, name) > 0:
+                problems.append(f"{name} must be positive")
+        if self.shutdown_timeout_s < 0:
+            problems.append("shutdown_timeout_s must not be negative")
+        if self.drain_timeout_s < 0:
+            problems.append("drain_timeout_s must not be negative")
+        if self.retry_after_s < 1:
+            problems.append("retry_after_s must be at least 1")
+        if self.max_upload_bytes < 1 or self.max_uploads < 1:
+            problems.append("max_upload_bytes and max_uploads must be at least 1")
+        if self.outbox_limit < 1:
+            problems.append("outbox_limit must be at least 1")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            problems.append("TLS needs both a certificate and a key")
+        if any(not k or any(c.isspace() for c in k) for k in self.api_keys):
+            problems.append("API keys must be non-empty and contain no whitespace")
+        try:
+            self.admission_config()
+            OriginPolicy.parse(self.allowed_origins)
+            HostPolicy.build(self.allowed_hosts)
+        except ConfigError as exc:
+            problems.append(str(exc))
+        if problems:
+            raise ConfigError("invalid server configuration: " + "; ".join(problems))
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls_cert else "http"
+
+    def admission_config(self) -> AdmissionConfig:
+        """Audio admission per connection; the session length limit counts audio time too."""
+        return AdmissionConfig(
+            realtime_factor=self.audio_rate,
+            burst_s=self.audio_burst_s,
+            max_backlog_s=self.max_backlog_s,
+            max_audio_s=self.max_session_s,
+        )

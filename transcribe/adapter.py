@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from kettle.transcribe import cost_cache, cost_probe, decoding, nonspeech
+from kettle.transcribe import cost_cache, cost_probe, decoding, defaults, nonspeech
 from kettle.transcribe.aligner import WordAligner
 from kettle.transcribe.costs import CostProfile
 from kettle.transcribe.decoding import Thresholds
@@ -77,8 +77,8 @@ class ModelConfig:
     device: str = "auto"
     compute_type: str = "auto"
     threads: int = 0
-    beam_size: int = 5
-    partial_max_new_tokens: int = 96
+    beam_size: int = defaults.BEAM_SIZE
+    partial_max_new_tokens: int = defaults.PARTIAL_MAX_TOKENS
     encoder_cache_size: int = 32
     no_speech_threshold: float = nonspeech.WHISPER_NO_SPEECH_PROB
     log_prob_threshold: float = nonspeech.WHISPER_LOGPROB

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from kettle.transcribe import cost_cache, cost_probe, decoding
+from kettle.transcribe import cost_cache, cost_probe, decoding, defaults, nonspeech
 from kettle.transcribe.aligner import WordAligner
 from kettle.transcribe.costs import CostProfile
 from kettle.transcribe.decoding import Thresholds
@@ -77,11 +77,11 @@ class ModelConfig:
     device: str = "auto"
     compute_type: str = "auto"
     threads: int = 0
-    beam_size: int = 5
-    partial_max_new_tokens: int = 96
+    beam_size: int = defaults.BEAM_SIZE
+    partial_max_new_tokens: int = defaults.PARTIAL_MAX_TOKENS
     encoder_cache_size: int = 32
-    no_speech_threshold: float = 0.6
-    log_prob_threshold: float = -1.0
+    no_speech_threshold: float = nonspeech.WHISPER_NO_SPEECH_PROB
+    log_prob_threshold: float = nonspeech.WHISPER_LOGPROB
     compression_ratio_threshold: float = 2.4
     temperatures: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
     best_of: int = 5  # hypotheses sampled per request at a fallback temperature

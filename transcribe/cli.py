@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from kettle.transcribe import defaults
 from kettle.transcribe.audio_io import RawFormat
 from kettle.transcribe.cli_args import (
     non_negative_float,
@@ -93,7 +94,13 @@ def register_transcribe(sub: Any) -> None:
     )
     parser.add_argument("--model", default=DEFAULT_MODEL, help="model name or folder (tiny.en)")
     parser.add_argument("--language", default=None, help="language code (multilingual models)")
-    parser.add_argument("--beam-size", type=positive_int, default=5, metavar="N", help="(5)")
+    parser.add_argument(
+        "--beam-size",
+        type=positive_int,
+        default=defaults.BEAM_SIZE,
+        metavar="N",
+        help=f"({defaults.BEAM_SIZE})",
+    )
     parser.add_argument(
         "--word-timestamps", action="store_true", help="include word timings in json output"
     )

@@ -10,35 +10,15 @@ low), in which case the window yields no text.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+from kettle.transcribe import nonspeech
+from kettle.transcribe.nonspeech import NonSpeechPolicy
 
 # A window whose RMS is below this (-80 dBFS) holds nothing to transcribe; Whisper tends to
 # hallucinate on digital silence, so it never reaches the model.
 SILENCE_RMS = 1e-4
-
-
-# What Whisper says over noise, music or silence when it has nothing to transcribe; dropped
-# only when the model also leans to "no speech" (a real "Thank you." scores low there).
-KNOWN_HALLUCINATIONS = frozenset(
-    {
-        "you",
-        "thank you",
-        "thank you very much",
-        "thanks for watching",
-        "thank you for watching",
-        "thanks for listening",
-        "please subscribe",
-        "bye",
-        "oh",
-        "so",
-        "um",
-        "hmm",
-        "the end",
-        "i'm sorry",
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -64,28 +44,25 @@ def avg_logprob(score: float, n_tokens: int, length_penalty: float = 1.0) -> flo
     return float(cum / (n_tokens + 1))
 
 
+def policy(th: Thresholds) -> NonSpeechPolicy:
+    """The files' non-speech policy (nonspeech.FILES) at the decoder's configured thresholds."""
+    return replace(
+        nonspeech.FILES,
+        phrase_prob=th.no_speech,
+        unsure_prob=th.no_speech,
+        unsure_logprob=th.log_prob,
+    )
+
+
 def is_silence(hyp: Hypothesis, th: Thresholds) -> bool:
     """faster-whisper's no-speech rule: confident no-speech AND low log-probability."""
-    if th.no_speech is None or th.log_prob is None:
-        return False
-    return hyp.no_speech_prob > th.no_speech and hyp.avg_logprob < th.log_prob
-
-
-def _normalized(text: str) -> str:
-    kept = "".join(c for c in text.lower() if c.isalnum() or c in " '")
-    return " ".join(kept.split())
-
-
-def is_hallucination(hyp: Hypothesis, th: Thresholds) -> bool:
-    """A stock phrase over a window the model itself thinks holds no speech."""
-    if th.no_speech is None or hyp.no_speech_prob <= th.no_speech:
-        return False
-    return _normalized(hyp.text) in KNOWN_HALLUCINATIONS
+    return policy(th).unsure(hyp.no_speech_prob, hyp.avg_logprob)
 
 
 def suppressed(hyp: Hypothesis, th: Thresholds) -> bool:
-    """Whether a hypothesis yields no text: silence by the no-speech rule, or a hallucination."""
-    return is_silence(hyp, th) or is_hallucination(hyp, th)
+    """Whether a hypothesis yields no text: silence by the no-speech rule, or one of
+    Whisper's phrases for non-speech over a window the model thinks holds no speech."""
+    return policy(th).drops(hyp.text, hyp.no_speech_prob, hyp.avg_logprob)
 
 
 def too_repetitive(hyp: Hypothesis, th: Thresholds) -> bool:

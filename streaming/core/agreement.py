@@ -12,19 +12,11 @@ in if the model disagreed; ``splice_words`` times such a final's words.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kettle.transcribe.types import Word
-
-_PUNCT = re.compile(r"[^\w\s']|_")
-_EDGE_APOSTROPHES = re.compile(r"(^'+|'+$)")
-
-
-def normalize_word(word: str) -> str:
-    """Lowercase, punctuation removed, apostrophes kept only inside the word."""
-    return _EDGE_APOSTROPHES.sub("", _PUNCT.sub("", word.lower().replace("\u2019", "'")))
+from kettle.transcribe.words import normalize_word as normalize_word  # re-exported
 
 
 def split_words(text: str) -> list[str]:

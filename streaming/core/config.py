@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from kettle.streaming.core.planner import PlannerConfig
 from kettle.streaming.core.vad import SegmenterConfig
+from kettle.transcribe import defaults
 from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, encoder_window_limit
 
@@ -52,7 +53,7 @@ class SessionConfig:
     # at 2, 304 greedy. Greedy finals cut the final lag (P50 0.43 vs 0.45 s, P95 0.52 vs
     # 0.81 s) but cost set a 1.6 WER points and single clips (set c) 2.4, over offline + 1
     # (RESULTS.md, "bench_accuracy_levers", session 11): so 5.
-    final_beam_size: int = 5
+    final_beam_size: int = defaults.BEAM_SIZE
     # Context stops where the voice changes: at an earlier final whose voice differs from the
     # utterance's by more than this (voice.change: 1 is the measured boundary); 0: no gate.
     voice_gate: float = 1.1

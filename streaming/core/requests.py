@@ -7,9 +7,10 @@ from kettle.streaming.core.audio_buffer import AudioBuffer
 from kettle.streaming.core.config import SessionConfig
 from kettle.streaming.core.planner import Plan
 from kettle.streaming.core.speculation import fill_tail
+from kettle.transcribe import defaults
 from kettle.transcribe.types import DecodeKind, DecodeRequest
 
-PARTIAL_MAX_TOKENS = 96
+PARTIAL_MAX_TOKENS = defaults.PARTIAL_MAX_TOKENS
 
 
 def window_audio(buf: AudioBuffer, plan: Plan, speech_end: int | None) -> np.ndarray:

@@ -56,14 +56,7 @@ from kettle.streaming.core.events import (
     SpeechStarted,
     SpeechStopped,
 )
-from kettle.streaming.core.guard import (
-    UNSURE_NO_SPEECH_PROB,
-    context_echo,
-    implausible,
-    loop_cut,
-    non_speech_phrase,
-    unsure_of_speech,
-)
+from kettle.streaming.core.guard import context_echo, implausible, loop_cut
 from kettle.streaming.core.planner import (
     HOLD_PARTIAL_FRAMES,
     Plan,
@@ -83,6 +76,7 @@ from kettle.streaming.core.vad import (
     SpeechEnd,
     SpeechStart,
 )
+from kettle.transcribe.nonspeech import STREAM as NONSPEECH
 from kettle.transcribe.types import (
     SAMPLE_RATE,
     DecodeKind,
@@ -98,15 +92,6 @@ logger = logging.getLogger(__name__)
 VOICE_STEP = SAMPLE_RATE // 2  # samples of new audio between an open utterance's signatures
 OVERLOAD_NOTICE_INTERVAL = 5 * SAMPLE_RATE  # samples of stream audio between notices
 MAX_BACKOFF = 8.0
-
-# Whisper's own no-speech rule: a window the model thinks is silence, decoded with low
-# confidence, is treated as empty.
-# A decode whose no-speech probability is above this yields no text, however confident its
-# words: on tones and reversed-speech babble the VAD passes, tiny.en says "Beep Beep" or
-# "You're welcome" at 0.51-0.91 with a mean log-probability near -0.2, so Whisper's own rule
-# (above 0.6 and below -1.0) kept them; the finals of 47 real-speech clips stayed at or
-# below 0.28 (RESULTS.md, "bench_accuracy_levers").
-NO_SPEECH_PROB = 0.5
 
 
 @dataclass(frozen=True)
@@ -447,11 +432,7 @@ class Session:
     def _usable(self, result: DecodeResult, plan: Plan) -> tuple[str, tuple[Word, ...]]:
         """The result's text and words, empty for silence, with repetition loops and an
         echo of the context (guard.py) cut."""
-        if result.no_speech_prob > NO_SPEECH_PROB:
-            return "", ()
-        if unsure_of_speech(result.no_speech_prob, result.avg_logprob):
-            return "", ()
-        if non_speech_phrase(result.text, result.no_speech_prob):
+        if NONSPEECH.drops(result.text, result.no_speech_prob, result.avg_logprob):
             return "", ()
         tokens = result.text.split()
         keep = loop_cut(tokens)
@@ -499,7 +480,7 @@ class Session:
         text = self._usable_text(result, plan)
         if not text and not utt.agreement.stable_text:
             return
-        trusted = result.no_speech_prob <= UNSURE_NO_SPEECH_PROB
+        trusted = NONSPEECH.sure_of_speech(result.no_speech_prob)
         hyp = utt.agreement.update(text, trusted=trusted)
         if not hyp.text:
             return

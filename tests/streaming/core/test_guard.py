@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from kettle.streaming.core.guard import (
-    context_echo,
-    implausible,
-    loop_cut,
-    non_speech_phrase,
-    unsure_of_speech,
-)
+from kettle.streaming.core.guard import context_echo, implausible, loop_cut
+from kettle.transcribe.nonspeech import STREAM
 from kettle.transcribe.types import DecodeKind, DecodeResult
+
+non_speech_phrase = STREAM.is_phrase
+unsure_of_speech = STREAM.unsure
 
 
 def _kept(text: str) -> str:

@@ -14,6 +14,7 @@ from kettle.streaming.engine.degrade import STRETCH, Degrader, Level
 from kettle.streaming.engine.records import StreamRecord
 from kettle.streaming.engine.report import EngineObserver, notify_degradation
 from kettle.streaming.engine.scheduling.scheduler import Priority, Scheduler, Ticket
+from kettle.transcribe.defaults import PARTIAL_MAX_TOKENS
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest
 
 logger = logging.getLogger(__name__)
@@ -26,7 +27,7 @@ TYPICAL_PARTIAL = DecodeRequest(
     audio=np.zeros(3 * SAMPLE_RATE, dtype=np.float32),
     kind=DecodeKind.PARTIAL,
     beam_size=1,
-    max_new_tokens=96,
+    max_new_tokens=PARTIAL_MAX_TOKENS,
 )
 
 

@@ -40,7 +40,6 @@ import itertools
 import json
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from kettle.streaming.core.backlog import OTHER
@@ -78,6 +77,7 @@ from kettle.streaming.protocols.handshake import (
     choose_subprotocol,
     subprotocol_credentials,
 )
+from kettle.streaming.protocols.openai_realtime_items import Finalizing, Item, Utterance
 from kettle.streaming.protocols.openai_realtime_settings import (
     DELAYS,
     DELAYS_WITHOUT_PARTIALS,
@@ -95,55 +95,9 @@ from kettle.transcribe.types import SAMPLE_RATE
 PATH = "/v1/realtime"
 SUBPROTOCOL = "realtime"
 KEY_SUBPROTOCOL_PREFIX = "openai-insecure-api-key."
+
+
 # Audio formats: OpenAI's name -> kettle's PCM decoder encoding and rate.
-# -- items ------------------------------------------------------------------------------------
-
-
-@dataclass(eq=False)
-class _Utterance:
-    start: int
-    stable: str = ""
-    text: str | None = None  # the final's text once resolved ("" for no words)
-
-
-@dataclass(frozen=True)
-class _Finalizing:
-    """Why the codec asked for a Finalize; handled at the session's Finalized marker."""
-
-    purpose: str  # "commit" (manual), "vad_commit" or "clear"
-    item: _Item | None = None
-    start_ms: float = 0.0  # vad_commit: where the buffer began when it was asked
-    client_event: str | None = None
-
-
-@dataclass(eq=False)
-class _Item:
-    item_id: str
-    utterances: list[_Utterance] = field(default_factory=list)
-    assigned: bool = True  # manual items learn their utterances at the Finalized marker
-    committed: bool = False
-    cleared: bool = False
-    completed: bool = False
-    emitted: str = ""
-    seconds: float = 0.0
-
-    def visible(self) -> str:
-        """The text so far: finals in order, then the first open utterance's stable words."""
-        parts = []
-        for u in self.utterances:
-            if u.text is None:
-                if u.stable:
-                    parts.append(u.stable)
-                break
-            if u.text:
-                parts.append(u.text)
-        return " ".join(parts)
-
-    @property
-    def resolved(self) -> bool:
-        return self.assigned and all(u.text is not None for u in self.utterances)
-
-
 class RealtimeCodec:
     """One Realtime transcription session. See the module docstring."""
 
@@ -153,9 +107,9 @@ class RealtimeCodec:
         self._events = itertools.count(1)
         self._items = itertools.count(1)
         self._tag = "".join(c for c in context.session_id if c.isalnum())[-16:] or "kettle"
-        self._by_start: dict[int, tuple[_Utterance, _Item | None]] = {}
-        self._unassigned: list[_Utterance] = []  # manual: begun since the last marker
-        self._pending: deque[_Finalizing] = deque()
+        self._by_start: dict[int, tuple[Utterance, Item | None]] = {}
+        self._unassigned: list[Utterance] = []  # manual: begun since the last marker
+        self._pending: deque[Finalizing] = deque()
         self._last_committed: str | None = None
         self._appended_bytes = 0
         self._boundary_ms = 0.0  # where the uncommitted buffer begins (input audio ms)
@@ -317,13 +271,13 @@ class RealtimeCodec:
             # The open utterance (if any) stops now and is committed when that arrives; what
             # else the buffer held is decided at the marker (see _finalized).
             self._closed_by_commit = False
-            self._pending.append(_Finalizing("vad_commit", _Item(""), start_ms, client_event))
+            self._pending.append(Finalizing("vad_commit", Item(""), start_ms, client_event))
             return [Finalize()]
-        item = _Item(self._new_item_id(), assigned=False, seconds=buffered / 1000)
-        self._pending.append(_Finalizing("commit", item))
+        item = Item(self._new_item_id(), assigned=False, seconds=buffered / 1000)
+        self._pending.append(Finalizing("commit", item))
         return [self._committed(item), Finalize()]
 
-    def _committed(self, item: _Item) -> Send:
+    def _committed(self, item: Item) -> Send:
         item.committed = True
         body = {"previous_item_id": self._last_committed, "item_id": item.item_id}
         self._last_committed = item.item_id
@@ -336,7 +290,7 @@ class RealtimeCodec:
             if item is not None and not item.committed:
                 item.cleared = True  # its audio is dropped: nothing more is said of it
         if self.audio_started:
-            self._pending.append(_Finalizing("clear"))
+            self._pending.append(Finalizing("clear"))
             actions.append(Finalize())
         return actions
 
@@ -363,7 +317,7 @@ class RealtimeCodec:
 
     def _utterance(
         self, start: int, *, stable: str | None = None, text: str | None = None
-    ) -> _Item | None:
+    ) -> Item | None:
         found = self._by_start.get(start)
         if found is None:
             return None
@@ -377,12 +331,12 @@ class RealtimeCodec:
         return item
 
     def _speech_started(self, event: SpeechStarted) -> list[Action]:
-        utt = _Utterance(event.start)
+        utt = Utterance(event.start)
         if self.settings.turn_detection is None:
             self._unassigned.append(utt)
             self._by_start[event.start] = (utt, None)
             return []
-        item = _Item(self._new_item_id(), [utt])
+        item = Item(self._new_item_id(), [utt])
         self._by_start[event.start] = (utt, item)
         # Produced before a clear the client asked for (that clear's marker has not come).
         if self._pending and self._pending[0].purpose == "clear":
@@ -446,7 +400,7 @@ class RealtimeCodec:
             client_event=client_event,
         )
 
-    def _progress(self, item: _Item | None) -> list[Action]:
+    def _progress(self, item: Item | None) -> list[Action]:
         if item is None or not item.committed or item.cleared or item.completed:
             return []
         actions: list[Action] = []

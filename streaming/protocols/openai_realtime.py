@@ -119,8 +119,15 @@ class RealtimeCodec:
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _send(self, kind: str, body: dict[str, Any], *, closing: bool = False,
-              fatal: bool = False, error_code: str | None = None) -> Send:  # fmt: skip
+    def _send(
+        self,
+        kind: str,
+        body: dict[str, Any],
+        *,
+        closing: bool = False,
+        fatal: bool = False,
+        error_code: str | None = None,
+    ) -> Send:
         # Every message is OTHER to the outbox: deltas only append, so none may be dropped.
         event = {"event_id": f"event_{self._tag}_{next(self._events)}", "type": kind, **body}
         text = json.dumps(event, ensure_ascii=False)
@@ -135,8 +142,15 @@ class RealtimeCodec:
         client_event: str | None = None,
         kind: str = "invalid_request_error",
     ) -> Send:
-        body = {"error": {"type": kind, "code": code, "message": message, "param": param,
-                          "event_id": client_event}}  # fmt: skip
+        body = {
+            "error": {
+                "type": kind,
+                "code": code,
+                "message": message,
+                "param": param,
+                "event_id": client_event,
+            }
+        }
         return self._send("error", body, error_code=code)
 
     def _new_item_id(self) -> str:
@@ -182,17 +196,29 @@ class RealtimeCodec:
         return StreamSetup(AudioSetup(encoding, rate, 1), self.settings.session_config())
 
     def on_binary(self, data: bytes) -> list[Action]:
-        return [self._error("binary messages are not part of the Realtime API; send "
-                            "input_audio_buffer.append events with base64 audio",
-                            code="invalid_message")]  # fmt: skip
+        return [
+            self._error(
+                "binary messages are not part of the Realtime API; send "
+                "input_audio_buffer.append events with base64 audio",
+                code="invalid_message",
+            )
+        ]
 
     def on_leftover(self, leftover_bytes: int, frame_bytes: int) -> list[Action]:
         return []  # half a 16-bit sample at the very end: nothing a client can act on
 
     def fatal_error(self, message: str) -> str:
-        event = {"event_id": f"event_{self._tag}_{next(self._events)}", "type": "error",
-                 "error": {"type": "server_error", "code": "internal_error", "message": message,
-                           "param": None, "event_id": None}}  # fmt: skip
+        event = {
+            "event_id": f"event_{self._tag}_{next(self._events)}",
+            "type": "error",
+            "error": {
+                "type": "server_error",
+                "code": "internal_error",
+                "message": message,
+                "param": None,
+                "event_id": None,
+            },
+        }
         return json.dumps(event)
 
     def on_text(self, text: str, rate: RateGate) -> list[Action]:
@@ -201,8 +227,13 @@ class RealtimeCodec:
         except (json.JSONDecodeError, RecursionError):
             return [self._error("the message is not valid JSON", code="invalid_json")]
         if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
-            return [self._error("an event must be a JSON object with a string 'type'",
-                                code="invalid_event", param="type")]  # fmt: skip
+            return [
+                self._error(
+                    "an event must be a JSON object with a string 'type'",
+                    code="invalid_event",
+                    param="type",
+                )
+            ]
         kind = obj["type"]
         client_event = obj.get("event_id") if isinstance(obj.get("event_id"), str) else None
         if kind == "input_audio_buffer.append":
@@ -216,14 +247,23 @@ class RealtimeCodec:
             return []
         if verdict == "notify":
             per_second = self.context.limits.max_messages_per_second
-            return [self._error(f"more than {per_second:g} events per second; events over "
-                                "the rate are dropped", code="rate_limit_exceeded",
-                                client_event=client_event)]  # fmt: skip
+            return [
+                self._error(
+                    f"more than {per_second:g} events per second; events over the rate are dropped",
+                    code="rate_limit_exceeded",
+                    client_event=client_event,
+                )
+            ]
         if kind == "session.update":
             return self._update(obj.get("session"), client_event)
-        return [self._error(f"event type {kind!r} is not supported in a transcription "
-                            "session", code="invalid_event", param="type",
-                            client_event=client_event)]  # fmt: skip
+        return [
+            self._error(
+                f"event type {kind!r} is not supported in a transcription session",
+                code="invalid_event",
+                param="type",
+                client_event=client_event,
+            )
+        ]
 
     def _update(self, session: object, client_event: str | None) -> list[Action]:
         try:
@@ -231,9 +271,14 @@ class RealtimeCodec:
         except UpdateRefused as exc:
             return [self._error(exc.message, param=exc.param, client_event=client_event)]
         if self.audio_started and settings.stream_fields() != self.settings.stream_fields():
-            return [self._error("audio format, language, prompt and VAD parameters are fixed "
-                                "once audio has been appended; nothing was changed",
-                                param="session", client_event=client_event)]  # fmt: skip
+            return [
+                self._error(
+                    "audio format, language, prompt and VAD parameters are fixed "
+                    "once audio has been appended; nothing was changed",
+                    param="session",
+                    client_event=client_event,
+                )
+            ]
         try:
             settings.session_config()
         except ConfigError as exc:
@@ -244,18 +289,29 @@ class RealtimeCodec:
     def _append(self, obj: Mapping[str, Any], client_event: str | None) -> list[Action]:
         audio = obj.get("audio")
         if not isinstance(audio, str):
-            return [self._error("input_audio_buffer.append needs 'audio', base64 text",
-                                param="audio", client_event=client_event)]  # fmt: skip
+            return [
+                self._error(
+                    "input_audio_buffer.append needs 'audio', base64 text",
+                    param="audio",
+                    client_event=client_event,
+                )
+            ]
         try:
             data = base64.b64decode(audio, validate=True)
         except (binascii.Error, ValueError):
-            return [self._error("'audio' is not valid base64", param="audio",
-                                client_event=client_event)]  # fmt: skip
+            return [
+                self._error("'audio' is not valid base64", param="audio", client_event=client_event)
+            ]
         limit = self.context.limits.max_frame_bytes
         if len(data) > limit:
-            return [self._error(f"{len(data)} bytes of audio in one event is over the limit "
-                                f"of {limit}; it was dropped", param="audio",
-                                client_event=client_event)]  # fmt: skip
+            return [
+                self._error(
+                    f"{len(data)} bytes of audio in one event is over the limit "
+                    f"of {limit}; it was dropped",
+                    param="audio",
+                    client_event=client_event,
+                )
+            ]
         if not data:
             return []
         self.audio_started = True
@@ -343,8 +399,11 @@ class RealtimeCodec:
             item.cleared = True
             return []
         ms = round(event.start * 1000 / SAMPLE_RATE)
-        return [self._send("input_audio_buffer.speech_started",
-                           {"audio_start_ms": ms, "item_id": item.item_id})]  # fmt: skip
+        return [
+            self._send(
+                "input_audio_buffer.speech_started", {"audio_start_ms": ms, "item_id": item.item_id}
+            )
+        ]
 
     def _speech_stopped(self, event: SpeechStopped) -> list[Action]:
         end_ms = event.end * 1000 / SAMPLE_RATE
@@ -357,9 +416,12 @@ class RealtimeCodec:
             self._closed_by_commit |= self._pending[0].purpose == "vad_commit"
         item.seconds = (event.end - event.start) / SAMPLE_RATE
         self._boundary_ms = max(self._boundary_ms, end_ms)
-        actions: list[Action] = [self._send("input_audio_buffer.speech_stopped",
-                                            {"audio_end_ms": round(end_ms),
-                                             "item_id": item.item_id})]  # fmt: skip
+        actions: list[Action] = [
+            self._send(
+                "input_audio_buffer.speech_stopped",
+                {"audio_end_ms": round(end_ms), "item_id": item.item_id},
+            )
+        ]
         actions.append(self._committed(item))
         return actions + self._progress(item)
 
@@ -408,17 +470,28 @@ class RealtimeCodec:
         if len(visible) > len(item.emitted) and visible.startswith(item.emitted):
             delta = visible[len(item.emitted) :]
             item.emitted = visible
-            actions.append(self._send(TRANSCRIBE_PREFIX + "delta",
-                                      {"item_id": item.item_id, "content_index": 0,
-                                       "delta": delta}))  # fmt: skip
+            actions.append(
+                self._send(
+                    TRANSCRIBE_PREFIX + "delta",
+                    {"item_id": item.item_id, "content_index": 0, "delta": delta},
+                )
+            )
         if item.resolved:
             item.completed = True
             for u in item.utterances:
                 self._by_start.pop(u.start, None)
             usage = {"type": "duration", "seconds": round(item.seconds, 3)}
-            actions.append(self._send(TRANSCRIBE_PREFIX + "completed",
-                                      {"item_id": item.item_id, "content_index": 0,
-                                       "transcript": visible, "usage": usage}))  # fmt: skip
+            actions.append(
+                self._send(
+                    TRANSCRIBE_PREFIX + "completed",
+                    {
+                        "item_id": item.item_id,
+                        "content_index": 0,
+                        "transcript": visible,
+                        "usage": usage,
+                    },
+                )
+            )
         return actions
 
     def _engine_error(self, event: Error) -> list[Action]:
@@ -430,16 +503,34 @@ class RealtimeCodec:
         for _, item in list(self._by_start.values()):
             if item is not None and item.committed and not item.completed:
                 item.completed = True
-                actions.append(self._send(TRANSCRIBE_PREFIX + "failed",
-                                          {"item_id": item.item_id, "content_index": 0,
-                                           "error": {"type": "server_error",
-                                                     "code": event.code,
-                                                     "message": event.message,
-                                                     "param": None}}))  # fmt: skip
-        body = {"error": {"type": "server_error", "code": event.code, "message": event.message,
-                          "param": None, "event_id": None}}  # fmt: skip
-        return [*actions, self._send("error", body, closing=True, fatal=True,
-                                     error_code=event.code)]  # fmt: skip
+                actions.append(
+                    self._send(
+                        TRANSCRIBE_PREFIX + "failed",
+                        {
+                            "item_id": item.item_id,
+                            "content_index": 0,
+                            "error": {
+                                "type": "server_error",
+                                "code": event.code,
+                                "message": event.message,
+                                "param": None,
+                            },
+                        },
+                    )
+                )
+        body = {
+            "error": {
+                "type": "server_error",
+                "code": event.code,
+                "message": event.message,
+                "param": None,
+                "event_id": None,
+            }
+        }
+        return [
+            *actions,
+            self._send("error", body, closing=True, fatal=True, error_code=event.code),
+        ]
 
     def _done(self, event: Done) -> list[Action]:
         reasons = {
@@ -448,8 +539,15 @@ class RealtimeCodec:
             "shutdown": ("server_shutdown", "the server is shutting down"),
         }
         code, message = reasons.get(event.reason or "", ("session_closed", "the session ended"))
-        body = {"error": {"type": "server_error", "code": code, "message": message,
-                          "param": None, "event_id": None}}  # fmt: skip
+        body = {
+            "error": {
+                "type": "server_error",
+                "code": code,
+                "message": message,
+                "param": None,
+                "event_id": None,
+            }
+        }
         return [self._send("error", body, closing=True)]
 
 
@@ -479,8 +577,9 @@ def prepare(request: HandshakeRequest, model: ModelInfo | None) -> Prepared:
 def refusal(status: int, message: str) -> tuple[bytes, str]:
     """OpenAI's clients read a JSON error object from a refused handshake."""
     code = {401: "invalid_api_key", 503: "service_unavailable"}.get(status, "invalid_request")
-    body = {"error": {"message": message, "type": "invalid_request_error", "param": None,
-                      "code": code}}  # fmt: skip
+    body = {
+        "error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}
+    }
     return json.dumps(body).encode(), "application/json"
 
 

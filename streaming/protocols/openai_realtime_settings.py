@@ -10,8 +10,11 @@ from kettle.streaming.core.session import SessionConfig
 from kettle.streaming.protocols.base import ModelInfo
 from kettle.transcribe.languages import LANGUAGES
 
-FORMATS = {"audio/pcm": ("pcm_s16le", 24000), "audio/pcmu": ("mulaw", 8000),
-           "audio/pcma": ("alaw", 8000)}  # fmt: skip
+FORMATS = {
+    "audio/pcm": ("pcm_s16le", 24000),
+    "audio/pcmu": ("mulaw", 8000),
+    "audio/pcma": ("alaw", 8000),
+}
 MIN_COMMIT_MS = 100.0
 DELAYS = ("minimal", "low", "medium", "high", "xhigh")
 DELAYS_WITHOUT_PARTIALS = ("high", "xhigh")  # OpenAI refuses to commit less audio than this
@@ -56,8 +59,15 @@ class RealtimeSettings:
     def stream_fields(self) -> tuple[Any, ...]:
         """What a stream is opened with (fixed once audio flows)."""
         td = self.turn_detection or TurnDetection()
-        return (self.format, self.language, self.prompt, td.threshold, td.prefix_padding_ms,
-                td.silence_duration_ms, self.partials)  # fmt: skip
+        return (
+            self.format,
+            self.language,
+            self.prompt,
+            td.threshold,
+            td.prefix_padding_ms,
+            td.silence_duration_ms,
+            self.partials,
+        )
 
     def session_config(self) -> SessionConfig:
         td = self.turn_detection or TurnDetection()
@@ -141,12 +151,14 @@ def _format(value: object) -> str:
         raise UpdateRefused(f"{param} must be an object such as {{'type': 'audio/pcm'}}", param)
     kind = value.get("type", "audio/pcm")
     if kind not in FORMATS:
-        raise UpdateRefused(f"{param}.type must be one of {', '.join(FORMATS)}, not {kind!r}",
-                            f"{param}.type")  # fmt: skip
+        raise UpdateRefused(
+            f"{param}.type must be one of {', '.join(FORMATS)}, not {kind!r}", f"{param}.type"
+        )
     rate = value.get("rate")
     if rate is not None and rate != FORMATS[kind][1]:
-        raise UpdateRefused(f"{kind} is taken at {FORMATS[kind][1]} Hz only, not {rate!r}",
-                            f"{param}.rate")  # fmt: skip
+        raise UpdateRefused(
+            f"{kind} is taken at {FORMATS[kind][1]} Hz only, not {rate!r}", f"{param}.rate"
+        )
     return str(kind)
 
 
@@ -158,25 +170,27 @@ def _turn_detection(value: object, settings: RealtimeSettings) -> TurnDetection 
         raise UpdateRefused(f"{param} must be an object or null", param)
     kind = value.get("type", "server_vad")
     if kind not in ("server_vad", "semantic_vad"):
-        raise UpdateRefused(f"{param}.type must be server_vad or semantic_vad, not {kind!r}",
-                            f"{param}.type")  # fmt: skip
+        raise UpdateRefused(
+            f"{param}.type must be server_vad or semantic_vad, not {kind!r}", f"{param}.type"
+        )
     base = settings.turn_detection or TurnDetection()
     threshold = value.get("threshold", base.threshold)
     number = isinstance(threshold, int | float) and not isinstance(threshold, bool)
     if not number or not 0 <= threshold <= 1:
-        raise UpdateRefused(f"{param}.threshold must be a number from 0 to 1",
-                            f"{param}.threshold")  # fmt: skip
+        raise UpdateRefused(f"{param}.threshold must be a number from 0 to 1", f"{param}.threshold")
     ints = {}
     for name, low, high in (("prefix_padding_ms", 0, 2000), ("silence_duration_ms", 40, 10000)):
         got = value.get(name, getattr(base, name))
         if isinstance(got, bool) or not isinstance(got, int) or not low <= got <= high:
-            raise UpdateRefused(f"{param}.{name} must be an integer from {low} to {high}",
-                                f"{param}.{name}")  # fmt: skip
+            raise UpdateRefused(
+                f"{param}.{name} must be an integer from {low} to {high}", f"{param}.{name}"
+            )
         ints[name] = got
     known = {"type", "threshold", "prefix_padding_ms", "silence_duration_ms"}
     extra = tuple((k, v) for k, v in value.items() if k not in known)
-    return TurnDetection(str(kind), float(threshold), ints["prefix_padding_ms"],
-                         ints["silence_duration_ms"], extra)  # fmt: skip
+    return TurnDetection(
+        str(kind), float(threshold), ints["prefix_padding_ms"], ints["silence_duration_ms"], extra
+    )
 
 
 def _language(value: object, model: ModelInfo | None) -> str | None:
@@ -184,8 +198,9 @@ def _language(value: object, model: ModelInfo | None) -> str | None:
     if value is None or value == "":
         return None
     if not isinstance(value, str) or value.lower() not in LANGUAGES:
-        raise UpdateRefused(f"language must be an ISO-639-1 code Whisper knows, not {value!r}",
-                            param)  # fmt: skip
+        raise UpdateRefused(
+            f"language must be an ISO-639-1 code Whisper knows, not {value!r}", param
+        )
     code = value.lower()
     if model is not None and not model.multilingual and code != "en":
         raise UpdateRefused(f"model {model.name} is English-only; it cannot take {code!r}", param)

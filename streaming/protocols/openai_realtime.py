@@ -40,7 +40,6 @@ import itertools
 import json
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kettle.streaming.core.backlog import OTHER
@@ -55,7 +54,6 @@ from kettle.streaming.core.events import (
     SpeechStarted,
     SpeechStopped,
 )
-from kettle.streaming.core.session import SessionConfig
 from kettle.streaming.protocols import kettle_v1_wire as proto
 from kettle.streaming.protocols.base import (
     Action,
@@ -79,244 +77,27 @@ from kettle.streaming.protocols.handshake import (
     choose_subprotocol,
     subprotocol_credentials,
 )
+from kettle.streaming.protocols.openai_realtime_items import Finalizing, Item, Utterance
+from kettle.streaming.protocols.openai_realtime_settings import (
+    DELAYS,
+    DELAYS_WITHOUT_PARTIALS,
+    FORMATS,
+    MIN_COMMIT_MS,
+    TRANSCRIBE_PREFIX,
+    RealtimeSettings,
+    TurnDetection,
+    UpdateRefused,
+    apply_update,
+)
 from kettle.transcribe.errors import ConfigError
-from kettle.transcribe.languages import LANGUAGES
 from kettle.transcribe.types import SAMPLE_RATE
 
 PATH = "/v1/realtime"
 SUBPROTOCOL = "realtime"
 KEY_SUBPROTOCOL_PREFIX = "openai-insecure-api-key."
+
+
 # Audio formats: OpenAI's name -> kettle's PCM decoder encoding and rate.
-FORMATS = {"audio/pcm": ("pcm_s16le", 24000), "audio/pcmu": ("mulaw", 8000),
-           "audio/pcma": ("alaw", 8000)}  # fmt: skip
-MIN_COMMIT_MS = 100.0
-DELAYS = ("minimal", "low", "medium", "high", "xhigh")
-DELAYS_WITHOUT_PARTIALS = ("high", "xhigh")  # OpenAI refuses to commit less audio than this
-TRANSCRIBE_PREFIX = "conversation.item.input_audio_transcription."
-
-
-@dataclass(frozen=True)
-class TurnDetection:
-    type: str = "server_vad"
-    threshold: float = 0.5
-    prefix_padding_ms: int = 300
-    silence_duration_ms: int = 500
-    # Accepted and echoed; they concern responses, which transcription sessions have none of.
-    extra: tuple[tuple[str, Any], ...] = ()
-
-    def body(self) -> dict[str, Any]:
-        return {
-            "type": self.type,
-            "threshold": self.threshold,
-            "prefix_padding_ms": self.prefix_padding_ms,
-            "silence_duration_ms": self.silence_duration_ms,
-            **dict(self.extra),
-        }
-
-    @property
-    def aggressiveness(self) -> int:
-        return min(3, int(self.threshold * 4))
-
-
-@dataclass(frozen=True)
-class RealtimeSettings:
-    format: str = "audio/pcm"
-    turn_detection: TurnDetection | None = field(default_factory=TurnDetection)
-    language: str | None = None
-    prompt: str | None = None
-    delay: str | None = None  # "high" / "xhigh": no partials, deltas from finals only
-
-    @property
-    def partials(self) -> bool:
-        return self.delay not in DELAYS_WITHOUT_PARTIALS
-
-    def stream_fields(self) -> tuple[Any, ...]:
-        """What a stream is opened with (fixed once audio flows)."""
-        td = self.turn_detection or TurnDetection()
-        return (self.format, self.language, self.prompt, td.threshold, td.prefix_padding_ms,
-                td.silence_duration_ms, self.partials)  # fmt: skip
-
-    def session_config(self) -> SessionConfig:
-        td = self.turn_detection or TurnDetection()
-        return SessionConfig(
-            language=self.language,
-            prompt=self.prompt,
-            partials=self.partials,
-            endpoint_silence_ms=td.silence_duration_ms,
-            preroll_ms=td.prefix_padding_ms,
-            vad_aggressiveness=td.aggressiveness,
-            vad_events=True,
-        )
-
-    @property
-    def input_rate(self) -> int:
-        return FORMATS[self.format][1]
-
-
-class UpdateRefused(Exception):
-    def __init__(self, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.param = param
-
-
-def apply_update(
-    settings: RealtimeSettings, session: object, model: ModelInfo | None
-) -> RealtimeSettings:
-    """The settings after one ``session.update``'s ``session`` object (only given fields
-    change); raises UpdateRefused naming the first bad field."""
-    if not isinstance(session, Mapping):
-        raise UpdateRefused("session must be an object", "session")
-    kind = session.get("type", "transcription")
-    if kind != "transcription":
-        raise UpdateRefused(
-            f"kettle serves transcription sessions only (session.type 'transcription'), "
-            f"not {kind!r}; connect with ?intent=transcription",
-            "session.type",
-        )
-    audio = _object(session, "audio", "session.audio")
-    inp = _object(audio, "input", "session.audio.input") if audio is not None else None
-    if inp is None:
-        return settings
-    changes: dict[str, Any] = {}
-    if "format" in inp:
-        changes["format"] = _format(inp["format"])
-    if "turn_detection" in inp:
-        changes["turn_detection"] = _turn_detection(inp["turn_detection"], settings)
-    if "transcription" in inp and inp["transcription"] is not None:
-        tr = _object(inp, "transcription", "session.audio.input.transcription")
-        assert tr is not None
-        if "language" in tr:
-            changes["language"] = _language(tr["language"], model)
-        if "prompt" in tr:
-            prompt = tr["prompt"]
-            if prompt is not None and not isinstance(prompt, str):
-                param = "session.audio.input.transcription.prompt"
-                raise UpdateRefused("prompt must be a string", param)
-            changes["prompt"] = (prompt or "").strip() or None
-        if "delay" in tr:
-            delay = tr["delay"]
-            if delay is not None and delay not in DELAYS:
-                param = "session.audio.input.transcription.delay"
-                raise UpdateRefused(f"delay must be one of {', '.join(DELAYS)}", param)
-            changes["delay"] = delay
-    return replace(settings, **changes)
-
-
-def _object(parent: Mapping[str, Any], key: str, param: str) -> Mapping[str, Any] | None:
-    value = parent.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise UpdateRefused(f"{param} must be an object", param)
-    return value
-
-
-def _format(value: object) -> str:
-    param = "session.audio.input.format"
-    if not isinstance(value, Mapping):
-        raise UpdateRefused(f"{param} must be an object such as {{'type': 'audio/pcm'}}", param)
-    kind = value.get("type", "audio/pcm")
-    if kind not in FORMATS:
-        raise UpdateRefused(f"{param}.type must be one of {', '.join(FORMATS)}, not {kind!r}",
-                            f"{param}.type")  # fmt: skip
-    rate = value.get("rate")
-    if rate is not None and rate != FORMATS[kind][1]:
-        raise UpdateRefused(f"{kind} is taken at {FORMATS[kind][1]} Hz only, not {rate!r}",
-                            f"{param}.rate")  # fmt: skip
-    return str(kind)
-
-
-def _turn_detection(value: object, settings: RealtimeSettings) -> TurnDetection | None:
-    param = "session.audio.input.turn_detection"
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise UpdateRefused(f"{param} must be an object or null", param)
-    kind = value.get("type", "server_vad")
-    if kind not in ("server_vad", "semantic_vad"):
-        raise UpdateRefused(f"{param}.type must be server_vad or semantic_vad, not {kind!r}",
-                            f"{param}.type")  # fmt: skip
-    base = settings.turn_detection or TurnDetection()
-    threshold = value.get("threshold", base.threshold)
-    number = isinstance(threshold, int | float) and not isinstance(threshold, bool)
-    if not number or not 0 <= threshold <= 1:
-        raise UpdateRefused(f"{param}.threshold must be a number from 0 to 1",
-                            f"{param}.threshold")  # fmt: skip
-    ints = {}
-    for name, low, high in (("prefix_padding_ms", 0, 2000), ("silence_duration_ms", 40, 10000)):
-        got = value.get(name, getattr(base, name))
-        if isinstance(got, bool) or not isinstance(got, int) or not low <= got <= high:
-            raise UpdateRefused(f"{param}.{name} must be an integer from {low} to {high}",
-                                f"{param}.{name}")  # fmt: skip
-        ints[name] = got
-    known = {"type", "threshold", "prefix_padding_ms", "silence_duration_ms"}
-    extra = tuple((k, v) for k, v in value.items() if k not in known)
-    return TurnDetection(str(kind), float(threshold), ints["prefix_padding_ms"],
-                         ints["silence_duration_ms"], extra)  # fmt: skip
-
-
-def _language(value: object, model: ModelInfo | None) -> str | None:
-    param = "session.audio.input.transcription.language"
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str) or value.lower() not in LANGUAGES:
-        raise UpdateRefused(f"language must be an ISO-639-1 code Whisper knows, not {value!r}",
-                            param)  # fmt: skip
-    code = value.lower()
-    if model is not None and not model.multilingual and code != "en":
-        raise UpdateRefused(f"model {model.name} is English-only; it cannot take {code!r}", param)
-    return code
-
-
-# -- items ------------------------------------------------------------------------------------
-
-
-@dataclass(eq=False)
-class _Utterance:
-    start: int
-    stable: str = ""
-    text: str | None = None  # the final's text once resolved ("" for no words)
-
-
-@dataclass(frozen=True)
-class _Finalizing:
-    """Why the codec asked for a Finalize; handled at the session's Finalized marker."""
-
-    purpose: str  # "commit" (manual), "vad_commit" or "clear"
-    item: _Item | None = None
-    start_ms: float = 0.0  # vad_commit: where the buffer began when it was asked
-    client_event: str | None = None
-
-
-@dataclass(eq=False)
-class _Item:
-    item_id: str
-    utterances: list[_Utterance] = field(default_factory=list)
-    assigned: bool = True  # manual items learn their utterances at the Finalized marker
-    committed: bool = False
-    cleared: bool = False
-    completed: bool = False
-    emitted: str = ""
-    seconds: float = 0.0
-
-    def visible(self) -> str:
-        """The text so far: finals in order, then the first open utterance's stable words."""
-        parts = []
-        for u in self.utterances:
-            if u.text is None:
-                if u.stable:
-                    parts.append(u.stable)
-                break
-            if u.text:
-                parts.append(u.text)
-        return " ".join(parts)
-
-    @property
-    def resolved(self) -> bool:
-        return self.assigned and all(u.text is not None for u in self.utterances)
-
-
 class RealtimeCodec:
     """One Realtime transcription session. See the module docstring."""
 
@@ -326,9 +107,9 @@ class RealtimeCodec:
         self._events = itertools.count(1)
         self._items = itertools.count(1)
         self._tag = "".join(c for c in context.session_id if c.isalnum())[-16:] or "kettle"
-        self._by_start: dict[int, tuple[_Utterance, _Item | None]] = {}
-        self._unassigned: list[_Utterance] = []  # manual: begun since the last marker
-        self._pending: deque[_Finalizing] = deque()
+        self._by_start: dict[int, tuple[Utterance, Item | None]] = {}
+        self._unassigned: list[Utterance] = []  # manual: begun since the last marker
+        self._pending: deque[Finalizing] = deque()
         self._last_committed: str | None = None
         self._appended_bytes = 0
         self._boundary_ms = 0.0  # where the uncommitted buffer begins (input audio ms)
@@ -338,8 +119,15 @@ class RealtimeCodec:
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _send(self, kind: str, body: dict[str, Any], *, closing: bool = False,
-              fatal: bool = False, error_code: str | None = None) -> Send:  # fmt: skip
+    def _send(
+        self,
+        kind: str,
+        body: dict[str, Any],
+        *,
+        closing: bool = False,
+        fatal: bool = False,
+        error_code: str | None = None,
+    ) -> Send:
         # Every message is OTHER to the outbox: deltas only append, so none may be dropped.
         event = {"event_id": f"event_{self._tag}_{next(self._events)}", "type": kind, **body}
         text = json.dumps(event, ensure_ascii=False)
@@ -354,8 +142,15 @@ class RealtimeCodec:
         client_event: str | None = None,
         kind: str = "invalid_request_error",
     ) -> Send:
-        body = {"error": {"type": kind, "code": code, "message": message, "param": param,
-                          "event_id": client_event}}  # fmt: skip
+        body = {
+            "error": {
+                "type": kind,
+                "code": code,
+                "message": message,
+                "param": param,
+                "event_id": client_event,
+            }
+        }
         return self._send("error", body, error_code=code)
 
     def _new_item_id(self) -> str:
@@ -401,17 +196,29 @@ class RealtimeCodec:
         return StreamSetup(AudioSetup(encoding, rate, 1), self.settings.session_config())
 
     def on_binary(self, data: bytes) -> list[Action]:
-        return [self._error("binary messages are not part of the Realtime API; send "
-                            "input_audio_buffer.append events with base64 audio",
-                            code="invalid_message")]  # fmt: skip
+        return [
+            self._error(
+                "binary messages are not part of the Realtime API; send "
+                "input_audio_buffer.append events with base64 audio",
+                code="invalid_message",
+            )
+        ]
 
     def on_leftover(self, leftover_bytes: int, frame_bytes: int) -> list[Action]:
         return []  # half a 16-bit sample at the very end: nothing a client can act on
 
     def fatal_error(self, message: str) -> str:
-        event = {"event_id": f"event_{self._tag}_{next(self._events)}", "type": "error",
-                 "error": {"type": "server_error", "code": "internal_error", "message": message,
-                           "param": None, "event_id": None}}  # fmt: skip
+        event = {
+            "event_id": f"event_{self._tag}_{next(self._events)}",
+            "type": "error",
+            "error": {
+                "type": "server_error",
+                "code": "internal_error",
+                "message": message,
+                "param": None,
+                "event_id": None,
+            },
+        }
         return json.dumps(event)
 
     def on_text(self, text: str, rate: RateGate) -> list[Action]:
@@ -420,8 +227,13 @@ class RealtimeCodec:
         except (json.JSONDecodeError, RecursionError):
             return [self._error("the message is not valid JSON", code="invalid_json")]
         if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
-            return [self._error("an event must be a JSON object with a string 'type'",
-                                code="invalid_event", param="type")]  # fmt: skip
+            return [
+                self._error(
+                    "an event must be a JSON object with a string 'type'",
+                    code="invalid_event",
+                    param="type",
+                )
+            ]
         kind = obj["type"]
         client_event = obj.get("event_id") if isinstance(obj.get("event_id"), str) else None
         if kind == "input_audio_buffer.append":
@@ -435,14 +247,23 @@ class RealtimeCodec:
             return []
         if verdict == "notify":
             per_second = self.context.limits.max_messages_per_second
-            return [self._error(f"more than {per_second:g} events per second; events over "
-                                "the rate are dropped", code="rate_limit_exceeded",
-                                client_event=client_event)]  # fmt: skip
+            return [
+                self._error(
+                    f"more than {per_second:g} events per second; events over the rate are dropped",
+                    code="rate_limit_exceeded",
+                    client_event=client_event,
+                )
+            ]
         if kind == "session.update":
             return self._update(obj.get("session"), client_event)
-        return [self._error(f"event type {kind!r} is not supported in a transcription "
-                            "session", code="invalid_event", param="type",
-                            client_event=client_event)]  # fmt: skip
+        return [
+            self._error(
+                f"event type {kind!r} is not supported in a transcription session",
+                code="invalid_event",
+                param="type",
+                client_event=client_event,
+            )
+        ]
 
     def _update(self, session: object, client_event: str | None) -> list[Action]:
         try:
@@ -450,9 +271,14 @@ class RealtimeCodec:
         except UpdateRefused as exc:
             return [self._error(exc.message, param=exc.param, client_event=client_event)]
         if self.audio_started and settings.stream_fields() != self.settings.stream_fields():
-            return [self._error("audio format, language, prompt and VAD parameters are fixed "
-                                "once audio has been appended; nothing was changed",
-                                param="session", client_event=client_event)]  # fmt: skip
+            return [
+                self._error(
+                    "audio format, language, prompt and VAD parameters are fixed "
+                    "once audio has been appended; nothing was changed",
+                    param="session",
+                    client_event=client_event,
+                )
+            ]
         try:
             settings.session_config()
         except ConfigError as exc:
@@ -463,18 +289,29 @@ class RealtimeCodec:
     def _append(self, obj: Mapping[str, Any], client_event: str | None) -> list[Action]:
         audio = obj.get("audio")
         if not isinstance(audio, str):
-            return [self._error("input_audio_buffer.append needs 'audio', base64 text",
-                                param="audio", client_event=client_event)]  # fmt: skip
+            return [
+                self._error(
+                    "input_audio_buffer.append needs 'audio', base64 text",
+                    param="audio",
+                    client_event=client_event,
+                )
+            ]
         try:
             data = base64.b64decode(audio, validate=True)
         except (binascii.Error, ValueError):
-            return [self._error("'audio' is not valid base64", param="audio",
-                                client_event=client_event)]  # fmt: skip
+            return [
+                self._error("'audio' is not valid base64", param="audio", client_event=client_event)
+            ]
         limit = self.context.limits.max_frame_bytes
         if len(data) > limit:
-            return [self._error(f"{len(data)} bytes of audio in one event is over the limit "
-                                f"of {limit}; it was dropped", param="audio",
-                                client_event=client_event)]  # fmt: skip
+            return [
+                self._error(
+                    f"{len(data)} bytes of audio in one event is over the limit "
+                    f"of {limit}; it was dropped",
+                    param="audio",
+                    client_event=client_event,
+                )
+            ]
         if not data:
             return []
         self.audio_started = True
@@ -490,13 +327,13 @@ class RealtimeCodec:
             # The open utterance (if any) stops now and is committed when that arrives; what
             # else the buffer held is decided at the marker (see _finalized).
             self._closed_by_commit = False
-            self._pending.append(_Finalizing("vad_commit", _Item(""), start_ms, client_event))
+            self._pending.append(Finalizing("vad_commit", Item(""), start_ms, client_event))
             return [Finalize()]
-        item = _Item(self._new_item_id(), assigned=False, seconds=buffered / 1000)
-        self._pending.append(_Finalizing("commit", item))
+        item = Item(self._new_item_id(), assigned=False, seconds=buffered / 1000)
+        self._pending.append(Finalizing("commit", item))
         return [self._committed(item), Finalize()]
 
-    def _committed(self, item: _Item) -> Send:
+    def _committed(self, item: Item) -> Send:
         item.committed = True
         body = {"previous_item_id": self._last_committed, "item_id": item.item_id}
         self._last_committed = item.item_id
@@ -509,7 +346,7 @@ class RealtimeCodec:
             if item is not None and not item.committed:
                 item.cleared = True  # its audio is dropped: nothing more is said of it
         if self.audio_started:
-            self._pending.append(_Finalizing("clear"))
+            self._pending.append(Finalizing("clear"))
             actions.append(Finalize())
         return actions
 
@@ -536,7 +373,7 @@ class RealtimeCodec:
 
     def _utterance(
         self, start: int, *, stable: str | None = None, text: str | None = None
-    ) -> _Item | None:
+    ) -> Item | None:
         found = self._by_start.get(start)
         if found is None:
             return None
@@ -550,20 +387,23 @@ class RealtimeCodec:
         return item
 
     def _speech_started(self, event: SpeechStarted) -> list[Action]:
-        utt = _Utterance(event.start)
+        utt = Utterance(event.start)
         if self.settings.turn_detection is None:
             self._unassigned.append(utt)
             self._by_start[event.start] = (utt, None)
             return []
-        item = _Item(self._new_item_id(), [utt])
+        item = Item(self._new_item_id(), [utt])
         self._by_start[event.start] = (utt, item)
         # Produced before a clear the client asked for (that clear's marker has not come).
         if self._pending and self._pending[0].purpose == "clear":
             item.cleared = True
             return []
         ms = round(event.start * 1000 / SAMPLE_RATE)
-        return [self._send("input_audio_buffer.speech_started",
-                           {"audio_start_ms": ms, "item_id": item.item_id})]  # fmt: skip
+        return [
+            self._send(
+                "input_audio_buffer.speech_started", {"audio_start_ms": ms, "item_id": item.item_id}
+            )
+        ]
 
     def _speech_stopped(self, event: SpeechStopped) -> list[Action]:
         end_ms = event.end * 1000 / SAMPLE_RATE
@@ -576,9 +416,12 @@ class RealtimeCodec:
             self._closed_by_commit |= self._pending[0].purpose == "vad_commit"
         item.seconds = (event.end - event.start) / SAMPLE_RATE
         self._boundary_ms = max(self._boundary_ms, end_ms)
-        actions: list[Action] = [self._send("input_audio_buffer.speech_stopped",
-                                            {"audio_end_ms": round(end_ms),
-                                             "item_id": item.item_id})]  # fmt: skip
+        actions: list[Action] = [
+            self._send(
+                "input_audio_buffer.speech_stopped",
+                {"audio_end_ms": round(end_ms), "item_id": item.item_id},
+            )
+        ]
         actions.append(self._committed(item))
         return actions + self._progress(item)
 
@@ -619,7 +462,7 @@ class RealtimeCodec:
             client_event=client_event,
         )
 
-    def _progress(self, item: _Item | None) -> list[Action]:
+    def _progress(self, item: Item | None) -> list[Action]:
         if item is None or not item.committed or item.cleared or item.completed:
             return []
         actions: list[Action] = []
@@ -627,17 +470,28 @@ class RealtimeCodec:
         if len(visible) > len(item.emitted) and visible.startswith(item.emitted):
             delta = visible[len(item.emitted) :]
             item.emitted = visible
-            actions.append(self._send(TRANSCRIBE_PREFIX + "delta",
-                                      {"item_id": item.item_id, "content_index": 0,
-                                       "delta": delta}))  # fmt: skip
+            actions.append(
+                self._send(
+                    TRANSCRIBE_PREFIX + "delta",
+                    {"item_id": item.item_id, "content_index": 0, "delta": delta},
+                )
+            )
         if item.resolved:
             item.completed = True
             for u in item.utterances:
                 self._by_start.pop(u.start, None)
             usage = {"type": "duration", "seconds": round(item.seconds, 3)}
-            actions.append(self._send(TRANSCRIBE_PREFIX + "completed",
-                                      {"item_id": item.item_id, "content_index": 0,
-                                       "transcript": visible, "usage": usage}))  # fmt: skip
+            actions.append(
+                self._send(
+                    TRANSCRIBE_PREFIX + "completed",
+                    {
+                        "item_id": item.item_id,
+                        "content_index": 0,
+                        "transcript": visible,
+                        "usage": usage,
+                    },
+                )
+            )
         return actions
 
     def _engine_error(self, event: Error) -> list[Action]:
@@ -649,16 +503,34 @@ class RealtimeCodec:
         for _, item in list(self._by_start.values()):
             if item is not None and item.committed and not item.completed:
                 item.completed = True
-                actions.append(self._send(TRANSCRIBE_PREFIX + "failed",
-                                          {"item_id": item.item_id, "content_index": 0,
-                                           "error": {"type": "server_error",
-                                                     "code": event.code,
-                                                     "message": event.message,
-                                                     "param": None}}))  # fmt: skip
-        body = {"error": {"type": "server_error", "code": event.code, "message": event.message,
-                          "param": None, "event_id": None}}  # fmt: skip
-        return [*actions, self._send("error", body, closing=True, fatal=True,
-                                     error_code=event.code)]  # fmt: skip
+                actions.append(
+                    self._send(
+                        TRANSCRIBE_PREFIX + "failed",
+                        {
+                            "item_id": item.item_id,
+                            "content_index": 0,
+                            "error": {
+                                "type": "server_error",
+                                "code": event.code,
+                                "message": event.message,
+                                "param": None,
+                            },
+                        },
+                    )
+                )
+        body = {
+            "error": {
+                "type": "server_error",
+                "code": event.code,
+                "message": event.message,
+                "param": None,
+                "event_id": None,
+            }
+        }
+        return [
+            *actions,
+            self._send("error", body, closing=True, fatal=True, error_code=event.code),
+        ]
 
     def _done(self, event: Done) -> list[Action]:
         reasons = {
@@ -667,8 +539,15 @@ class RealtimeCodec:
             "shutdown": ("server_shutdown", "the server is shutting down"),
         }
         code, message = reasons.get(event.reason or "", ("session_closed", "the session ended"))
-        body = {"error": {"type": "server_error", "code": code, "message": message,
-                          "param": None, "event_id": None}}  # fmt: skip
+        body = {
+            "error": {
+                "type": "server_error",
+                "code": code,
+                "message": message,
+                "param": None,
+                "event_id": None,
+            }
+        }
         return [self._send("error", body, closing=True)]
 
 
@@ -698,8 +577,9 @@ def prepare(request: HandshakeRequest, model: ModelInfo | None) -> Prepared:
 def refusal(status: int, message: str) -> tuple[bytes, str]:
     """OpenAI's clients read a JSON error object from a refused handshake."""
     code = {401: "invalid_api_key", 503: "service_unavailable"}.get(status, "invalid_request")
-    body = {"error": {"message": message, "type": "invalid_request_error", "param": None,
-                      "code": code}}  # fmt: skip
+    body = {
+        "error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}
+    }
     return json.dumps(body).encode(), "application/json"
 
 
@@ -719,3 +599,17 @@ ROUTE = ProtocolRoute(
     info=INFO,
     refusal=refusal,
 )
+
+__all__ = [
+    "DELAYS",
+    "DELAYS_WITHOUT_PARTIALS",
+    "FORMATS",
+    "MIN_COMMIT_MS",
+    "ROUTE",
+    "TRANSCRIBE_PREFIX",
+    "RealtimeCodec",
+    "RealtimeSettings",
+    "TurnDetection",
+    "UpdateRefused",
+    "apply_update",
+]

@@ -1,0 +1,50 @@
+"""OpenAI Realtime item ledger records: utterances, items and pending finalizes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(eq=False)
+class Utterance:
+    start: int
+    stable: str = ""
+    text: str | None = None  # the final's text once resolved ("" for no words)
+
+
+@dataclass(frozen=True)
+class Finalizing:
+    """Why the codec asked for a Finalize; handled at the session's Finalized marker."""
+
+    purpose: str  # "commit" (manual), "vad_commit" or "clear"
+    item: Item | None = None
+    start_ms: float = 0.0  # vad_commit: where the buffer began when it was asked
+    client_event: str | None = None
+
+
+@dataclass(eq=False)
+class Item:
+    item_id: str
+    utterances: list[Utterance] = field(default_factory=list)
+    assigned: bool = True  # manual items learn their utterances at the Finalized marker
+    committed: bool = False
+    cleared: bool = False
+    completed: bool = False
+    emitted: str = ""
+    seconds: float = 0.0
+
+    def visible(self) -> str:
+        """The text so far: finals in order, then the first open utterance's stable words."""
+        parts = []
+        for u in self.utterances:
+            if u.text is None:
+                if u.stable:
+                    parts.append(u.stable)
+                break
+            if u.text:
+                parts.append(u.text)
+        return " ".join(parts)
+
+    @property
+    def resolved(self) -> bool:
+        return self.assigned and all(u.text is not None for u in self.utterances)

@@ -153,3 +153,20 @@ def test_streaming_has_no_import_cycle() -> None:
         if start not in state and visit(start, [start]):
             break
     assert not cycle, " -> ".join(cycle)
+
+
+def test_tests_mirror_the_source_tree() -> None:
+    # tests/streaming/<dir>/test_<module>.py sits where streaming/<dir>/<module>.py does.
+    # Files named test_<module>_<suffix>.py (test_session_model.py) or named for no module
+    # (test_cross_protocol.py) are not checked.
+    modules: dict[str, set[Path]] = {}
+    for path in (ROOT / "streaming").rglob("*.py"):
+        if path.stem != "__init__":
+            modules.setdefault(path.stem, set()).add(path.parent.relative_to(ROOT / "streaming"))
+    wrong = []
+    for test in sorted((ROOT / "tests" / "streaming").rglob("test_*.py")):
+        folders = modules.get(test.stem.removeprefix("test_"))
+        where = test.parent.relative_to(ROOT / "tests" / "streaming")
+        if folders and where not in folders:
+            wrong.append(f"{test.relative_to(ROOT)} should sit in {sorted(map(str, folders))}")
+    assert not wrong, "\n".join(wrong)

@@ -1,28 +1,14 @@
-"""The pure codec of PROTOCOL.md, the admission/rate policy, the outbox and the arrival log."""
+"""The pure codec of PROTOCOL.md."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from kettle.streaming.core.backlog import FINAL, OTHER, PARTIAL
 from kettle.streaming.core.events import Done, Error, Final, Partial
-from kettle.streaming.engine.report import BatchReport
 from kettle.streaming.protocols import kettle_v1_wire as proto
-from kettle.streaming.protocols.base import OutMessage
-from kettle.streaming.protocols.handshake import bearer_token
-from kettle.streaming.server.limits import (
-    Authenticator,
-    SessionSlots,
-    TokenBucket,
-    key_digest,
-    key_matches,
-)
-from kettle.streaming.server.metrics import ArrivalLog, ServerMetrics
-from kettle.streaming.server.outbox import Outbox
 from kettle.transcribe.types import Word
 
 # -- client messages ----------------------------------------------------------------------
@@ -272,148 +258,3 @@ def test_query_parser_never_raises_anything_else(query: str) -> None:
         proto.parse_query(query)
     except proto.ProtocolError as exc:
         assert exc.code == "bad_message"
-
-
-# -- limits ---------------------------------------------------------------------------------
-
-
-def test_bearer_token() -> None:
-    assert bearer_token("Bearer abc") == "abc"
-    assert bearer_token("bEaReR   abc ") == "abc"
-    assert bearer_token("Basic abc") is None
-    assert bearer_token("Bearer") is None
-    assert bearer_token(None) is None
-
-
-def test_authenticator() -> None:
-    open_door = Authenticator()
-    assert not open_door.required and open_door.allows(None, None)
-    auth = Authenticator.from_keys(("k1", "secret-2"))
-    assert "secret" not in repr(auth) and auth.digests[0] == key_digest("k1")
-    assert all(len(d) == 32 for d in auth.digests)  # one length whatever the key's
-    assert auth.allows("Bearer secret-2", None)
-    assert auth.allows("BEARER k1", None)
-    assert auth.allows(None, "k1")
-    assert auth.allows("Bearer wrong", "k1")
-    assert not auth.allows("Bearer wrong", None)
-    assert not auth.allows(None, "k")
-    assert not auth.allows("k1", None)  # no scheme
-    assert not auth.allows(None, None)
-    assert key_matches("ünï", ["ünï"]) and not key_matches("\udcff", ["x"])
-
-
-def test_session_slots() -> None:
-    slots = SessionSlots(2)
-    assert slots.try_acquire() and slots.try_acquire()
-    assert slots.full and not slots.try_acquire()
-    slots.release()
-    assert slots.active == 1 and slots.try_acquire()
-    with pytest.raises(ValueError):
-        SessionSlots(0)
-
-
-def test_token_bucket() -> None:
-    bucket = TokenBucket(rate=2.0, burst=3, now=0.0)
-    assert [bucket.allow(0.0) for _ in range(4)] == [True, True, True, False]
-    assert bucket.allow(0.5)  # one token back after 0.5 s at 2/s
-    assert not bucket.allow(0.5)
-    assert bucket.allow(100.0) and bucket.allow(100.0) and bucket.allow(100.0)
-    assert not bucket.allow(100.0)  # refill is capped at the burst
-    with pytest.raises(ValueError):
-        TokenBucket(rate=0, burst=1, now=0)
-
-
-# -- outbox ---------------------------------------------------------------------------------
-
-
-def _kinds(box: Outbox) -> list[tuple[str, int, str]]:
-    out = []
-    while (m := box.get_nowait()) is not None:
-        out.append((m.kind, m.utterance, m.text))
-    return out
-
-
-def test_outbox_drops_stale_partials_never_finals() -> None:
-    box = Outbox(limit=100)
-    box.put(OutMessage(OTHER, "ready"))
-    box.put(OutMessage(PARTIAL, "p0a", 0))
-    box.put(OutMessage(PARTIAL, "p0b", 0))  # replaces p0a
-    box.put(OutMessage(PARTIAL, "p1a", 1))  # replaces p0b (older utterance)
-    box.put(OutMessage(FINAL, "f0", 0))
-    box.put(OutMessage(PARTIAL, "p1b", 1))  # replaces p1a, lands after f0
-    box.put(OutMessage(FINAL, "f1", 1))  # drops p1b
-    box.put(OutMessage(OTHER, "done", closing=True))
-    assert _kinds(box) == [
-        (OTHER, -1, "ready"),
-        (FINAL, 0, "f0"),
-        (FINAL, 1, "f1"),
-        (OTHER, -1, "done"),
-    ]
-    assert box.dropped_partials == 4
-
-
-def test_outbox_keeps_partial_of_next_utterance_before_older_final() -> None:
-    box = Outbox()
-    box.put(OutMessage(PARTIAL, "p2", 2))
-    box.put(OutMessage(FINAL, "f1", 1))
-    assert [t for _, _, t in _kinds(box)] == ["p2", "f1"]
-
-
-def test_outbox_overflow_is_reported() -> None:
-    box = Outbox(limit=3)
-    assert all(box.put(OutMessage(FINAL, f"f{i}", i)) for i in range(3))
-    assert not box.put(OutMessage(FINAL, "f3", 3))
-    assert box.overflowed
-
-
-async def test_outbox_get_waits_for_a_message() -> None:
-    box = Outbox()
-    getter = asyncio.create_task(box.get())
-    await asyncio.sleep(0)
-    assert not getter.done()
-    box.put(OutMessage(FINAL, "f0", 0))
-    assert (await asyncio.wait_for(getter, 1)).text == "f0"
-
-
-# -- arrival log and metrics ----------------------------------------------------------------
-
-
-def test_arrival_log_maps_16k_samples_to_input_messages() -> None:
-    log = ArrivalLog(sample_rate=8000)
-    log.record(800, 1.0)  # input frames 0..800 (= 16 kHz samples 0..1600) arrived at t=1
-    log.record(800, 1.5)  # no new frames: ignored
-    log.record(1600, 2.0)
-    log.record(2400, 3.0)
-    assert log.arrival_of(0) == 1.0
-    assert log.arrival_of(1600) == 1.0
-    assert log.arrival_of(1601) == 2.0
-    assert log.arrival_of(4800) == 3.0
-    assert log.arrival_of(10**9) == 3.0  # past the end (resampler tail): the last message
-    log.prune_before(3300)
-    assert len(log) == 2
-    assert log.arrival_of(3200) == 2.0
-    assert log.arrival_of(3300) == 3.0
-
-
-def test_metrics_render_and_observer() -> None:
-    m = ServerMetrics()
-    m.on_batch(BatchReport(4, 1, (0.01, 0.02, 0.03, 0.04), 0.2, cache_hits=2))
-    m.on_batch_failed(2, "boom")
-    m.errors.labels(code="bad_audio").inc()
-    text = m.render().decode()
-    for name in (
-        "kettle_sessions_active",
-        "kettle_sessions_total",
-        "kettle_audio_seconds_total",
-        "kettle_partial_lag_seconds_bucket",
-        "kettle_final_lag_seconds_bucket",
-        "kettle_queue_wait_seconds_count 4.0",
-        "kettle_batch_size_sum 4.0",
-        "kettle_decode_seconds_count 1.0",
-        "kettle_encoder_cache_hits_total 2.0",
-        'kettle_errors_total{code="bad_audio"} 1.0',
-    ):
-        assert name in text, name
-    assert m.value("kettle_batches_failed_total") == 1.0
-    # Private registries: a second server's metrics start from zero.
-    assert ServerMetrics().value("kettle_encoder_cache_hits_total") == 0.0

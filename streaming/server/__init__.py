@@ -1,6 +1,7 @@
-"""Wire protocols: one sans-I/O codec per protocol, driven by one connection runner.
+"""The server: Starlette on uvicorn, every protocol and plain HTTP on one port, each WebSocket
+connection run by one connection runner around its protocol's sans-I/O codec.
 
-Layout of the server (all under kettle.streaming):
+Layout (under kettle.streaming.server, codecs under kettle.streaming.protocols):
 
     server.py        KettleServer: lifecycle (uvicorn, engine, drain), the routes' view of it
     config.py        ServerConfig: what `kettle serve` sets about the server, validated
@@ -8,11 +9,12 @@ Layout of the server (all under kettle.streaming):
     sockets.py       the listening sockets (buffers, keepalive) and the stopping signals
     app.py           the Starlette app, assembled from route providers
     http_routes.py   /healthz /readyz /metrics /v1/info and the page's assets
-    handshake.py     ProtocolRoute: per-protocol credentials and parameters; HandshakeRequest
+    catalog.py       the WebSocket protocols and REST APIs served, listed once
     ws_endpoint.py   ASGI WebSocket endpoint: admit -> accept (echo subprotocol) -> run -> release
     runner.py        ConnectionRunner: reader / pump / writer around one codec and one stream
     connection.py    ConnectionState: lifecycle flags, deadlines, text-message rate (pure)
     ingress.py       AudioIngress: wire bytes -> PCM decoder -> engine stream, arrival times
+    protocols/handshake.py   ProtocolRoute: per-protocol credentials and parameters
     protocols/base.py        the Codec interface and its actions (Send, FeedAudio, ...)
     protocols/kettle_v1.py   PROTOCOL.md version 1 on /v1/stream
 
@@ -33,7 +35,7 @@ Adding a WebSocket protocol (e.g. `protocols/openai_realtime.py`):
    `Prepared(make_codec, subprotocol)`, where `subprotocol` is the offered name to echo
    (`handshake.choose_subprotocol`; never the one carrying a key). `refusal(status, message)`
    renders refusals in the protocol's error shape (default: plain text).
-3. Add the route to `app.websocket_protocols()`. It then gets the same admission (401 first,
+3. Add the route to `catalog.websocket_protocols()`. It then gets the same admission (401 first,
    then 400, then 503 + Retry-After), slots, limits, metrics, shutdown and /v1/info entry.
 
 Adding plain HTTP routes (REST): write a module with `routes(server) -> list[BaseRoute]`

@@ -6,8 +6,10 @@ import argparse
 import asyncio
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from kettle.streaming.engine.config import EngineConfig
+from kettle.streaming.engine.scheduling.config import SchedulerConfig
 from kettle.streaming.server.config import ServerConfig
 from kettle.transcribe.cli_args import (
     non_negative_float,
@@ -16,9 +18,6 @@ from kettle.transcribe.cli_args import (
     positive_int,
 )
 from kettle.transcribe.errors import ConfigError
-
-if TYPE_CHECKING:
-    from kettle.streaming.engine.engine import EngineConfig
 
 # The server's defaults have one home, ServerConfig; the flags show them (config.py is light).
 _DEFAULTS = ServerConfig()
@@ -161,7 +160,12 @@ def register_serve(sub: Any) -> None:
         help="largest upload",
     )
     parser.add_argument("--threads", type=non_negative_int, default=0, help="model CPU threads")
-    parser.add_argument("--batch-size", type=positive_int, default=8, help="largest decode batch")
+    parser.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=SchedulerConfig.max_batch_size,
+        help="largest decode batch",
+    )
     parser.add_argument(
         "--fixed-cadence",
         action="store_true",
@@ -183,7 +187,7 @@ def register_serve(sub: Any) -> None:
     parser.add_argument(
         "--release-memory-s",
         type=non_negative_float,
-        default=60.0,
+        default=60.0,  # a server runs for days; EngineConfig keeps None for embedded engines
         metavar="S",
         help="after work, give memory the C library holds free back to the OS at most "
         "every S seconds: when idle, or between batches when the model was busy all along "
@@ -252,8 +256,6 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _engine_config(args: argparse.Namespace) -> EngineConfig:
-    from kettle.streaming.engine.engine import EngineConfig
-    from kettle.streaming.engine.scheduling.scheduler import SchedulerConfig
     from kettle.transcribe.models import cache_dir
 
     return EngineConfig(

@@ -19,19 +19,19 @@ ALLOWED = {
 }
 
 
-def _project_imports(path: Path) -> set[str]:
-    found: set[str] = set()
+def _absolute_imports(path: Path) -> list[list[str]]:
+    """Every absolute import of a file, anywhere in it, as dotted parts."""
+    found: list[list[str]] = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        names: list[str] = []
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            found.extend(alias.name.split(".") for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module]
-        for name in names:
-            parts = name.split(".")
-            if parts[0] == "kettle" and len(parts) > 1:
-                found.add(parts[1])
+            found.append(node.module.split("."))
     return found
+
+
+def _project_imports(path: Path) -> set[str]:
+    return {p[1] for p in _absolute_imports(path) if p[0] == "kettle" and len(p) > 1}
 
 
 def test_import_arrows_point_one_way() -> None:
@@ -65,18 +65,11 @@ STREAMING_ALLOWED = {
 
 
 def _streaming_imports(path: Path) -> set[str]:
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module]
-        for name in names:
-            parts = name.split(".")
-            if parts[:2] == ["kettle", "streaming"]:
-                found.add(parts[2] if len(parts) > 2 else "<facade>")
-    return found
+    return {
+        p[2] if len(p) > 2 else "<facade>"
+        for p in _absolute_imports(path)
+        if p[:2] == ["kettle", "streaming"]
+    }
 
 
 def test_streaming_layers_point_one_way() -> None:

@@ -20,6 +20,7 @@ import {
   streamUrl,
 } from "./connection.js";
 import { Transcript, formatClock } from "./transcript.js";
+import { TranscriptView } from "./transcript-view.js";
 
 const RATE = 16000;
 const FRAME_MS = 60;
@@ -54,6 +55,7 @@ const ui = {
   noticeText: $("notice-text"),
   noticeClose: $("notice-close"),
   finals: $("finals"),
+  announcer: $("announcer"),
   partial: $("partial"),
   empty: $("empty"),
   downloadTxt: $("download-txt"),
@@ -62,6 +64,7 @@ const ui = {
 };
 
 const transcript = new Transcript();
+const view = new TranscriptView(ui.finals, ui.announcer);
 const params = new URLSearchParams(location.search);
 
 // ---------------------------------------------------------------- small UI helpers
@@ -138,19 +141,6 @@ function language() {
 
 // ---------------------------------------------------------------- transcript view
 
-function renderFinal(f) {
-  const li = document.createElement("li");
-  const time = document.createElement("time");
-  time.textContent = formatClock(f.start);
-  time.dateTime = `PT${f.start.toFixed(2)}S`;
-  const text = document.createElement("span");
-  text.className = "text";
-  text.textContent = f.text;
-  li.append(time, " ", text);
-  ui.finals.append(li);
-  ui.empty.hidden = true;
-}
-
 function renderPending() {
   ui.partial.replaceChildren();
   for (const p of transcript.pending()) {
@@ -171,8 +161,7 @@ function renderPending() {
 }
 
 function rerenderAll() {
-  ui.finals.replaceChildren();
-  for (const f of transcript.finals) renderFinal(f);
+  view.renderAll(transcript.finals);
   renderPending();
   ui.empty.hidden = !transcript.isEmpty || transcript.pending().length > 0;
 }
@@ -398,6 +387,7 @@ function openSession(r) {
         language: language(),
         partials: true,
         word_timestamps: true,
+        revisions: true, // a later, better decode may correct a final (PROTOCOL.md 1.2)
       }),
     );
     pump(r);
@@ -447,7 +437,8 @@ function onServerMessage(r, s, msg) {
     }
     case "final": {
       const f = transcript.final(msg);
-      renderFinal(f);
+      view.add(f);
+      ui.empty.hidden = true;
       renderPending();
       r.committed = Math.max(r.committed, s.offset + Math.round(msg.end * RATE));
       trimKept(r);
@@ -460,11 +451,18 @@ function onServerMessage(r, s, msg) {
       setButtons();
       break;
     }
+    case "revision": {
+      // Only for a final of this session, before its `done`; anything else is ignored.
+      const revised = s.done ? null : transcript.revision(msg);
+      if (revised) view.revise(revised.final, revised.before);
+      break;
+    }
     case "error":
       notify(describeServerError(msg), msg.code === "overloaded" ? "warn" : "error", msg.code === "overloaded" ? 8000 : 0);
       break;
     case "done":
       s.done = msg;
+      transcript.endSession();
       break;
     default:
       break; // newer servers may add message types; ignore them
@@ -473,6 +471,7 @@ function onServerMessage(r, s, msg) {
 
 async function onSessionClosed(r, s, event) {
   r.session = null;
+  transcript.endSession();
   transcript.dropPending();
   renderPending();
   if (s.done) {

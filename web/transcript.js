@@ -1,6 +1,11 @@
 // The page's transcript: finals and open partials on one timeline, plus .txt/.srt export.
 // Pure (no DOM), so node tests can check it.
 //
+// A `revision` (PROTOCOL.md 1.2) replaces the text, words and times of a final of the current
+// session in place, so the exports hold the refined transcript. Utterance numbers restart
+// with every session, so a revision can only reach the finals of the session it came on, and
+// none after that session's `done`.
+//
 // Every WebSocket session counts its audio from 0. After a reconnect, or a second recording,
 // the page starts a new session at a known offset on its own timeline, so times stay
 // increasing: every time stored here is page-timeline seconds.
@@ -43,8 +48,13 @@ export class Transcript {
   }
 
   clear() {
-    /** @type {{start: number, end: number, text: string, language?: string}[]} */
+    /**
+     * @type {{id: number, start: number, end: number, text: string, words: object[],
+     *   language?: string, speaker?: number, revisions: number}[]}
+     */
     this.finals = [];
+    this._byUtterance = new Map(); // utterance -> final, for the current session only
+    this._nextId = 0;
     this._partials = new Map(); // utterance -> partial, for the current session only
     this._session = 0;
     this._offset = 0;
@@ -55,6 +65,7 @@ export class Transcript {
     this._session += 1;
     this._offset = offsetSeconds;
     this._finalized = new Set();
+    this._byUtterance = new Map();
     // Open utterances of an older session are gone with it; resent audio brings them back.
     this._partials.clear();
     return this._session;
@@ -78,13 +89,52 @@ export class Transcript {
     this._finalized?.add(msg.utterance);
     this._partials.delete(msg.utterance);
     const f = {
+      id: this._nextId++,
       start: this._offset + msg.start,
       end: this._offset + msg.end,
       text: (msg.text || "").trim(),
+      words: this._words(msg.words),
       language: msg.language,
+      revisions: 0,
     };
+    if (msg.speaker !== undefined) f.speaker = msg.speaker;
     this.finals.push(f);
+    this._byUtterance.set(msg.utterance, f);
     return f;
+  }
+
+  /**
+   * Apply a `revision` message: the final of that utterance takes its text, words, times,
+   * language and speaker. Returns {final, before} (`before`: the text it replaced), or null
+   * when no final of the current session has that number (unknown, or the session is done).
+   */
+  revision(msg) {
+    const f = this._byUtterance.get(msg?.utterance);
+    if (!f || typeof msg.text !== "string") return null;
+    const before = f.text;
+    f.text = msg.text.trim();
+    if (Array.isArray(msg.words)) f.words = this._words(msg.words);
+    if (Number.isFinite(msg.start)) f.start = this._offset + msg.start;
+    if (Number.isFinite(msg.end)) f.end = this._offset + msg.end;
+    if (msg.language !== undefined) f.language = msg.language;
+    if (msg.speaker !== undefined) f.speaker = msg.speaker;
+    f.revisions += 1;
+    return { final: f, before };
+  }
+
+  /** The session's `done` came (or it closed): no revision reaches its finals any more. */
+  endSession() {
+    this._byUtterance = new Map();
+  }
+
+  // Word times on the page timeline.
+  _words(list) {
+    if (!Array.isArray(list)) return [];
+    return list.map((w) => ({
+      ...w,
+      start: Number.isFinite(w?.start) ? this._offset + w.start : w?.start,
+      end: Number.isFinite(w?.end) ? this._offset + w.end : w?.end,
+    }));
   }
 
   /** Open partials in utterance order. */

@@ -1,7 +1,8 @@
 """Runs the page's JavaScript unit tests (tests/web/*.test.mjs) under node, so `pytest` covers them.
 
 They test the pure modules in web/: the worklet's resampler and PCM framing, the transcript
-model and its .txt/.srt export, and the connection helpers.
+model and its .txt/.srt export (revisions included), the word diff behind a
+revision's marks, and the connection helpers.
 """
 
 from __future__ import annotations

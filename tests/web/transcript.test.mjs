@@ -67,3 +67,97 @@ test("empty finals are left out of the exports", () => {
   assert.equal(t.toText(), "Hi.\n");
   assert.equal(t.toSrt(), "1\n00:00:01,000 --> 00:00:01,001\nHi.\n");
 });
+
+test("a revision replaces its final's text, words and times, and the exports follow", () => {
+  const t = new Transcript();
+  t.beginSession(0);
+  const f0 = t.final({
+    utterance: 0,
+    start: 0.5,
+    end: 1.6,
+    text: "alpha bravo",
+    words: [
+      { word: "alpha", start: 0.5, end: 1.0, probability: 0.9 },
+      { word: "bravo", start: 1.0, end: 1.6, probability: 0.9 },
+    ],
+    language: "en",
+  });
+  t.final({ utterance: 1, start: 2.0, end: 3.0, text: "charlie delta" });
+  const got = t.revision({
+    type: "revision",
+    utterance: 0,
+    start: 0.48,
+    end: 1.7,
+    text: " alfa bravo ",
+    words: [
+      { word: "alfa", start: 0.48, end: 1.0, probability: 0.95 },
+      { word: "bravo", start: 1.0, end: 1.7, probability: 0.95 },
+    ],
+    language: "en",
+  });
+  assert.equal(got.final, f0);
+  assert.equal(got.before, "alpha bravo");
+  assert.deepEqual([f0.start, f0.end, f0.text, f0.revisions], [0.48, 1.7, "alfa bravo", 1]);
+  assert.deepEqual(f0.words.map((w) => [w.word, w.start, w.end]), [
+    ["alfa", 0.48, 1.0],
+    ["bravo", 1.0, 1.7],
+  ]);
+  // A second revision replaces the first.
+  const again = t.revision({ type: "revision", utterance: 0, start: 0.5, end: 1.7, text: "Alfa, bravo." });
+  assert.equal(again.before, "alfa bravo");
+  assert.equal(f0.revisions, 2);
+  assert.equal(t.toText(), "Alfa, bravo.\ncharlie delta\n");
+  assert.equal(
+    t.toSrt(),
+    "1\n00:00:00,500 --> 00:00:01,700\nAlfa, bravo.\n\n2\n00:00:02,000 --> 00:00:03,000\ncharlie delta\n",
+  );
+});
+
+test("a revision's times are moved onto the page timeline of its session", () => {
+  const t = new Transcript();
+  t.beginSession(0);
+  t.final({ utterance: 0, start: 0.5, end: 1.5, text: "first" });
+  t.beginSession(10); // a reconnect: this session's clock starts at 10 s
+  const f = t.final({ utterance: 0, start: 1.0, end: 2.0, text: "alpha", words: [{ word: "alpha", start: 1.0, end: 2.0 }] });
+  t.revision({ utterance: 0, start: 0.9, end: 2.25, text: "alfa", words: [{ word: "alfa", start: 0.9, end: 2.25 }] });
+  assert.deepEqual([f.start, f.end, f.text], [10.9, 12.25, "alfa"]);
+  assert.deepEqual(f.words.map((w) => [w.start, w.end]), [[10.9, 12.25]]);
+  // The first session's utterance 0 is untouched: numbers restart with every session.
+  assert.deepEqual(t.finals.map((x) => x.text), ["first", "alfa"]);
+  assert.equal(t.toSrt(), "1\n00:00:00,500 --> 00:00:01,500\nfirst\n\n2\n00:00:10,900 --> 00:00:12,250\nalfa\n");
+});
+
+test("a revision without times or words keeps the final's", () => {
+  const t = new Transcript();
+  t.beginSession(0);
+  const f = t.final({ utterance: 0, start: 1, end: 2, text: "alpha", words: [{ word: "alpha", start: 1, end: 2 }] });
+  t.revision({ utterance: 0, text: "alfa" });
+  assert.deepEqual([f.start, f.end, f.text, f.words.length], [1, 2, "alfa", 1]);
+});
+
+test("revisions for unknown utterances, of an older session or after done are ignored", () => {
+  const t = new Transcript();
+  t.beginSession(0);
+  t.final({ utterance: 0, start: 0, end: 1, text: "alpha" });
+  assert.equal(t.revision({ utterance: 7, start: 0, end: 1, text: "nope" }), null);
+  assert.equal(t.revision({ start: 0, end: 1, text: "no number" }), null);
+  assert.equal(t.revision({ utterance: 0, start: 0, end: 1 }), null); // no text
+  assert.equal(t.revision(null), null);
+  t.endSession(); // `done`
+  assert.equal(t.revision({ utterance: 0, start: 0, end: 1, text: "alfa" }), null);
+  t.beginSession(5);
+  assert.equal(t.revision({ utterance: 0, start: 0, end: 1, text: "alfa" }), null);
+  assert.equal(t.toText(), "alpha\n");
+  t.clear();
+  assert.equal(t.revision({ utterance: 0, start: 0, end: 1, text: "alfa" }), null);
+});
+
+test("a revision to no text leaves the line out of the exports", () => {
+  const t = new Transcript();
+  t.beginSession(0);
+  t.final({ utterance: 0, start: 0, end: 1, text: "uh" });
+  t.final({ utterance: 1, start: 1, end: 2, text: "Hi." });
+  t.revision({ utterance: 0, start: 0, end: 1, text: "" });
+  assert.equal(t.toText(), "Hi.\n");
+  assert.equal(t.toSrt(), "1\n00:00:01,000 --> 00:00:02,000\nHi.\n");
+});

@@ -167,6 +167,7 @@ def test_revisions_rewrite_lines_in_place_and_the_downloads(
     scripted_server: Scripted,
     open_browser: Callable[..., Any],
     page_tools: Any,
+    artifacts_dir: Path,
     tmp_path: Path,
 ) -> None:
     t = page_tools
@@ -188,6 +189,7 @@ def test_revisions_rewrite_lines_in_place_and_the_downloads(
         "no revision of line 0",
     )
     assert driver.execute_script(lines) == ["alfa bravo charlie", "india juliet kilo"]
+    driver.save_screenshot(str(artifacts_dir / "web-page-revision.png"))
     marks = driver.execute_script("return window.__rev.marks")
     assert [(m["word"], m["animation"]) for m in marks] == [("alfa", "revised-fade")], marks
     assert (
@@ -224,6 +226,10 @@ def test_revisions_rewrite_lines_in_place_and_the_downloads(
         "Correction at 0:00.4: alpha to alfa.",
         "Correction at 0:02.0: juliet to juliett.",
     ], announced
+    # The hidden announcer keeps only its last few entries: browsing finds few duplicates.
+    assert (
+        driver.execute_script("return document.getElementById('announcer').childElementCount") <= 3
+    )
     assert scripted_server.configs and scripted_server.configs[0]["revisions"] is True
     assert scripted_server.configs[0]["word_timestamps"] is True
 

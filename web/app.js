@@ -4,6 +4,9 @@
 // 60 ms frames) -> this thread -> WebSocket binary messages.
 // Every frame is also kept until a final covers it, so that after a lost connection the new
 // session is sent the audio the old one had not finalized yet: nothing said is lost.
+// The page asks for revisions (PROTOCOL.md 1.2): a later decode may correct a final, and
+// transcript.js applies it to the model (so the downloads hold the refined text) while
+// transcript-view.js rewrites the line in place.
 //
 // Query parameters (for testing and diagnosis): capture_rate=44100 forces the AudioContext's
 // sample rate (default: the device's own).

@@ -64,12 +64,13 @@ export class TranscriptView {
     if (what) this._announce(`Correction at ${formatClock(f.start)}: ${what}.`);
   }
 
-  /** Draw every final again (after Clear); nothing is announced. */
+  /** Draw every final again (after Clear); nothing is announced, old announcements go. */
   renderAll(finals) {
     for (const timer of this._unmark.values()) clearTimeout(timer);
     this._unmark.clear();
     this._lines.clear();
     this.list.replaceChildren(...finals.map((f) => this._line(f)));
+    this.announcer.replaceChildren(); // no copy of cleared text stays behind
   }
 
   _line(f) {

@@ -243,3 +243,103 @@ def test_revisions_rewrite_lines_in_place_and_the_downloads(
     )
     assert scripted_server.sessions == 1
     assert not t.severe(driver)
+
+
+SPEECH = "audio/ls__2830-3980-0043.wav"  # 2 s of read speech: the fake model needs voiced audio
+GAP_S = 1.5  # silence between the two utterances: well over the server's endpoint silence
+# Runs before the page's own scripts: keeps every text message the page's WebSockets receive.
+WS_LOG = """
+window.__ws = [];
+const Native = window.WebSocket;
+window.WebSocket = class extends Native {
+  constructor(...args) {
+    super(...args);
+    this.addEventListener('message', (e) => {
+      if (typeof e.data === 'string') window.__ws.push(JSON.parse(e.data));
+    });
+  }
+};
+"""
+
+
+def _expected(messages: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """The transcript the messages make: each final, replaced by its latest revision."""
+    lines: dict[int, dict[str, Any]] = {}
+    done = False
+    for m in messages:
+        revises = m["type"] == "revision" and not done and m["utterance"] in lines
+        if m["type"] == "final" or revises:
+            lines[m["utterance"]] = m
+        done = done or m["type"] == "done"
+    return lines
+
+
+def _srt_time(seconds: float) -> str:
+    ms = round(seconds * 1000)
+    return f"{ms // 3600000:02}:{ms // 60000 % 60:02}:{ms // 1000 % 60:02},{ms % 1000:03}"
+
+
+@pytest.mark.slow  # paced in real time: seconds of wall time
+def test_kettle_server_revisions_replace_text_on_the_page(
+    fake_server: Callable[..., Any],
+    open_browser: Callable[..., Any],
+    page_tools: Any,
+    eval_clip: Callable[[str], Any],
+    make_mic_wav: Callable[[Path, int, Path], float],
+    tmp_path: Path,
+) -> None:
+    """kettle's own server with the fake model, whose refinement spells "alpha" as "alfa".
+
+    Two utterances, each beginning with "alpha" in the fake model's words: the first is
+    revised once the second has been heard. (Whether the last one is revised at Stop is the
+    server's choice; the page must show whatever it was sent, so the test compares the page
+    with the messages the page received.)
+    """
+    import numpy as np
+    import soundfile as sf
+    from kettle.transcribe.audio_io import load_audio
+    from kettle.transcribe.fake import FakeDecoder
+
+    t = page_tools
+    speech = load_audio(eval_clip(SPEECH).path)
+    twice = np.concatenate([speech, np.zeros(int(GAP_S * 16000), np.float32), speech])
+    sf.write(str(tmp_path / "twice16k.wav"), twice, 16000, subtype="PCM_16")
+    mic = tmp_path / "twice48k.wav"
+    duration = make_mic_wav(tmp_path / "twice16k.wav", 48000, mic)
+    srv = fake_server(FakeDecoder(name="fake"))
+    driver = open_browser(mic)
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": WS_LOG})
+    driver.get(srv.url + "/")
+    t.wait_ready(driver)
+    driver.execute_script(MARKS)
+    info = t.record_clip(driver, duration)
+    messages = driver.execute_script("return window.__ws")
+    print("page:", json.dumps(info, indent=1))
+    print("received:", json.dumps([{k: v for k, v in m.items() if k != "words"} for m in messages]))
+
+    revisions = [m for m in messages if m["type"] == "revision"]
+    assert revisions, "the server sent no revision"
+    assert all(m["words"] for m in revisions), "a revision came without its words"
+    first = revisions[0]
+    assert first["utterance"] == 0 and first["text"].split()[0] == "alfa", first
+    expected = _expected(messages)
+    assert len(expected) == 2, expected
+    assert info["finals"] == [m["text"] for _, m in sorted(expected.items())]
+    assert info["finals"][0].split()[0] == "alfa"  # replaced in place: still the first line
+    marks = driver.execute_script("return window.__rev.marks")
+    assert [m["word"] for m in marks] == ["alfa"] * len(revisions), marks
+    announced = driver.execute_script("return window.__rev.announced")
+    corrections = [a for a in announced if a.startswith("Correction")]
+    assert len(corrections) == len(revisions), announced
+    assert corrections[0] == f"Correction at {info['times'][0]}: alpha to alfa.", announced
+
+    downloads = tmp_path / "downloads"
+    driver.find_element("id", "download-txt").click()
+    assert t.read_download(downloads, ".txt").splitlines() == info["finals"]
+    driver.find_element("id", "download-srt").click()
+    cues = t.read_download(downloads, ".srt").strip().split("\n\n")
+    assert cues == [
+        f"{i}\n{_srt_time(m['start'])} --> {_srt_time(m['end'])}\n{m['text']}"
+        for i, (_, m) in enumerate(sorted(expected.items()), start=1)
+    ], cues
+    assert not t.severe(driver)

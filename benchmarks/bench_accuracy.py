@@ -70,6 +70,18 @@ SENTENCES = [
     "Add milk, eggs and two loaves of bread to the list.",
     "The children painted a large map of the river valley.",
 ]
+# Set (m), held out from the sentences above: a meeting's turns, one voice, 0.8-2 s pauses.
+MEETING = [
+    "Please remind me to water the tomato plants before the weekend starts.",
+    "The train leaves from platform seven at half past eight.",
+    "Could you book a table for four at the Italian place on Friday?",
+    "I left the spare keys with our neighbour across the street.",
+    "The quarterly report needs two more charts and a short summary.",
+    "Let's move the design review to Wednesday afternoon.",
+    "My flight lands at nine, so I will call you from the taxi.",
+    "Don't forget that the office is closed on Monday.",
+]
+MEETING_VOICES = [("en-us", 160), ("en-gb", 190)]
 VOICES = [("en-us", 165), ("en-gb", 200), ("en-gb-x-rp", 145), ("en-us+f3", 185)]
 REAL_VOICES = {
     "librispeech", "librivox", "fleurs", "arctic_accent", "vctk_accent", "speech_pd",
@@ -108,13 +120,18 @@ def load_eval(path: Path) -> list[tuple[str, np.ndarray, str, str]]:
     return out
 
 
-def join(name: str, parts: Sequence[tuple[np.ndarray, str]], seed: int) -> Item:
-    """Clips joined with 0.6-2 s of silence, 0.5 s before and 1.5 s after."""
+def join(
+    name: str,
+    parts: Sequence[tuple[np.ndarray, str]],
+    seed: int,
+    gaps: tuple[float, float] = (0.6, 2.0),
+) -> Item:
+    """Clips joined with 0.6-2 s of silence (``gaps``), 0.5 s before and 1.5 s after."""
     rng = np.random.default_rng(seed)
     pieces = [np.zeros(SR // 2, np.float32)]
     for i, (audio, _) in enumerate(parts):
         if i:
-            pieces.append(np.zeros(int(rng.uniform(0.6, 2.0) * SR), np.float32))
+            pieces.append(np.zeros(int(rng.uniform(*gaps) * SR), np.float32))
         pieces.append(audio.astype(np.float32))
     pieces.append(np.zeros(int(1.5 * SR), np.float32))
     return Item(name, np.concatenate(pieces), " ".join(ref for _, ref in parts))
@@ -163,6 +180,15 @@ def set_b(renderings: int) -> list[Item]:
     for k, (voice, speed) in enumerate(VOICES[:renderings]):
         parts = [(espeak(s, voice, speed), s) for s in SENTENCES]
         items.append(join(f"b-{voice}-{speed}", parts, seed=10 + k))
+    return items
+
+
+def set_m() -> list[Item]:
+    """Meetings: the MEETING sentences in one voice each, 0.8-2 s pauses (issue 24)."""
+    items = []
+    for k, (voice, speed) in enumerate(MEETING_VOICES):
+        parts = [(espeak(s, voice, speed), s) for s in MEETING]
+        items.append(join(f"m-{voice}-{speed}", parts, seed=20 + k, gaps=(0.8, 2.0)))
     return items
 
 
@@ -220,6 +246,11 @@ class Outcome:
     finals: list[tuple[str, int]] = dataclasses.field(default_factory=list)  # (text, n stable)
     cache_hit_rate: float | None = None
     lags: list[float] = dataclasses.field(default_factory=list)  # from the end of speech, s
+    # With revisions: the live finals' own text, each revision (final number, new text), and
+    # each revision's delay from its final's end (audio seconds; wall seconds in real time).
+    live_text: str | None = None
+    revisions: list[tuple[int, str]] = dataclasses.field(default_factory=list)
+    revision_delays: list[float] = dataclasses.field(default_factory=list)
 
 
 ALONE = {
@@ -241,14 +272,26 @@ def parse_variant(method: str) -> tuple[dict[str, str], str | None]:
     ``:field=value`` changes (``stream:context_chars=150:final_tail_ms=200``), and
     ``:final_model=base`` decodes its finals with another model (the cascade)."""
     name, *changes = method.split(":")
-    if name not in ("stream", "alone"):
+    if name not in ("stream", "alone", "refined"):
         raise SystemExit(f"unknown streaming method {method!r}")
     fields = dict(ALONE) if name == "alone" else {}
+    if name == "refined":
+        fields["revisions"] = "true"
     for kv in changes:
         key, _, value = kv.partition("=")
         fields[key] = value
     final_model = fields.pop("final_model", None)
+    fields.pop("refine_model", None)
     return fields, final_model
+
+
+def refine_model_of(method: str) -> str | None:
+    """``refined:refine_model=base`` refines with base; None: the finals' model."""
+    for kv in method.split(":")[1:]:
+        key, _, value = kv.partition("=")
+        if key == "refine_model":
+            return value
+    return None
 
 
 def stream_config(method: str) -> Any:
@@ -264,14 +307,20 @@ def stream_config(method: str) -> Any:
 
 
 async def _stream(
-    decoder: Any, final_decoder: Any, item: Item, variant: str, realtime: bool
+    decoder: Any,
+    final_decoder: Any,
+    item: Item,
+    variant: str,
+    realtime: bool,
+    refine_decoder: Any = None,
 ) -> Outcome:
     from kettle.streaming.cli.simulation import Clip, run_simulation
     from kettle.streaming.core.events import Final, Partial
     from kettle.streaming.engine.engine import Engine
 
     cpu0 = time.process_time()
-    async with Engine(decoder, final_decoder=final_decoder) as engine:
+    engine = Engine(decoder, final_decoder=final_decoder, refine_decoder=refine_decoder)
+    async with engine:
         result = await run_simulation(
             engine,
             [[Clip(item.name, item.audio, item.reference)]],
@@ -289,29 +338,38 @@ async def _stream(
             finals.append((event.text, stable.pop(event.utterance, 0)))
     lag = result.summary["final_lag_from_speech_end_s"]
     return Outcome(
-        log.hypothesis(),
+        log.refined_hypothesis(),
         cpu,
         lag["p50"],
         lag["p95"],
         finals,
         result.summary["encoder_cache_hit_rate"],
         log.final_lags()[1],
+        live_text=log.hypothesis(),
+        revision_delays=log.revision_delays(),
     )
 
 
 def run_stream(
-    decoder: Any, final_decoder: Any, item: Item, variant: str, realtime: bool
+    decoder: Any,
+    final_decoder: Any,
+    item: Item,
+    variant: str,
+    realtime: bool,
+    refine_decoder: Any = None,
 ) -> Outcome:
-    return asyncio.run(_stream(decoder, final_decoder, item, variant, realtime))
+    return asyncio.run(_stream(decoder, final_decoder, item, variant, realtime, refine_decoder))
 
 
 _SESSION_IDS = itertools.count()
 
 
-def run_session(decoder: Any, final_decoder: Any, item: Item, variant: str) -> Outcome:
-    """The session alone, each request decoded at once (finals by ``final_decoder`` if set),
-    audio fed in 20 ms chunks."""
-    from kettle.streaming.core.events import Final, Partial
+def run_session(
+    decoder: Any, final_decoder: Any, item: Item, variant: str, refine_decoder: Any = None
+) -> Outcome:
+    """The session alone, each request decoded at once (finals by ``final_decoder`` if set,
+    refinements by ``refine_decoder``, else the finals'), audio fed in 20 ms chunks."""
+    from kettle.streaming.core.events import Final, Partial, Revision
     from kettle.streaming.core.session import Session
     from kettle.transcribe.types import DecodeKind
 
@@ -321,18 +379,31 @@ def run_session(decoder: Any, final_decoder: Any, item: Item, variant: str) -> O
     session = Session(stream_config(variant), session_id=f"bench-{next(_SESSION_IDS)}")
     stable: dict[int, int] = {}
     finals: list[tuple[str, int]] = []
+    ends: dict[int, int] = {}
+    revisions: list[tuple[int, str]] = []
+    delays: list[float] = []
+
+    def model_for(request: Any) -> Any:
+        if request.refinement:
+            return refine_decoder or final_decoder or decoder
+        final = request.kind is DecodeKind.FINAL and final_decoder is not None
+        return final_decoder if final else decoder
 
     def settle() -> None:
         while requests := session.poll_requests():
             for request in requests:
-                final = request.kind is DecodeKind.FINAL and final_decoder is not None
-                (result,) = (final_decoder if final else decoder).decode_batch([request])
+                (result,) = model_for(request).decode_batch([request])
                 session.on_result(result)
         for event in session.poll_events():
             if isinstance(event, Partial):
                 stable[event.utterance] = len(event.stable.split())
             elif isinstance(event, Final):
                 finals.append((event.text, stable.pop(event.utterance, 0)))
+                ends[event.utterance] = event.end
+            elif isinstance(event, Revision):
+                revisions.append((event.utterance, event.text))
+                # Decoded at once: the delay is the audio it waited for (the lookahead).
+                delays.append((session.samples_fed - ends[event.utterance]) / SR)
 
     decoder.clear_encoder_cache()  # no method reuses another's windows
     cache0 = decoder.cache_stats()
@@ -345,9 +416,61 @@ def run_session(decoder: Any, final_decoder: Any, item: Item, variant: str) -> O
     cpu = time.process_time() - cpu0
     cache1 = decoder.cache_stats()
     hits, misses = cache1.hits - cache0.hits, cache1.misses - cache0.misses
-    text = " ".join(t for t, _ in finals)
+    live = " ".join(t for t, _ in finals)
     rate = hits / (hits + misses) if hits + misses else None
-    return Outcome(text, cpu, finals=finals, cache_hit_rate=rate)
+    return Outcome(
+        apply_revisions(finals, revisions),
+        cpu,
+        finals=finals,
+        cache_hit_rate=rate,
+        live_text=live,
+        revisions=revisions,
+        revision_delays=delays,
+    )
+
+
+def refinement_row(pairs: Sequence[tuple[Item, Outcome]], lag: Outcome | None) -> dict[str, Any]:
+    """A refined method's extra columns: its live finals' WER, the share of finals revised,
+    the revisions' effect, their delay (audio waited for; wall time in the real-time runs)."""
+    from kettle.streaming.cli.simulation import latency_stats
+
+    better = worse = same = 0
+    for item, o in pairs:
+        b, w, k = revision_effects(item.reference, o)
+        better, worse, same = better + b, worse + w, same + k
+    finals = sum(len(o.finals) for _, o in pairs)
+    delays = latency_stats([d for _, o in pairs for d in o.revision_delays])
+    row: dict[str, Any] = {
+        "live_wer": wer([(item.reference, o.live_text or "") for item, o in pairs]),
+        "revised": f"{better + worse + same}/{finals}",
+        "better_worse_same": f"{better}/{worse}/{same}",
+        "delay_audio_p50": delays["p50"],
+        "delay_audio_p95": delays["p95"],
+    }
+    if lag is not None:
+        wall = latency_stats(lag.revision_delays)
+        row["delay_rt_p50"], row["delay_rt_p95"] = wall["p50"], wall["p95"]
+    return row
+
+
+def apply_revisions(finals: Sequence[tuple[str, int]], revisions: Sequence[tuple[int, str]]) -> str:
+    texts = [t for t, _ in finals]
+    for number, text in revisions:
+        texts[number] = text
+    return " ".join(texts)
+
+
+def revision_effects(reference: str, o: Outcome) -> tuple[int, int, int]:
+    """How many of the run's revisions made the transcript better, worse or no different
+    against the reference (each applied alone to the live finals)."""
+    base = wer([(reference, o.live_text or "")]) or 0.0
+    better = worse = same = 0
+    for revision in o.revisions:
+        score = wer([(reference, apply_revisions(o.finals, [revision]))]) or 0.0
+        better += score < base - 1e-9
+        worse += score > base + 1e-9
+        same += abs(score - base) <= 1e-9
+    return better, worse, same
 
 
 def run_transcribe(decoder: Any, item: Item) -> Outcome:
@@ -446,7 +569,7 @@ def aligned_correct(ref: list[str], hyp: list[str]) -> list[bool]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--full", action="store_true", help="the issue's full sets")
-    parser.add_argument("--sets", default="a,b,c,n", help="which sets (a,b,c,n)")
+    parser.add_argument("--sets", default="a,b,c,m,n", help="which sets (a,b,c,m,n)")
     parser.add_argument(
         "--methods",
         default="stream,alone,transcribe,offline",
@@ -500,13 +623,20 @@ def main(argv: list[str] | None = None) -> int:
         sets["b"] = set_b(renderings)
     if "c" in wanted:
         sets["c"] = set_c(clips, singles)
+    if "m" in wanted:
+        sets["m"] = set_m()
     if "n" in wanted:
         sets["n"] = set_n(noise_minutes, clips)
+
+    def refiner(method: str) -> Any:
+        name = refine_model_of(method)
+        return None if name is None else models.adapter(name)
 
     def stream(item: Item, method: str, realtime: bool) -> Outcome:
         final_model = parse_variant(method)[1] or run_final
         final = None if final_model == args.model else models.adapter(final_model)
-        return run_stream(models.adapter(args.model), final, item, method, realtime)
+        model = models.adapter(args.model)
+        return run_stream(model, final, item, method, realtime, refiner(method))
 
     outcomes: dict[tuple[str, str], list[tuple[Item, Outcome]]] = {}
     for name, items in sets.items():
@@ -522,7 +652,8 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     final_model = parse_variant(method)[1] or run_final
                     final = None if final_model == args.model else models.adapter(final_model)
-                    out = run_session(models.adapter(args.model), final, item, method)
+                    model = models.adapter(args.model)
+                    out = run_session(model, final, item, method, refiner(method))
                 outcomes.setdefault((name, method), []).append((item, out))
                 score = "" if name == "n" else f", wer {wer([(item.reference, out.text)])}"
                 print(f"[{name}] {item.name} {method}: cpu {out.cpu_s:.1f} s{score}", flush=True)
@@ -531,17 +662,22 @@ def main(argv: list[str] | None = None) -> int:
 
     lags: dict[str, Outcome] = {}
     if not args.no_realtime and "a" in sets:
-        streaming = [m for m in methods if m.startswith(("stream", "alone"))]
+        streaming = [m for m in methods if m.startswith(("stream", "alone", "refined"))]
         chosen = streaming if args.lag_methods is None else args.lag_methods.split(",")
         pooled: dict[str, list[float]] = {method: [] for method in chosen}
+        delays: dict[str, list[float]] = {method: [] for method in chosen}
         # Methods interleaved per conversation, so a drift in the machine's speed spreads
         # over all of them.
         for item in sets["a"][: args.lag_items]:
             for method in chosen:
-                pooled[method] += stream(item, method, realtime=True).lags
+                run = stream(item, method, realtime=True)
+                pooled[method] += run.lags
+                delays[method] += run.revision_delays
         for method, values in pooled.items():
             stats = latency_stats(values)
-            lags[method] = Outcome("", 0.0, stats["p50"], stats["p95"], lags=values)
+            lags[method] = Outcome(
+                "", 0.0, stats["p50"], stats["p95"], lags=values, revision_delays=delays[method]
+            )
             print(
                 f"[lag] {method}: p50 {lags[method].lag_p50} p95 {lags[method].lag_p95}"
                 f" ({len(values)} finals)",
@@ -565,6 +701,8 @@ def main(argv: list[str] | None = None) -> int:
         if method in lags:
             row["lag_p50"] = lags[method].lag_p50 if name == "a" else None
             row["lag_p95"] = lags[method].lag_p95 if name == "a" else None
+        if method.startswith("refined") and name != "n":
+            row.update(refinement_row(pairs, lags.get(method) if name == "a" else None))
         if method.startswith(("stream", "alone")) and name != "n":
             words = stable_n = stable_ok = 0
             for item, o in pairs:
@@ -594,12 +732,15 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     columns = [
-        "set", "method", "items", "audio_s", "wer", "words", "lag_p50", "lag_p95",
-        "cpu_per_audio_s", "stable_share", "stable_accuracy", "cache_hit_rate",
+        "set", "method", "items", "audio_s", "wer", "live_wer", "words", "lag_p50", "lag_p95",
+        "cpu_per_audio_s", "stable_share", "stable_accuracy", "cache_hit_rate", "revised",
+        "better_worse_same", "delay_audio_p50", "delay_audio_p95", "delay_rt_p50",
+        "delay_rt_p95",
     ]  # fmt: skip
+    percent = ("wer", "live_wer")
     table = markdown_table(
         [
-            {k: (f"{v * 100:.1f} %" if k == "wer" and v is not None else v) for k, v in r.items()}
+            {k: (f"{v * 100:.1f} %" if k in percent and v is not None else v) for k, v in r.items()}
             for r in rows
         ],
         columns,

@@ -29,7 +29,15 @@ from typing import Any
 
 import numpy as np
 from kettle.streaming.core.agreement import normalized, split_words
-from kettle.streaming.core.events import Done, Error, Event, Final, Partial, samples_to_seconds
+from kettle.streaming.core.events import (
+    Done,
+    Error,
+    Event,
+    Final,
+    Partial,
+    Revision,
+    samples_to_seconds,
+)
 from kettle.streaming.core.session import SessionConfig
 from kettle.streaming.engine.engine import Engine, Stream
 from kettle.streaming.protocols import kettle_v1_wire as protocol
@@ -123,7 +131,7 @@ def event_record(event: Event, *, stream: int, wall: float) -> dict[str, Any]:
     rec: dict[str, Any]
     if isinstance(event, Partial):
         rec = protocol.partial_fields(event)
-    elif isinstance(event, Final):
+    elif isinstance(event, Final | Revision):
         rec = protocol.final_fields(event, word_timestamps=bool(event.words))
     elif isinstance(event, Error):
         rec = protocol.error_fields(event.code, event.message, fatal=event.fatal)
@@ -198,6 +206,25 @@ class StreamLog:
             if ended is not None:
                 from_speech_end.append(wall - ended)
         return from_endpoint, from_speech_end
+
+    def refined_hypothesis(self) -> str:
+        """The finals' text with every revision applied (the transcript a client keeps)."""
+        texts = {f.utterance: f.text for f in self.finals()}
+        for _, event in self.events:
+            if isinstance(event, Revision) and event.utterance in texts:
+                texts[event.utterance] = event.text
+        return " ".join(texts[n] for n in sorted(texts))
+
+    def revision_delays(self) -> list[float]:
+        """Each revision's wall time after the audio at its final's end was fed."""
+        ends = {f.utterance: f.end for f in self.finals()}
+        delays = []
+        for wall, event in self.events:
+            if isinstance(event, Revision) and event.utterance in ends:
+                fed = self.wall_at(ends[event.utterance])
+                if fed is not None:
+                    delays.append(wall - fed)
+        return delays
 
     def lost_finals(self) -> int:
         """Utterance numbers that showed partials but never got a final, plus gaps."""

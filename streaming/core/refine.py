@@ -3,14 +3,19 @@
 A live final is decided before the speaker's next sentence exists; Whisper, trained on 30 s
 windows, reads a sentence better when it hears what follows. So once the utterance after
 final *n* has ended, or ``LOOKAHEAD_S`` of it have been heard, a refinement decodes a window
-that holds *n* with the finals before it (forced as the decoder's prefix, like a live
-final's context) and the audio after it, up to ``MAX_LOOKAHEAD_S`` and Whisper's 30 s. *n*'s
-words are taken back by their times (those whose middle lies before the middle of the gap to
-the next utterance), and if they differ from the final's a Revision follows.
+from *n*'s start through the audio after it (up to ``MAX_LOOKAHEAD_S`` and Whisper's 30 s),
+with the stream's earlier finals as Whisper's previous-text prompt. *n*'s words are taken back
+by their times (those whose middle lies before the middle of the gap to the next utterance),
+and if they differ from the final's a Revision follows.
 
-Each final is refined once: the window already holds its left context and the next
-utterance, so a second look would mostly hear the same; a client sees at most one change per
-final, and the cost stays one decode per utterance.
+The earlier text enters as a prompt, not forced as the decoder's prefix the way a live
+final's context is: forced, the window also held the earlier finals' audio and a revision
+made the transcript worse as often as better (set m: 17.4 % WER against 15.7 % live; as a
+prompt 13.5 %, RESULTS.md "Rejected experiments").
+
+Each final is refined once: its prompt already holds the text before it and its window the
+next utterance, so a second look would mostly hear the same; a client sees at most one
+change per final, and the cost stays one decode per utterance.
 
 No churn: a revision is sent only when its words differ from the final's (as PROTOCOL.md
 compares words: case and punctuation aside), and never to a hypothesis the model is less sure
@@ -24,17 +29,20 @@ refinements under load too, ``on_skipped``); this bounds the audio a stream keep
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kettle.streaming.core.agreement import normalized, split_words
-from kettle.streaming.core.context import Context, ContextHistory
+from kettle.streaming.core.context import PROMPT_CHARS, ContextHistory
 from kettle.streaming.core.events import Revision
 from kettle.streaming.core.guard import loop_cut
 from kettle.transcribe.nonspeech import STREAM as NONSPEECH
 from kettle.transcribe.types import MAX_WINDOW_SAMPLES, SAMPLE_RATE, DecodeResult, Word
+
+logger = logging.getLogger(__name__)
 
 LOOKAHEAD_S = 2.0  # of the next utterance heard: enough to refine without waiting for its end
 MAX_LOOKAHEAD_S = 10.0  # audio after the final that a refinement window holds at most
@@ -66,10 +74,10 @@ class Following:
 @dataclass(frozen=True)
 class RefinePlan:
     target: Refinable
-    start: int  # window start (an earlier final's start, or the target's)
+    start: int  # window start: the target's own
     end: int  # window end
     boundary: int  # words whose middle lies before this belong to the target
-    context: Context
+    prompt: str  # the stream's earlier text, Whisper's previous-text prompt
 
 
 @dataclass
@@ -142,8 +150,9 @@ class Refiner:
         end = min(end, fed, target.end + int(MAX_LOOKAHEAD_S * SAMPLE_RATE))
         end = min(end, target.start + MAX_WINDOW_SAMPLES)
         context = history.context(target.start, end, language, self._context_chars)
+        prompt = f"{context.prompt} {context.text}".strip()[-PROMPT_CHARS:]
         gap_start, gap_end = target.end, max(target.end, following.start)
-        return RefinePlan(target, context.start, end, (gap_start + gap_end) // 2, context)
+        return RefinePlan(target, target.start, end, (gap_start + gap_end) // 2, prompt)
 
     def skipped(self, target: Refinable) -> None:
         """Its refinement did not run (dropped under load, or failed)."""
@@ -158,10 +167,18 @@ class Refiner:
         if words is None:
             self.stats.kept += 1
             return None
-        text = " ".join(w.word.strip() for w in words)
+        text = join_words(words)
         if normalized(split_words(text)) == normalized(split_words(target.text)):
             self.stats.unchanged += 1
             return None
+        logger.debug(
+            "refinement of final %d: %r -> %r, mean log p %.3f -> %.3f",
+            target.number,
+            target.text,
+            text,
+            mean_log_probability(target.words) if target.words else math.nan,
+            mean_log_probability(words),
+        )
         if target.words and mean_log_probability(words) < (
             mean_log_probability(target.words) - CHURN_MARGIN
         ):
@@ -190,11 +207,20 @@ def _target_words(plan: RefinePlan, result: DecodeResult) -> tuple[Word, ...] | 
         start, end = max(w.start + offset, first), max(w.end + offset, first)
         if (start + end) / 2 >= boundary:
             break
+        end = min(end, boundary)  # a word stretched over the gap ends where the next begins
         words.append(Word(w.word, round(start, 3), round(end, 3), w.probability))
     tokens = [w.word for w in words]
     if not words or len(loop_cut(tokens)) < len(tokens):
         return None
     return tuple(words)
+
+
+def join_words(words: Sequence[Word]) -> str:
+    """The words' text. Whisper's words carry their leading space, and a piece without one
+    (".5" after "7") belongs to the word before; words without any space are joined by one."""
+    if words and words[0].word[:1].isspace():
+        return "".join(w.word for w in words).strip()
+    return " ".join(w.word.strip() for w in words)
 
 
 def mean_log_probability(words: Sequence[Word]) -> float:

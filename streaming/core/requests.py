@@ -31,13 +31,13 @@ def build_refinement(
     plan: RefinePlan, config: SessionConfig, session_id: str, request_id: str, audio: np.ndarray
 ) -> DecodeRequest:
     """The request that refines ``plan``'s final: a final's beam, word timestamps, and one
-    temperature round only (a hypothesis that fails it is no better than the final)."""
+    temperature round only (a hypothesis that fails it is no better than the final). The
+    earlier finals are its prompt, not forced (refine.py); the final's own encoder length."""
     return DecodeRequest(
         audio=audio,
         kind=DecodeKind.FINAL,
         request_id=request_id,
-        prompt=plan.context.prompt or None,
-        context=plan.context.text or None,
+        prompt=plan.prompt or None,
         # An English-only live model means English, whatever model refines (base knows more).
         language=config.language or (None if config.multilingual else "en"),
         word_timestamps=True,

@@ -21,6 +21,9 @@ The path of an utterance:
    stable).
 4. The final's text is spliced to start with the stable words; words are shifted to absolute
    stream seconds. An empty final (the model heard nothing) emits nothing.
+5. With ``revisions``, once audio after the final exists, a refinement decodes it again with
+   that lookahead (``refine.py``, a lane of its own beside the live request) and a Revision
+   follows if it reads other words. Live finals and their context do not change for it.
 
 Every decode is in context: its window starts up to ``context_s`` before the utterance (as
 much as fits in Whisper's 30 s) and the stream's finals for that span are forced as the
@@ -467,7 +470,6 @@ class Session:
         else:
             revision = self._refiner.decoded(plan, result)
             if revision is not None:
-                self._history.revise(plan.target.start, revision.text)
                 self._events.append(revision)
         self._pump()
         return True

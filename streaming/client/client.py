@@ -420,9 +420,12 @@ def run_stream_command(
     *,
     raw: str | None = None,
     as_json: bool = False,
-    out: TextIO = sys.stdout,
-    err: TextIO = sys.stderr,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
 ) -> int:
+    # Looked up per call, not bound at import, so a redirected sys.stdout/stderr is used.
+    out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
     from kettle.transcribe.audio_io import RawFormat, load_audio
     from kettle.transcribe.errors import AudioError
 

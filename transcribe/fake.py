@@ -7,7 +7,9 @@ silence yields "", and the same audio always yields the same words, which is wha
 the session, scheduler and engine (and the server's tests) need. A request's context stands
 for the window's first words: they are left out of the result, as the real adapter does, and
 the rest of the window is heard as if alone (so an utterance reads the same with or without
-context). A prefix is forced over the first words of the result. It can sleep to simulate
+context). A prefix is forced over the first words of the result. A refinement spells
+"alpha" and "juliet" as ICAO does ("alfa", "juliett"), so it revises exactly the finals that
+hold them. It can sleep to simulate
 model time (in the calling thread, i.e. the engine's inference thread), fail on demand, and
 counts what it was asked.
 
@@ -58,6 +60,9 @@ WORDS = [
 ]
 
 _FRAME = SAMPLE_RATE // 50
+# A refinement (DecodeRequest.refinement) reads these words in ICAO's spelling, so tests see
+# a revision exactly where a final holds one of them.
+ICAO = {"alpha": "alfa", "juliet": "juliett"}
 _CACHE_KEYS = 4096
 
 
@@ -231,6 +236,8 @@ class FakeDecoder:
                 if len(forced) > len(triples):
                     end = triples[-1][2] if triples else 0.0
                     triples += [(w, end, end) for w in forced[len(triples) :]]
+            if request.refinement:
+                triples = [(ICAO.get(w, w), s, e) for w, s, e in triples]
             text = " ".join(w for w, _, _ in triples)
             words = (
                 tuple(Word(w, round(s, 3), round(e, 3), 0.9) for w, s, e in triples)

@@ -57,6 +57,10 @@ class DecodeRequest:
     # A final that may be discarded (decoded during a pause, void if speech resumes): the
     # engine runs it only on idle capacity.
     speculative: bool = False
+    # A second decode of an earlier final with the audio that followed it (the stream's
+    # refinement pass, streaming/core/refine.py): the engine runs it at the lowest live
+    # priority, on the refinement model, and drops it rather than let it delay live work.
+    refinement: bool = False
     # None: the model runs every temperature-fallback round itself. k: run only round k of
     # its temperature schedule and say in the result whether round k + 1 should follow, so a
     # caller can queue each round as a request of its own (one fallback never holds a batch).

@@ -45,6 +45,13 @@ def register_serve(sub: Any) -> None:
     )
     parser.add_argument("--model", default="tiny.en", help="model for partials (and finals)")
     parser.add_argument("--final-model", default=None, help="a second model for finals only")
+    parser.add_argument(
+        "--refine-model",
+        default=None,
+        metavar="NAME",
+        help="a model for refinements only (the second pass that may revise finals for "
+        "clients that ask for revisions), e.g. base; default: the finals' model",
+    )
     parser.add_argument("--fake-model", action="store_true", help="a fake model (tests, demos)")
     parser.add_argument(
         "--api-key-file",
@@ -230,6 +237,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     engine_config = _engine_config(args)
     fake, model, final_model, threads = args.fake_model, args.model, args.final_model, args.threads
+    refine_model = args.refine_model
 
     def load() -> Any:
         if fake:
@@ -239,10 +247,12 @@ def _serve(args: argparse.Namespace) -> int:
         from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
 
         decoder = WhisperAdapter(ModelConfig(name=model, threads=threads))
-        finals = None
+        finals = refine = None
         if final_model and final_model != model:
             finals = WhisperAdapter(ModelConfig(name=final_model, threads=threads))
-        return decoder, finals
+        if refine_model and refine_model not in (model, final_model or model):
+            refine = WhisperAdapter(ModelConfig(name=refine_model, threads=threads))
+        return decoder, finals, refine
 
     def announce(server: Any) -> None:
         print(f"kettle serving on {server.url}", flush=True)

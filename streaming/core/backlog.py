@@ -19,6 +19,7 @@ from typing import Generic, TypeVar
 
 PARTIAL = "partial"
 FINAL = "final"
+REVISION = "revision"  # kept like OTHER; the server measures its delay
 OTHER = "other"
 
 T = TypeVar("T")

@@ -18,6 +18,10 @@ class SessionConfig:
     language: str | None = None
     partials: bool = True
     word_timestamps: bool = False
+    # A second decode of each final with the audio after it (refine.py), which may send a
+    # Revision; finals then always take word timestamps (the revision's words are taken
+    # back by their times, and the final's word probabilities guard against churn).
+    revisions: bool = False
     partial_interval_s: float = 0.5
     endpoint_silence_ms: int = 500
     preroll_ms: int = 250

@@ -12,7 +12,7 @@ which text goes with it. Pure: positions are sample counts on the stream's clock
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kettle.streaming.core.voice import Voice, change
 from kettle.transcribe.types import MAX_WINDOW_SAMPLES
@@ -68,6 +68,12 @@ class ContextHistory:
 
     def add(self, spoken: Spoken) -> None:
         self._spoken.append(spoken)
+
+    def revise(self, start: int, text: str) -> None:
+        """The final that starts at ``start`` was revised: later windows hold the new text."""
+        for i, spoken in enumerate(self._spoken):
+            if spoken.start == start:
+                self._spoken[i] = replace(spoken, text=text)
 
     def context(
         self,

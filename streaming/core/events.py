@@ -35,6 +35,21 @@ class Final:
 
 
 @dataclass(frozen=True)
+class Revision:
+    """A later, corrected text of final ``utterance`` (refine.py): decoded again with the
+    audio that followed it. It replaces the final's text and words; the final itself stays
+    what it was when sent. ``replaced`` is the text it replaces (for measurement)."""
+
+    utterance: int
+    start: int
+    end: int
+    text: str
+    words: tuple[Word, ...]
+    language: str
+    replaced: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
 class Error:
     """code is one of PROTOCOL.md's: bad_message, bad_audio, overloaded, internal."""
 
@@ -89,7 +104,7 @@ class Finalized:
 
 
 VadEvent = SpeechStarted | SpeechStopped | NoTranscript | Finalized
-Event = Partial | Final | Error | Done | VadEvent
+Event = Partial | Final | Revision | Error | Done | VadEvent
 
 
 def samples_to_seconds(samples: int) -> float:

@@ -6,6 +6,7 @@ import numpy as np
 from kettle.streaming.core.audio_buffer import AudioBuffer
 from kettle.streaming.core.config import SessionConfig
 from kettle.streaming.core.planner import Plan
+from kettle.streaming.core.refine import RefinePlan
 from kettle.streaming.core.speculation import fill_tail
 from kettle.transcribe import defaults
 from kettle.transcribe.types import DecodeKind, DecodeRequest
@@ -26,6 +27,28 @@ def window_audio(buf: AudioBuffer, plan: Plan, speech_end: int | None) -> np.nda
     )
 
 
+def build_refinement(
+    plan: RefinePlan, config: SessionConfig, session_id: str, request_id: str, audio: np.ndarray
+) -> DecodeRequest:
+    """The request that refines ``plan``'s final: a final's beam, word timestamps, and one
+    temperature round only (a hypothesis that fails it is no better than the final)."""
+    return DecodeRequest(
+        audio=audio,
+        kind=DecodeKind.FINAL,
+        request_id=request_id,
+        prompt=plan.context.prompt or None,
+        context=plan.context.text or None,
+        # An English-only live model means English, whatever model refines (base knows more).
+        language=config.language or (None if config.multilingual else "en"),
+        word_timestamps=True,
+        beam_size=config.final_beam_size,
+        cache_key=(session_id, "refine", plan.target.number, plan.start, plan.end),
+        fallback_round=0,
+        refinement=True,
+        encode_min_s=config.encode_min_s(DecodeKind.FINAL),
+    )
+
+
 def build_request(
     plan: Plan, config: SessionConfig, session_id: str, request_id: str, audio: np.ndarray
 ) -> DecodeRequest:
@@ -40,7 +63,7 @@ def build_request(
         prefix=plan.prefix or None,
         context=plan.context.text or None,
         language=config.language,
-        word_timestamps=final and config.word_timestamps,
+        word_timestamps=final and (config.word_timestamps or config.revisions),
         beam_size=config.final_beam_size if final else config.partial_beam_size,
         max_new_tokens=None if final else PARTIAL_MAX_TOKENS,
         # Same window, same key: a decode over a window already encoded reuses it (a

@@ -66,7 +66,13 @@ from kettle.streaming.core.planner import (
     plan_next,
 )
 from kettle.streaming.core.planner import final_window_end as _final_window_end
-from kettle.streaming.core.requests import PARTIAL_MAX_TOKENS, build_request, window_audio
+from kettle.streaming.core.refine import Following, Refinable, RefinePlan, Refiner, RefineStats
+from kettle.streaming.core.requests import (
+    PARTIAL_MAX_TOKENS,
+    build_refinement,
+    build_request,
+    window_audio,
+)
 from kettle.streaming.core.utterances import Utterance, UtteranceTracker
 from kettle.streaming.core.vad import (
     FrameClassifier,
@@ -128,6 +134,12 @@ class Session:
             int(self.config.context_s * SAMPLE_RATE), prompt=self.config.prompt or ""
         )
         self._in_flight: str | None = None
+        # The refinement pass (refine.py) has a lane of its own: one refinement in flight
+        # beside the live request, so it never holds up a partial or a final.
+        self._refiner = (
+            Refiner(context_chars=self.config.context_chars) if self.config.revisions else None
+        )
+        self._refining: tuple[str, RefinePlan] | None = None
         self._pending: dict[str, _Pending] = {}
         self._seq = 0
         self._requests: list[DecodeRequest] = []
@@ -168,6 +180,16 @@ class Session:
     @property
     def in_flight(self) -> str | None:
         return self._in_flight
+
+    @property
+    def busy(self) -> bool:
+        """A decode of this session is queued or running (live, or a refinement)."""
+        return self._in_flight is not None or self._refining is not None
+
+    @property
+    def refinements(self) -> RefineStats | None:
+        """What the refinement pass did so far; None when revisions are off."""
+        return self._refiner.stats if self._refiner is not None else None
 
     @property
     def finals_sent(self) -> int:
@@ -247,6 +269,8 @@ class Session:
         self._pump()
 
     def on_result(self, result: DecodeResult) -> None:
+        if self._refinement_done(result.request_id, result):
+            return
         pending = self._take(result.request_id)
         if pending is None:
             return
@@ -261,8 +285,11 @@ class Session:
     def on_dropped(self, request_id: Hashable, *, overloaded: bool = False) -> None:
         """The engine did not run a request: the scheduler skipped it, or a partial failed.
 
-        A dropped final is asked for again (the engine never drops finals on purpose).
+        A dropped final is asked for again (the engine never drops finals on purpose); a
+        dropped refinement is skipped.
         """
+        if self._refinement_done(request_id, None):
+            return
         pending = self._take(request_id)
         if pending is None:
             return
@@ -282,6 +309,8 @@ class Session:
 
     def on_failed(self, request_id: Hashable, message: str) -> None:
         """A request failed for good (the engine already retried finals)."""
+        if self._refinement_done(request_id, None):
+            return
         pending = self._take(request_id)
         if pending is None:
             return
@@ -320,6 +349,8 @@ class Session:
             plan = plan_next(self._utts, self._history, self._stream_state(), self._planner_now())
             if plan is not None:
                 self._request(plan)
+        if self._refining is None:
+            self._request_refinement()
         self._maybe_done()
 
     def _resolve_ready(self) -> None:
@@ -382,9 +413,64 @@ class Session:
             and self._in_flight is None
             and not self._utts.closed
             and self._utts.open is None
+            and self._refining is None
+            and (self._refiner is None or len(self._refiner) == 0)
         ):
             self._done = True
             self._events.append(Done(self._fed, self._utts.finals, self._stop_reason))
+
+    # --- the refinement lane --------------------------------------------------------------
+    def _request_refinement(self) -> None:
+        """Ask for the oldest final's refinement, if one is due (refine.py)."""
+        refiner = self._refiner
+        if refiner is None:
+            return
+        head = refiner.head()
+        if head is None:
+            return
+        plan = refiner.plan(
+            self._fed,
+            self._following(refiner, head),
+            self._history,
+            stopping=self._stopping,
+            language=self._planner.language,
+        )
+        if plan is None:
+            return
+        self._seq += 1
+        rid = f"{self.session_id}/r{self._seq}"
+        audio = self._buf.slice(plan.start, plan.end)
+        self._refining = (rid, plan)
+        self._requests.append(build_refinement(plan, self.config, self.session_id, rid, audio))
+
+    def _following(self, refiner: Refiner, final: Refinable) -> Following | None:
+        """The utterance after ``final``: a later final, a closed one, or the open one."""
+        later = refiner.following(final)
+        if later is not None:
+            return later
+        if self._utts.closed:
+            utt = self._utts.closed[0]
+            return Following(utt.start, utt.end)
+        if self._utts.open is not None:
+            return Following(self._utts.open.start, None)
+        return None
+
+    def _refinement_done(self, request_id: Hashable, result: DecodeResult | None) -> bool:
+        """Handle the refinement in flight if ``request_id`` is it (None: it did not run)."""
+        if self._refining is None or self._refining[0] != request_id:
+            return False
+        assert self._refiner is not None
+        plan = self._refining[1]
+        self._refining = None
+        if result is None or result.error is not None:
+            self._refiner.skipped(plan.target)
+        else:
+            revision = self._refiner.decoded(plan, result)
+            if revision is not None:
+                self._history.revise(plan.target.start, revision.text)
+                self._events.append(revision)
+        self._pump()
+        return True
 
     # --- segmenter decisions -------------------------------------------------------------
     def _handle(self, decisions: list[object]) -> None:
@@ -422,6 +508,9 @@ class Session:
         oldest = self._utts.oldest_unresolved()
         if oldest is not None:
             keep = min(keep, oldest.start)
+        refining = self._refiner.earliest_needed() if self._refiner is not None else None
+        if refining is not None:
+            keep = min(keep, refining)
         self._history.forget_before(keep)
         context = self._history.earliest_needed()
         if context is not None:
@@ -533,7 +622,8 @@ class Session:
         if not text:
             self._resolve_empty(utt)
             return
-        words = self._final_words(utt, model_words, plan) if self.config.word_timestamps else ()
+        timed = self.config.word_timestamps or self.config.revisions
+        words = self._final_words(utt, model_words, plan) if timed else ()
         self._publish(utt, text, words, result.language or "en")
 
     def _publish(self, utt: Utterance, text: str, words: tuple[Word, ...], language: str) -> None:
@@ -543,6 +633,8 @@ class Session:
         self._events.append(
             Final(number, utt.start, utt.end, text, words, language, utt.end_reason)
         )
+        if self._refiner is not None:
+            self._refiner.published(Refinable(number, utt.start, utt.end, text, words, language))
 
     def _resolve_empty(self, utt: Utterance) -> None:
         if self.config.vad_events:

@@ -5,8 +5,9 @@ inference worker (``worker.py``, the one thread that touches the model) run it, 
 results back to the sessions and their streams, and otherwise sleeps until new work arrives
 or the scheduler's next deadline. Every timer goes through an injected ``Clock``.
 
-Priorities (``scheduler.Priority``): finals > partials > speculative finals > offline work
-(``decode_offline``, for files and uploads). A session's queued request that became useless
+Priorities (``scheduler.Priority``): finals > partials > speculative finals > refinements
+and offline work (``decode_offline``, for files and uploads), these two in fair order. A
+session's queued request that became useless
 (a partial while its final is due, a speculation that speech resuming made void) is withdrawn
 and reported dropped to the session, so its final never waits behind it; a speculative final
 whose utterance ended on the speculated window is promoted to a final. Within a class, a
@@ -63,14 +64,17 @@ class Engine:
         config: EngineConfig | None = None,
         *,
         final_decoder: Decoder | None = None,
+        refine_decoder: Decoder | None = None,
         observer: EngineObserver | None = None,
         clock: Clock | None = None,
         release_memory: Callable[[], None] | None = None,
     ) -> None:
-        """``release_memory``: what returns free memory to the OS when
-        ``config.release_memory_s`` is set (default: glibc's malloc_trim, where present)."""
+        """``final_decoder`` decodes live finals and ``refine_decoder`` refinements (each
+        default: the one before it). ``release_memory``: what returns free memory to the OS
+        when ``config.release_memory_s`` is set (default: glibc's malloc_trim, where present)."""
         self._decoder = decoder
         self._final_decoder = final_decoder
+        self._refine_decoder = refine_decoder
         self.config = config or EngineConfig()
         self._observer = observer
         self._clock: Clock = clock or MonotonicClock()
@@ -251,6 +255,15 @@ class Engine:
         return self._final_decoder or self._decoder
 
     @property
+    def refine_decoder(self) -> Decoder:
+        return self._refine_decoder or self.final_decoder
+
+    @property
+    def refinements_skipped(self) -> int:
+        """Refinements the scheduler dropped after waiting too long (load)."""
+        return self._scheduler.refinements_skipped
+
+    @property
     def _degrader(self) -> Degrader:
         return self._load.degrader  # tests drive the level directly
 
@@ -322,7 +335,8 @@ class Engine:
         started = self._clock.now()
         waits = [started - t.submitted for t in batch]
         final = batch[0].kind is DecodeKind.FINAL
-        decoder = self.final_decoder if final else self._decoder
+        refine = batch[0].priority is Priority.REFINE
+        decoder = self.refine_decoder if refine else self.final_decoder if final else self._decoder
         outcome = await self._worker.run(decoder, [t.request for t in batch])
         if self._trim is not None:
             self._trim.note_work(started)
@@ -330,7 +344,7 @@ class Engine:
             self._scheduler.observe_batch(batch, outcome.decode_s, self._clock.now())
             self._load.observe_batch(batch, waits, outcome.decode_s, started)
             hits = sum(1 for r in outcome.results if r.encoder_cache_hit)
-            finals = len(batch) if final else 0
+            finals = len(batch) if final and not refine else 0
             report = BatchReport(len(batch), finals, tuple(waits), outcome.decode_s, hits)
             self._notify(lambda o: o.on_batch(report))
             self._outcomes.decoded(batch, outcome.results)

@@ -5,9 +5,10 @@ Each temperature-fallback round of a live final is a request of its own
 rest of its batch is delivered at once.
 
 Failures: each request fails on its own. A failed partial is dropped quietly (the session asks
-again later); a failed final or offline request is retried alone ``RetryPolicy.retries``
-times, then its stream gets a non-fatal ``Error("internal")`` naming the utterance and goes on
-(an offline request gets a result with ``error`` set).
+again later), and so is a failed refinement (the session skips it); a failed final or
+offline request is retried alone ``RetryPolicy.retries`` times, then its stream gets a
+non-fatal ``Error("internal")`` naming the utterance and goes on (an offline request gets a
+result with ``error`` set).
 """
 
 from __future__ import annotations
@@ -133,8 +134,9 @@ class Outcomes:
             self._tags[ticket.seq] = tag
             self._on_failure(ticket, result.error)
             return
-        if result.next_round is not None:
+        if result.next_round is not None and ticket.priority is not Priority.REFINE:
             # This temperature failed the checks: the next round is a request of its own.
+            # (A refinement runs one round: one that fails it revises nothing.)
             retry = dataclasses.replace(ticket.request, fallback_round=result.next_round)
             again = dataclasses.replace(tag, rounds=(*tag.rounds, result))
             self._submit(retry, self._clock.now(), ticket.owner, ticket.priority, again)
@@ -147,7 +149,9 @@ class Outcomes:
         tag = self._tags.pop(ticket.seq, Tag())
         if not self._owner_alive(ticket.owner):
             return
-        if ticket.kind is DecodeKind.PARTIAL and not isinstance(ticket.owner, OfflineCall):
+        quiet = ticket.kind is DecodeKind.PARTIAL or ticket.priority is Priority.REFINE
+        if quiet and not isinstance(ticket.owner, OfflineCall):
+            # The session asks for a partial again later; a refinement is skipped.
             stream = self._records[str(ticket.owner)].stream
             stream.session.on_dropped(ticket.request.request_id)
             self._changed(stream)

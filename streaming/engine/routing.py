@@ -60,7 +60,7 @@ class Router:
             # The utterance ended on the speculated window: the speculation is the final.
             self._scheduler.promote(stream.stream_id, session.in_flight, Priority.FINAL)
         stream.deliver(session.poll_events())
-        stream.set_pending(not (record is None or session.in_flight is None or session.done))
+        stream.set_pending(not (record is None or not session.busy or session.done))
         if session.done:
             self.release(stream, keep_events=True)
         if requests:

@@ -115,6 +115,7 @@ class ModelInfo:
     name: str
     multilingual: bool
     final_model: str | None = None  # a second model for finals, when there is one
+    refine_model: str | None = None  # a model for refinements, when it is another one
 
 
 @dataclass(frozen=True)

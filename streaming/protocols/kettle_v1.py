@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kettle.streaming.core.backlog import FINAL, OTHER, PARTIAL
-from kettle.streaming.core.events import Done, Error, Event, Final, Partial
+from kettle.streaming.core.backlog import FINAL, OTHER, PARTIAL, REVISION
+from kettle.streaming.core.events import Done, Error, Event, Final, Partial, Revision
 from kettle.streaming.core.session import SessionConfig
 from kettle.streaming.protocols import kettle_v1_wire as proto
 from kettle.streaming.protocols.base import (
@@ -144,7 +144,10 @@ class KettleV1Codec:
         return StreamSetup(
             AudioSetup(s.encoding, s.sample_rate, s.channels),
             SessionConfig(
-                language=s.language, partials=s.partials, word_timestamps=s.word_timestamps
+                language=s.language,
+                partials=s.partials,
+                word_timestamps=s.word_timestamps,
+                revisions=s.revisions,
             ),
         )
 
@@ -169,6 +172,9 @@ class KettleV1Codec:
         if isinstance(event, Final):
             text = proto.encode_final(event, word_timestamps=self.settings.word_timestamps)
             return [Send(OutMessage(FINAL, text, event.utterance, event.end))]
+        if isinstance(event, Revision):
+            text = proto.encode_revision(event, word_timestamps=self.settings.word_timestamps)
+            return [Send(OutMessage(REVISION, text, event.utterance, event.end))]
         if isinstance(event, Error):
             message = OutMessage(
                 OTHER, proto.encode_error_event(event), closing=event.fatal, fatal=event.fatal
@@ -216,7 +222,7 @@ def prepare(request: HandshakeRequest, model: ModelInfo | None) -> Prepared:
 INFO: dict[str, Any] = {
     "path": PATH,
     "versions": [proto.PROTOCOL_VERSION],
-    "revision": "1.1",
+    "revision": "1.2",
     "subprotocol": SUBPROTOCOL,
     "key_subprotocol_prefix": KEY_SUBPROTOCOL_PREFIX,
     "encodings": list(proto.ENCODINGS),

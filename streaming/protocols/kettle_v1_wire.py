@@ -15,7 +15,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qs
 
-from kettle.streaming.core.events import Done, Error, Final, Partial, samples_to_seconds
+from kettle.streaming.core.events import (
+    Done,
+    Error,
+    Final,
+    Partial,
+    Revision,
+    samples_to_seconds,
+)
 from kettle.transcribe.errors import KettleError
 from kettle.transcribe.languages import LANGUAGES
 
@@ -37,7 +44,18 @@ RATE_LIMITED = "rate_limited"  # addition: a text message over the per-session r
 
 # Query parameters that may carry settings; `token` is authentication, handled elsewhere.
 QUERY_FIELDS = ("sample_rate", "encoding", "channels", "language")
-CONFIG_FIELDS = ("sample_rate", "encoding", "channels", "language", "partials", "word_timestamps")
+CONFIG_FIELDS = (
+    "sample_rate",
+    "encoding",
+    "channels",
+    "language",
+    "partials",
+    "word_timestamps",
+    "revisions",
+    "diarize",
+    "max_speakers",
+)
+MAX_SPEAKERS = 16
 
 
 class ProtocolError(KettleError):
@@ -63,6 +81,9 @@ class ConfigUpdate:
     language_given: bool = False
     partials: bool | None = None
     word_timestamps: bool | None = None
+    revisions: bool | None = None
+    diarize: bool | None = None
+    max_speakers: int | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +97,9 @@ class StreamSettings:
     language: str | None = None
     partials: bool = True
     word_timestamps: bool = False
+    revisions: bool = False
+    diarize: bool = False
+    max_speakers: int = MAX_SPEAKERS
 
     @property
     def sample_rate(self) -> int:
@@ -101,8 +125,9 @@ class StreamSettings:
             changes["language"] = update.language
         if update.partials is not None:
             changes["partials"] = update.partials
-        if update.word_timestamps is not None:
-            changes["word_timestamps"] = update.word_timestamps
+        for name in ("word_timestamps", "revisions", "diarize", "max_speakers"):
+            if getattr(update, name) is not None:
+                changes[name] = getattr(update, name)
         return replace(self, **changes)
 
     def check_model(self, multilingual: bool, model: str) -> None:
@@ -112,6 +137,8 @@ class StreamSettings:
                 BAD_MESSAGE,
                 f"language {self.language!r} is not available: model {model} is English-only",
             )
+        if self.diarize:
+            raise ProtocolError(BAD_MESSAGE, "diarize is not available: no speaker model")
 
 
 # -- client messages ------------------------------------------------------------------------
@@ -191,6 +218,9 @@ def parse_config_fields(obj: Mapping[str, Any]) -> ConfigUpdate:
         language_given="language" in values,
         partials=values.get("partials"),
         word_timestamps=values.get("word_timestamps"),
+        revisions=values.get("revisions"),
+        diarize=values.get("diarize"),
+        max_speakers=values.get("max_speakers"),
     )
 
 
@@ -222,6 +252,12 @@ def _check_language(value: Any) -> str | None:
     return value.lower()
 
 
+def _check_max_speakers(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SPEAKERS:
+        raise ValueError(f"{value!r} is not an integer from 1 to {MAX_SPEAKERS}")
+    return value
+
+
 def _check_bool(value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"{value!r} is not true or false")
@@ -235,6 +271,9 @@ _VALIDATORS = {
     "language": _check_language,
     "partials": _check_bool,
     "word_timestamps": _check_bool,
+    "revisions": _check_bool,
+    "diarize": _check_bool,
+    "max_speakers": _check_max_speakers,
 }
 
 
@@ -321,9 +360,10 @@ def partial_fields(event: Partial) -> dict[str, Any]:
     }
 
 
-def final_fields(event: Final, *, word_timestamps: bool) -> dict[str, Any]:
+def final_fields(event: Final | Revision, *, word_timestamps: bool) -> dict[str, Any]:
+    """A final's fields, or a revision's (the same shape, with its own type)."""
     obj: dict[str, Any] = {
-        "type": "final",
+        "type": "revision" if isinstance(event, Revision) else "final",
         "utterance": event.utterance,
         "start": samples_to_seconds(event.start),
         "end": samples_to_seconds(event.end),
@@ -363,6 +403,10 @@ def done_fields(audio_seconds: float, utterances: int, reason: str | None = None
 
 def encode_partial(event: Partial) -> str:
     return _dumps(partial_fields(event))
+
+
+def encode_revision(event: Revision, *, word_timestamps: bool) -> str:
+    return _dumps(final_fields(event, word_timestamps=word_timestamps))
 
 
 def encode_final(event: Final, *, word_timestamps: bool) -> str:

@@ -75,6 +75,7 @@ def info(server: KettleServer) -> dict[str, Any]:
         "ready": server.ready,
         "model": model.name if model else None,
         "final_model": model.final_model if model else None,
+        "refine_model": model.refine_model if model else None,
         "multilingual": model.multilingual if model else None,
         "languages": languages,
         "auth": {"required": server.authenticator.required},

@@ -20,6 +20,7 @@ _LAG_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 3
 _WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 5.0)
 _DECODE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 5.0, 10.0)
 _BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64)
+_REVISION_BUCKETS = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 20.0, 30.0)
 # Fine around the 20 ms responsiveness target: lag is a few ms when all is well.
 _LOOP_LAG_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
 
@@ -59,6 +60,20 @@ class ServerMetrics:
             "kettle_final_lag_seconds",
             "From arrival of the audio at a final's end to sending the final",
             buckets=_LAG_BUCKETS,
+            registry=r,
+        )
+        self.refinements = Counter(
+            "kettle_refinements",
+            "Finals offered to the refinement pass, by outcome: revised (a revision was sent), "
+            "unchanged, kept (the model was less sure of the new words), skipped (load, "
+            "failure, stale), last (nothing followed before stop)",
+            ["outcome"],
+            registry=r,
+        )
+        self.revision_delay = Histogram(
+            "kettle_revision_delay_seconds",
+            "From arrival of the audio at a final's end to sending its revision",
+            buckets=_REVISION_BUCKETS,
             registry=r,
         )
         self.queue_wait = Histogram(

@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kettle.streaming.core.backlog import FINAL, PARTIAL
+from kettle.streaming.core.backlog import FINAL, PARTIAL, REVISION
 from kettle.streaming.core.events import Done, Error
 from kettle.streaming.engine.degrade import Level
 from kettle.streaming.protocols.base import (
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+FINAL_ARRIVALS_KEPT = 64  # finals whose revision delay can still be measured
 AUDIO_BACKLOG = "audio_backlog"  # error code and done reason: too much audio not transcribed
 
 
@@ -122,6 +124,9 @@ class ConnectionRunner:
         self._pump: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._close_request: tuple[int, str] | None = None
+        # When the audio at each recent final's end arrived: a revision's delay runs from it.
+        self._final_arrivals: dict[int, float] = {}
+        self._refinements_counted: dict[str, int] = {}
 
     @property
     def stream(self) -> Stream | None:
@@ -325,6 +330,7 @@ class ConnectionRunner:
     async def _pump_loop(self, stream: Stream) -> None:
         async for event in stream:
             self._apply(self.codec.on_event(event, self.ingress.received))
+            self._count_refinements(stream)
             if isinstance(event, Done):
                 return
 
@@ -346,6 +352,8 @@ class ConnectionRunner:
             await self.transport.send(message.text)
             if message.kind in (PARTIAL, FINAL):
                 self._observe_lag(message)
+            elif message.kind == REVISION:
+                self._observe_revision(message)
             if message.closing:
                 self.state.finished = True
                 code = CLOSE_INTERNAL if message.fatal else self.state.close_code
@@ -362,3 +370,22 @@ class ConnectionRunner:
         else:
             self.metrics.final_lag.observe(lag)
             self.ingress.prune_before(message.end)
+            self._final_arrivals[message.utterance] = arrived
+            if len(self._final_arrivals) > FINAL_ARRIVALS_KEPT:
+                del self._final_arrivals[min(self._final_arrivals)]
+
+    def _observe_revision(self, message: OutMessage) -> None:
+        arrived = self._final_arrivals.pop(message.utterance, None)
+        if arrived is not None and self.metrics is not None:
+            self.metrics.revision_delay.observe(max(0.0, self.clock() - arrived))
+
+    def _count_refinements(self, stream: Stream) -> None:
+        """Add what the stream's refinement pass did since last time to the counters."""
+        stats = stream.session.refinements
+        if stats is None or self.metrics is None:
+            return
+        for outcome, total in dataclasses.asdict(stats).items():
+            new = total - self._refinements_counted.get(outcome, 0)
+            if new > 0:
+                self.metrics.refinements.labels(outcome=outcome).inc(new)
+                self._refinements_counted[outcome] = total

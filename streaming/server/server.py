@@ -64,8 +64,11 @@ logger = logging.getLogger(__name__)
 # older "websockets" one is deprecated and buffers up to 32 messages ahead of the app).
 WS_IMPLEMENTATION = "websockets-sansio"
 
-# What a loader returns: the model, or (partials model, finals model or None).
-DecoderLoad: TypeAlias = Decoder | tuple[Decoder, Decoder | None]
+# What a loader returns: the model, or (partials model, finals model or None), or those and
+# the refinements' model (or None).
+DecoderLoad: TypeAlias = (
+    Decoder | tuple[Decoder, Decoder | None] | tuple[Decoder, Decoder | None, Decoder | None]
+)
 
 
 def _drop_request_lines(record: logging.LogRecord) -> bool:
@@ -172,11 +175,15 @@ class KettleServer:
         from kettle.streaming.engine.engine import Engine, EngineConfig
 
         loaded = await _load_in_thread(self._load)
-        decoder, final_decoder = loaded if isinstance(loaded, tuple) else (loaded, None)
+        # A decoder, or (live, finals[, refinements]) with None for "the one before".
+        parts: tuple[Decoder | None, ...] = loaded if isinstance(loaded, tuple) else (loaded,)
+        decoder, final_decoder, refine_decoder = (*parts, None, None)[:3]
+        assert decoder is not None
         engine = Engine(
             decoder,
             self._engine_config or EngineConfig(),
             final_decoder=final_decoder,
+            refine_decoder=refine_decoder,
             observer=self.metrics,
         )
         await engine.start()
@@ -186,6 +193,8 @@ class KettleServer:
             decoder.name,
             f", finals by {final_decoder.name}" if final_decoder else "",
         )
+        if refine_decoder is not None:
+            logger.info("refinements by %s", refine_decoder.name)
 
     @property
     def port(self) -> int:
@@ -245,11 +254,12 @@ class KettleServer:
         engine = self._engine
         if engine is None:
             return None
-        decoder, finals = engine.decoder, engine.final_decoder
+        decoder, finals, refine = engine.decoder, engine.final_decoder, engine.refine_decoder
         return ModelInfo(
             decoder.name,
             decoder.multilingual,
             finals.name if finals is not decoder else None,
+            refine.name if refine is not finals else None,
         )
 
     @property

@@ -18,6 +18,9 @@ class SchedulerConfig:
     # (seconds per request, measured, times size). With one, batch sizes come from the cost
     # model (cost_model.py): small where batching buys little (a CPU), full on a GPU.
     max_batch_s: float | None = 0.75
+    # A refinement that has waited this long is dropped (the stream counts it skipped): the
+    # model has had no idle moment for it, and a revision is worth most soon after its final.
+    refine_max_wait_s: float = 5.0
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_batch_size <= 256:
@@ -30,6 +33,10 @@ class SchedulerConfig:
                 raise ConfigError(f"{name} must be within 0..10 s, not {value}")
         if self.max_batch_s is not None and not 0.01 <= self.max_batch_s <= 600:
             raise ConfigError("max_batch_s must be within 0.01..600 s (or None)")
+        if not 0.1 <= self.refine_max_wait_s <= 600:
+            raise ConfigError(
+                f"refine_max_wait_s must be within 0.1..600, not {self.refine_max_wait_s}"
+            )
         if not self.partial_max_wait_s > self.partial_budget_s:
             raise ConfigError("partial_max_wait_s must exceed partial_budget_s")
 

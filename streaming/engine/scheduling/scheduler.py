@@ -8,8 +8,13 @@ highest first (``Priority``):
 - partials;
 - speculative finals (a final decoded during a pause, discarded if speech resumes) use only
   idle capacity: they go when no final or partial is queued at all;
-- offline work (files and uploads) goes only when nothing live is queued, so a long upload
-  never delays a live final by more than the one batch already running.
+- refinements (a second decode of an earlier final with the audio after it, which may
+  revise it) and offline work (files and uploads) go only when nothing live is queued, so a
+  long upload never delays a live final by more than the one batch already running. The two
+  share that idle time in fair order across owners. Refinements also wait while a live
+  stream is pausing (its final may be due any moment) or partials were skipped lately; one
+  that has waited ``refine_max_wait_s`` is dropped (reason ``"stale"``, counted in
+  ``refinements_skipped``): a late revision is worth less than a prompt final.
 
 Streams ahead of real time (``pace.py``: a client that sent audio faster than real time, a
 flooder admitted at twice real time, a file pushed at full speed; the engine reports each
@@ -77,11 +82,14 @@ class Priority(enum.IntEnum):
     FINAL = 0
     PARTIAL = 1
     SPECULATIVE = 2
-    OFFLINE = 3
+    REFINE = 3
+    OFFLINE = 4
 
     @classmethod
     def of(cls, request: DecodeRequest) -> Priority:
         """The class of a live stream's request."""
+        if request.refinement:
+            return cls.REFINE
         if request.kind is DecodeKind.PARTIAL:
             return cls.PARTIAL
         return cls.SPECULATIVE if request.speculative else cls.FINAL
@@ -104,7 +112,7 @@ class Ticket:
 @dataclass(frozen=True)
 class Dropped:
     ticket: Ticket
-    reason: str  # "replaced" or "overload"
+    reason: str  # "replaced", "overload" or "stale" (a refinement that waited too long)
 
 
 class Scheduler:
@@ -123,6 +131,7 @@ class Scheduler:
         self.ahead_share = AheadShare()
         self._ahead_served: float | None = None  # when a stream ahead last got a batch
         self.skipped_total = 0
+        self.refinements_skipped = 0
 
     # --- queries -------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -141,8 +150,9 @@ class Scheduler:
 
     @property
     def live_queued(self) -> int:
-        """Queued requests of live streams (every class but offline)."""
-        return len(self) - len(self._queues[Priority.OFFLINE])
+        """Queued requests of live streams that a user waits on (not refinements, not
+        offline work)."""
+        return len(self) - len(self._queues[Priority.OFFLINE]) - len(self._queues[Priority.REFINE])
 
     def oldest(self, priority: Priority, now: float | None = None) -> float | None:
         """When the oldest queued request of a class was submitted (None: none queued).
@@ -317,8 +327,15 @@ class Scheduler:
             for prio in (Priority.FINAL, Priority.PARTIAL, Priority.SPECULATIVE):
                 if ahead := self._ahead_requests(prio, now):
                     work.append((prio, ahead))
-        if offline := self._queues[Priority.OFFLINE]:
-            work.append((Priority.OFFLINE, offline))
+        refine = self._queues[Priority.REFINE]
+        if live_pausing or self.overloaded(now):
+            refine = []  # a final may be due any moment, or live work is already late
+        offline = self._queues[Priority.OFFLINE]
+        # Refinements and offline work share what is left, in fair order across owners.
+        shared = [(Priority.REFINE, refine), (Priority.OFFLINE, offline)]
+        shared = [(p, q) for p, q in shared if q]
+        shared.sort(key=lambda item: self.fair.tag(self.in_order(item[1])[0].owner))
+        work += shared
         return work
 
     def in_order(self, tickets: Sequence[Ticket]) -> list[Ticket]:
@@ -386,7 +403,13 @@ class Scheduler:
         if waiting := self._queues[Priority.PARTIAL]:
             # Stale partials expire (and their owners are told) even if nothing else runs.
             times.append(waiting[0].submitted + self.config.partial_max_wait_s)
+        if refine := self._queues[Priority.REFINE]:
+            times.append(refine[0].submitted + self.config.refine_max_wait_s)
         if not (finals or partials):
+            if self._queues[Priority.REFINE] and self._last_overload is not None:
+                times.append(self._last_overload + OVERLOAD_WINDOW_S)  # held until calm
+            if self._queues[Priority.REFINE] and live_pausing:
+                times.append(now + PAUSE_RECHECK_S)  # held for the pause: look again soon
             if self._idle_work(now, live_pausing):
                 times.append(now)
             elif any(self._ahead_requests(p, now) for p in Priority):
@@ -397,6 +420,12 @@ class Scheduler:
         return min(times) if times else None
 
     def _expire(self, now: float) -> None:
+        wait = self.config.refine_max_wait_s
+        refine = self._queues[Priority.REFINE]
+        for t in [t for t in refine if now - t.submitted >= wait]:
+            refine.remove(t)
+            self._dropped.append(Dropped(t, "stale"))
+            self.refinements_skipped += 1
         limit = self.config.partial_max_wait_s
         keep = []
         for t in self._queues[Priority.PARTIAL]:

@@ -19,8 +19,12 @@ import pytest
 import soundfile as sf
 from kettle.streaming.cli.main import main
 from kettle.streaming.client.client import ClientOptions, Printer, stream_audio
+from kettle.streaming.server.server import ServerConfig
+from kettle.transcribe.fake import FakeDecoder, scripted_audio
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
+
+from tests.streaming.conftest import StartServer
 
 RATE = 16000
 AUDIO = np.zeros(2 * RATE, dtype=np.float32)  # the scripted server hears only its length
@@ -255,3 +259,21 @@ async def test_kettle_stream_asks_for_revisions_and_prints_them(
     ]
     assert "2 utterance(s) (1 revised), 2.000 s of audio" in first.err
     assert "revised" not in second.err  # not asked for: no count (this server sends anyway)
+
+
+async def test_a_real_server_revises_a_final_once_the_next_utterance_is_heard(
+    start_server: StartServer,
+) -> None:
+    # The fake model reads each utterance "alpha bravo charlie"; its refinement spells "alfa".
+    # The last final has no utterance after it, so only the first is refined.
+    server = await start_server(ServerConfig(port=0), FakeDecoder)
+    speech = scripted_audio([("voice", 1.5), ("silence", 1.0), ("voice", 1.5), ("silence", 0.8)])
+    options = ClientOptions(url=server.ws_url, word_timestamps=True)
+    result = await stream_audio(speech, options, revisions=True)
+    assert result.complete and len(result.finals) == 2
+    assert result.text == "alfa bravo charlie alpha bravo charlie"
+    assert result.original_text == "alpha bravo charlie alpha bravo charlie"
+    assert list(result.originals) == [0] and result.finals[0]["words"][0]["word"] == "alfa"
+    plain = await stream_audio(speech, options)
+    assert plain.revised == 0 and plain.text == result.original_text
+    assert "revision" not in [m["type"] for m, _ in plain.received]

@@ -283,7 +283,8 @@ def register_stream(sub: Any) -> None:
         help="stream an audio file to a kettle server and print the transcript",
         description=(
             "Stream FILE per PROTOCOL.md. On a terminal partials overwrite one line and "
-            "finals are printed as lines; --json prints every server message as a JSON line."
+            "finals are printed as lines, revisions (a later, corrected final) as lines "
+            "starting '~'; --json prints every server message as a JSON line."
         ),
     )
     parser.add_argument("file", metavar="FILE", help="audio file (any format kettle reads)")
@@ -295,6 +296,11 @@ def register_stream(sub: Any) -> None:
     parser.add_argument("--language", default=None, help="ISO 639-1 code (multilingual models)")
     parser.add_argument("--no-partials", action="store_true", help="ask for finals only")
     parser.add_argument("--word-timestamps", action="store_true")
+    parser.add_argument(
+        "--no-revisions",
+        action="store_true",
+        help="do not ask for revisions (later corrections of finals, printed marked '~')",
+    )
     parser.add_argument("--api-key", default=None, help="API key (or KETTLE_API_KEY)")
     parser.add_argument("--raw", default=None, metavar="ENC:RATE:CH", help="headerless PCM input")
     parser.add_argument("--json", action="store_true", help="print server messages as JSON lines")
@@ -321,6 +327,7 @@ def _stream(args: argparse.Namespace) -> int:
             language=args.language,
             partials=not args.no_partials,
             word_timestamps=args.word_timestamps,
+            revisions=not args.no_revisions,
             reconnects=args.reconnects,
         )
     except ValueError as exc:

@@ -2,7 +2,8 @@
 
 `stream_audio` is the library part (used by `kettle stream`, the tests and the server
 benchmark); `run_stream_command` is the command: it prints partials overwriting one line on
-a terminal and finals as lines, or every server message as a JSON line with `--json`.
+a terminal, finals and revisions (marked `~`) as lines, or every server message as a JSON line
+with `--json`.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 
 import numpy as np
@@ -49,6 +50,7 @@ class ClientOptions:
     language: str | None = None
     partials: bool = True
     word_timestamps: bool = False
+    revisions: bool = False  # ask for `revision` messages; they replace their finals
     done_timeout_s: float = 300.0  # after stop, how long to wait for done
     # Reconnects in a row without a session becoming ready before giving up (0: never).
     reconnects: int = 5
@@ -78,10 +80,29 @@ class StreamResult:
     received: list[tuple[dict[str, Any], float]] = field(default_factory=list)
     reconnects: int = 0  # sessions opened after the first
     complete: bool = False  # `done` answered our `stop`: the finals cover all the audio
+    # Each revision applied, on the stream's clock; `finals` already holds its text.
+    revisions: list[dict[str, Any]] = field(default_factory=list)
+    # utterance -> its final as the server first sent it, for each final a revision replaced
+    originals: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def text(self) -> str:
-        return " ".join(f["text"].strip() for f in self.finals if f["text"].strip())
+        """The transcript, with every revision applied."""
+        return _join(self.finals)
+
+    @property
+    def original_text(self) -> str:
+        """The transcript as the finals were first sent, before any revision."""
+        return _join(self.originals.get(f.get("utterance", -1), f) for f in self.finals)
+
+    @property
+    def revised(self) -> int:
+        """How many finals a revision replaced."""
+        return len(self.originals)
+
+
+def _join(finals: Iterable[dict[str, Any]]) -> str:
+    return " ".join(f["text"].strip() for f in finals if f["text"].strip())
 
 
 def to_s16le(audio: np.ndarray) -> bytes:
@@ -94,6 +115,8 @@ async def stream_audio(
     options: ClientOptions = ClientOptions(),
     on_message: Callable[[dict[str, Any], float], None] | None = None,
     on_notice: Callable[[str], None] | None = None,
+    *,
+    revisions: bool | None = None,
 ) -> StreamResult:
     """Stream float32 mono 16 kHz audio (sent as pcm_s16le) and return what the server sent.
 
@@ -103,7 +126,13 @@ async def stream_audio(
     with backoff, and the audio no final covers yet is sent again (see ``resume.Timeline``).
     ``on_notice`` hears a line about each reconnect. Refusals that would repeat (401, 400)
     raise ``StreamClientError``; so does a failed connection once ``reconnects`` are spent.
+
+    ``revisions`` (None: as ``options`` says) asks for `revision` messages: each replaces its
+    final in the result (``StreamResult.originals`` keeps the final as sent). ``on_message``
+    hears every server message but revisions of no final the client holds, which it ignores.
     """
+    if revisions is not None:
+        options = replace(options, revisions=revisions)
     return await _Stream(audio, options, on_message, on_notice).run()
 
 
@@ -130,6 +159,7 @@ class _Stream:
         self.timeline = Timeline(SAMPLE_RATE)
         self.result = StreamResult()
         self.start = 0.0
+        self.final_at: dict[int, int] = {}  # utterance (stream's number) -> index in finals
 
     async def run(self) -> StreamResult:
         self.result.audio_start = self.start = time.monotonic()
@@ -199,7 +229,8 @@ class _Stream:
                     if not isinstance(raw, str):
                         continue
                     message = self.timeline.shift(json.loads(raw))
-                    self._record(message, now)
+                    if not self._record(message, now):
+                        continue
                     kind = message.get("type")
                     if kind == "ready":
                         became_ready = True
@@ -262,12 +293,14 @@ class _Stream:
             "channels": 1,
             "partials": self.options.partials,
             "word_timestamps": self.options.word_timestamps,
+            "revisions": self.options.revisions,
         }
         if self.options.language is not None:
             config["language"] = self.options.language
         return config
 
-    def _record(self, message: dict[str, Any], now: float) -> None:
+    def _record(self, message: dict[str, Any], now: float) -> bool:
+        """Keep a server message; False for one the client ignores (a stray revision)."""
         result = self.result
         result.received.append((message, now))
         kind = message.get("type")
@@ -276,11 +309,35 @@ class _Stream:
         elif kind == "partial":
             result.partials.append(message)
         elif kind == "final":
+            number = message.get("utterance")
+            if isinstance(number, int):
+                self.final_at[number] = len(result.finals)
             result.finals.append(message)
+        elif kind == "revision":
+            return self._revise(message)
         elif kind == "error":
             result.errors.append(message)
         elif kind == "done":
             result.done = message
+        return True
+
+    def _revise(self, revision: dict[str, Any]) -> bool:
+        """Replace the final a revision names by its revised copy; False when there is none."""
+        number = self.timeline.revised_utterance(revision)
+        index = self.final_at.get(number) if number is not None else None
+        if number is None or index is None:
+            logger.debug(
+                "ignoring a revision of an utterance with no final in this session: %r",
+                revision.get("utterance"),
+            )
+            return False
+        result = self.result
+        # Over the final as first sent, so nothing of an earlier revision lingers.
+        original = result.originals.setdefault(number, result.finals[index])
+        fields = {k: v for k, v in revision.items() if k != "type"}
+        result.finals[index] = {**original, **fields}
+        result.revisions.append(revision)
+        return True
 
 
 # -- the `kettle stream` command ------------------------------------------------------------
@@ -291,8 +348,13 @@ def _clock(seconds: float) -> str:
     return f"{int(minutes)}:{secs:06.3f}"
 
 
+def _span(message: dict[str, Any]) -> str:
+    return f"[{_clock(message['start'])} -> {_clock(message['end'])}]"
+
+
 class Printer:
-    """Prints server messages: partials on one overwritten line (terminal only), finals."""
+    """Prints server messages: partials on one overwritten line (terminal only), finals, and
+    revisions as lines marked ``~`` (they correct the final of the same span printed earlier)."""
 
     def __init__(self, out: TextIO, err: TextIO, *, as_json: bool, tty: bool) -> None:
         self.out = out
@@ -300,6 +362,7 @@ class Printer:
         self.as_json = as_json
         self.tty = tty
         self._line_open = False
+        self._partial = ""  # the partial line as drawn, to draw again below a revision
 
     def __call__(self, message: dict[str, Any], _at: float) -> None:
         kind = message.get("type")
@@ -311,13 +374,17 @@ class Printer:
             text = message["text"].strip()
             if len(text) > width - 2:
                 text = "…" + text[-(width - 3) :]
-            self.out.write("\r\x1b[K" + text)
-            self.out.flush()
-            self._line_open = True
+            self._draw_partial(text)
         elif kind == "final":
             self._clear()
-            start, end = _clock(message["start"]), _clock(message["end"])
-            print(f"[{start} -> {end}] {message['text'].strip()}", file=self.out, flush=True)
+            print(f"{_span(message)} {message['text'].strip()}", file=self.out, flush=True)
+        elif kind == "revision":
+            # A revision comes while a later utterance is spoken: its partial stays below.
+            partial = self._partial if self._line_open else ""
+            self._clear()
+            print(f"~ {_span(message)} {message['text'].strip()}", file=self.out, flush=True)
+            if partial:
+                self._draw_partial(partial)
         elif kind == "error":
             self._clear()
             fatal = " (fatal)" if message.get("fatal") else ""
@@ -330,6 +397,12 @@ class Printer:
     def notice(self, line: str) -> None:
         self._clear()
         print(f"kettle: {line}", file=self.err, flush=True)
+
+    def _draw_partial(self, text: str) -> None:
+        self.out.write("\r\x1b[K" + text)
+        self.out.flush()
+        self._line_open = True
+        self._partial = text
 
     def _clear(self) -> None:
         if self._line_open:
@@ -347,9 +420,12 @@ def run_stream_command(
     *,
     raw: str | None = None,
     as_json: bool = False,
-    out: TextIO = sys.stdout,
-    err: TextIO = sys.stderr,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
 ) -> int:
+    # Looked up per call, not bound at import, so a redirected sys.stdout/stderr is used.
+    out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
     from kettle.transcribe.audio_io import RawFormat, load_audio
     from kettle.transcribe.errors import AudioError
 
@@ -375,9 +451,10 @@ def run_stream_command(
         )
         return 1
     if not as_json and result.done is not None:
+        revised = f" ({result.revised} revised)" if options.revisions else ""
         print(
-            f"{result.done['utterances']} utterance(s), {result.done['audio_seconds']:.3f} s of"
-            " audio",
+            f"{result.done['utterances']} utterance(s){revised}, "
+            f"{result.done['audio_seconds']:.3f} s of audio",
             file=err,
         )
     return 0

@@ -5,6 +5,8 @@ new session starts at the first sample no final covers yet: the audio after it i
 so nothing is lost, and a final is never repeated. Each session counts its audio clock and its
 utterances from zero, so the client shifts what the server sends onto the stream's own clock:
 times continue across the reconnect and utterances stay numbered 0, 1, 2, ... without gaps.
+A revision names its final by the session's number, so it is shifted the same way and can only
+ever reach a final of its own session.
 
 Pure bookkeeping, no I/O; `kettle.streaming.client.client` drives it.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 # HTTP answers to a handshake worth trying again (elsewhere, or later); any other refusal
 # (401, 403, 400, ...) would be the same on every replica.
@@ -62,10 +64,19 @@ class Timeline:
         self.base_utterance = self.finals
         return self.offset
 
+    def revised_utterance(self, revision: dict[str, Any]) -> int | None:
+        """The stream's number of the final a shifted revision replaces, or None when the
+        current session sent no such final (a revision never reaches another session's)."""
+        number = revision.get("utterance")
+        if not _is_int(number):
+            return None
+        return number if self.base_utterance <= number < self.finals else None
+
     def shift(self, message: dict[str, Any]) -> dict[str, Any]:
         """The server's message on the stream's clock (a copy when anything moves).
 
         A final also moves ``committed`` to its end: audio before it is transcribed for good.
+        A revision moves nothing: its final already covered that audio.
         """
         kind = message.get("type")
         if kind == "final":
@@ -77,11 +88,11 @@ class Timeline:
             return message
         offset_s = self.offset / self.rate
         out = dict(message)
-        if kind in ("partial", "final"):
+        if kind in ("partial", "final", "revision"):
             for key in ("start", "end"):
                 if isinstance(out.get(key), (int, float)):
                     out[key] = round(out[key] + offset_s, 3)
-            if isinstance(out.get("utterance"), int):
+            if _is_int(out.get("utterance")):
                 out["utterance"] += self.base_utterance
             if isinstance(out.get("words"), list):
                 out["words"] = [_shift_word(w, offset_s) for w in out["words"]]
@@ -91,6 +102,10 @@ class Timeline:
             if isinstance(out.get("utterances"), int):
                 out["utterances"] += self.base_utterance
         return out
+
+
+def _is_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _shift_word(word: Any, offset_s: float) -> Any:

@@ -131,11 +131,21 @@ def test_stream_command_prints_finals(
         timeout=60,
     )
     assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
-    assert len(lines) == 2 and all(
-        re.match(r"\[0:\d\d\.\d{3} -> 0:\d\d\.\d{3}\] \w", ln) for ln in lines
+    span = r"\[0:\d\d\.\d{3} -> 0:\d\d\.\d{3}\]"
+    # revisions (asked for by default) are their own lines, marked '~'
+    finals = [ln for ln in out.stdout.splitlines() if not ln.startswith("~ ")]
+    revisions = [ln for ln in out.stdout.splitlines() if ln.startswith("~ ")]
+    assert len(finals) == 2 and all(re.match(span + r" \w", ln) for ln in finals)
+    assert all(re.match("~ " + span + r" alfa", ln) for ln in revisions)
+    assert f"2 utterance(s) ({len(revisions)} revised)" in out.stderr
+    plain = subprocess.run(
+        _kettle("stream", str(wav), "--url", ws_url, "--api-key", "cli-key", "--no-revisions"),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
-    assert "2 utterance(s)" in out.stderr
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.splitlines() == finals and "revised" not in plain.stderr
     as_json = subprocess.run(
         _kettle("stream", str(wav), "--url", ws_url, "--json", "--realtime", "--chunk-ms", "200"),
         capture_output=True,

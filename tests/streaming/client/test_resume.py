@@ -60,3 +60,38 @@ def test_retry_after() -> None:
     assert retry_after_s(None) is None
     assert retry_after_s("soon") is None
     assert retry_after_s("-1") is None
+
+
+def test_a_revision_is_shifted_like_its_final_and_commits_nothing() -> None:
+    tl = Timeline(16000)
+    tl.begin_session()
+    tl.shift({"type": "final", "utterance": 0, "start": 0.0, "end": 1.0, "text": "a"})
+    tl.begin_session()
+    tl.shift({"type": "final", "utterance": 0, "start": 0.25, "end": 0.5, "text": "b"})
+    words = [{"word": "c", "start": 0.25, "end": 0.75}]
+    raw = {"type": "revision", "utterance": 0, "start": 0.25, "end": 0.75, "words": words}
+    revision = tl.shift(raw)
+    assert (revision["utterance"], revision["start"], revision["end"]) == (1, 1.25, 1.75)
+    assert revision["words"][0]["end"] == 1.75 and raw["start"] == 0.25
+    assert tl.committed == 24000 and tl.finals == 2  # a revision is no new final
+    assert tl.revised_utterance(revision) == 1
+
+
+def test_a_revision_reaches_only_a_final_of_its_own_session() -> None:
+    tl = Timeline(16000)
+    tl.begin_session()
+    for n in range(2):
+        tl.shift({"type": "final", "utterance": n, "start": n, "end": n + 0.5, "text": "a"})
+    assert tl.revised_utterance({"type": "revision", "utterance": 1}) == 1
+    assert tl.revised_utterance({"type": "revision", "utterance": 2}) is None  # no final yet
+    tl.begin_session()
+    tl.shift({"type": "final", "utterance": 0, "start": 0.0, "end": 0.5, "text": "b"})
+
+    def revises(session_number: object) -> int | None:
+        raw = {"type": "revision", "utterance": session_number, "start": 0.0, "end": 0.5}
+        return tl.revised_utterance(tl.shift(raw))
+
+    assert revises(0) == 2  # this session's final 0, not the first session's
+    assert revises(1) is None  # the first session had a final 1; this one has none
+    assert revises(-1) is None and revises(-2) is None  # earlier sessions' finals
+    assert revises(True) is None and revises("0") is None and revises(None) is None

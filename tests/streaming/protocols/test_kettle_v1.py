@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from kettle.streaming.core.events import Done, Error, Final, Partial
+from kettle.streaming.core.events import Done, Error, Final, Partial, Revision
 from kettle.streaming.protocols import kettle_v1
 from kettle.streaming.protocols.base import (
     Action,
@@ -145,3 +145,29 @@ def test_route_refuses_bad_query_with_400() -> None:
     assert info.value.status == 400 and "English-only" in info.value.message
     # while the model loads, the language cannot be checked against it yet
     kettle_v1.prepare(HandshakeRequest("/v1/stream", "language=de"), None)
+
+
+def test_revisions_are_asked_for_in_config_and_sent_in_the_finals_shape() -> None:
+    c = codec()
+    assert c.stream_setup().session.revisions is False  # off unless asked
+    assert c.on_text('{"type": "config", "revisions": true, "word_timestamps": true}', Gate()) == []
+    assert c.stream_setup().session.revisions is True
+    words = (Word(" A", 0.1, 0.2, 0.9),)
+    (action,) = c.on_event(
+        Revision(3, 1600, 16000, "A b.", words, "en", "A be."), AudioReceived(0, 16000)
+    )
+    assert isinstance(action, Send) and action.message.kind == "revision"
+    assert action.message.utterance == 3
+    assert json.loads(action.message.text) == {
+        "type": "revision", "utterance": 3, "start": 0.1, "end": 1.0, "text": "A b.",
+        "words": [{"word": " A", "start": 0.1, "end": 0.2, "probability": 0.9}], "language": "en",
+    }  # fmt: skip
+
+
+def test_diarize_is_refused_without_a_speaker_model() -> None:
+    c = codec()
+    (refused,) = sent(c.on_text('{"type": "config", "diarize": true, "partials": false}', Gate()))
+    assert refused["code"] == "bad_message" and "diarize" in refused["message"]
+    assert c.stream_setup().session.partials is True  # refused whole
+    assert c.on_text('{"type": "config", "diarize": false, "max_speakers": 2}', Gate()) == []
+    assert kettle_v1.INFO["revision"] == "1.2"

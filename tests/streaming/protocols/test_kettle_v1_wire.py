@@ -98,6 +98,11 @@ def test_full_config_parses() -> None:
         ("partials", "yes"),
         ("partials", 1),
         ("word_timestamps", None),
+        ("revisions", "true"),
+        ("diarize", 1),
+        ("max_speakers", 0),
+        ("max_speakers", 17),
+        ("max_speakers", True),
     ],
 )
 def test_invalid_config_field_refuses_whole_config(field: str, value: object) -> None:

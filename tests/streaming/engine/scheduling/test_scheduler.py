@@ -256,3 +256,50 @@ def test_a_solo_ticket_is_a_batch_of_its_own() -> None:
     assert ids(s.next_batch(0.0)) == ["f1"]
     assert ids(s.next_batch(0.0)) == ["f2"]
     assert ids(s.next_batch(0.0)) == ["f3"]
+
+
+# --- refinements ----------------------------------------------------------------------------
+def refinement(rid: str) -> DecodeRequest:
+    return DecodeRequest(audio=AUDIO, kind=DecodeKind.FINAL, request_id=rid, refinement=True)
+
+
+def test_refinements_go_after_every_live_class_and_never_count_as_live() -> None:
+    s = Scheduler(SchedulerConfig(max_batch_size=4, partial_budget_s=0.0, partial_max_wait_s=5))
+    s.submit(refinement("r1"), now=0.0, owner="a")
+    s.submit(spec("s1"), now=0.1, owner="a")
+    s.submit(req("p1"), now=0.2, owner="b")
+    s.submit(req("f1", DecodeKind.FINAL), now=0.3, owner="c")
+    assert s.queued(Priority.REFINE) == 1 and s.live_queued == 3
+    assert [ids(s.next_batch(1.0)) for _ in range(4)] == [["f1"], ["p1"], ["s1"], ["r1"]]
+
+
+def test_refinements_and_offline_work_share_idle_time_fairly() -> None:
+    s = Scheduler(SchedulerConfig(max_batch_size=1))
+    for i in range(3):
+        s.submit(req(f"o{i}", DecodeKind.FINAL), now=0.0, owner="file", priority=Priority.OFFLINE)
+        s.submit(refinement(f"r{i}"), now=0.0, owner="stream")
+    order = [ids(s.next_batch(0.1))[0] for _ in range(6)]
+    assert sorted(order[:2]) == ["o0", "r0"] and sorted(order[2:4]) == ["o1", "r1"]
+
+
+def test_refinements_wait_while_a_live_stream_pauses_or_partials_are_being_skipped() -> None:
+    s = Scheduler(SchedulerConfig(partial_max_wait_s=0.5, refine_max_wait_s=10.0))
+    s.submit(refinement("r1"), now=0.0, owner="a")
+    assert s.next_batch(0.0, live_pausing=True) is None
+    assert s.next_deadline(0.0, live_pausing=True) == pytest.approx(0.05)  # looks again soon
+    s.submit(req("p1"), now=0.0, owner="b")
+    assert s.next_batch(0.6) is None  # the partial went stale: partials are being skipped
+    assert s.overloaded(0.6)
+    assert s.next_batch(1.0) is None
+    assert ids(s.next_batch(5.7)) == ["r1"]  # calm again, 5 s after the skip
+
+
+def test_a_refinement_that_waits_too_long_is_dropped_as_stale_and_counted() -> None:
+    s = Scheduler(SchedulerConfig(refine_max_wait_s=2.0))
+    s.submit(refinement("r1"), now=0.0, owner="a")
+    assert s.next_batch(1.0, live_pausing=True) is None
+    assert s.next_deadline(1.0) == 1.0  # not held now: it would go
+    assert s.next_batch(2.0, live_pausing=True) is None
+    (dropped,) = s.take_dropped()
+    assert (dropped.ticket.request.request_id, dropped.reason) == ("r1", "stale")
+    assert s.refinements_skipped == 1 and len(s) == 0

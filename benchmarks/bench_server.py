@@ -107,10 +107,26 @@ def wer(refs: list[str], hyps: list[str]) -> float:
 
 
 async def run_clients(
-    url: str, tracks: list[Track], realtime: bool, chunk_ms: int
+    url: str, tracks: list[Track], realtime: bool, chunk_ms: int, revisions: bool = False
 ) -> list[StreamResult]:
-    options = ClientOptions(url=url, realtime=realtime, chunk_ms=chunk_ms, partials=realtime)
+    options = ClientOptions(
+        url=url, realtime=realtime, chunk_ms=chunk_ms, partials=realtime, revisions=revisions
+    )
     return list(await asyncio.gather(*(stream_audio(t.audio, options) for t in tracks)))
+
+
+def refinement_counts(base: str) -> dict[str, float]:
+    """kettle_refinements_total by outcome, from the server's /metrics."""
+    import urllib.request
+
+    with urllib.request.urlopen(base + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith('kettle_refinements_total{outcome="'):
+            outcome = line.split('"')[1]
+            counts[outcome] = float(line.rsplit(" ", 1)[1])
+    return counts
 
 
 def lags(result: StreamResult, kind: str) -> list[float]:
@@ -139,17 +155,29 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         # Reference run, unpaced, finals only: expected finals per track (and a warm-up).
         refs = asyncio.run(run_clients(url, tracks, realtime=False, chunk_ms=args.chunk_ms))
         expected = [len(ref.finals) for ref in refs]
-        for n in args.clients:
+        # With --revisions, each N runs without and with them, one after the other.
+        runs = [
+            (n, mode)
+            for n in args.clients
+            for mode in ((False, True) if args.revisions else (False,))
+        ]
+        for n, revisions in runs:
             chosen = tracks[:n]
+            counts0 = refinement_counts(base)
             cpu0, wall0 = cpu_seconds(proc.pid), time.monotonic()
-            results = asyncio.run(run_clients(url, chosen, realtime=True, chunk_ms=args.chunk_ms))
+            results = asyncio.run(
+                run_clients(url, chosen, True, args.chunk_ms, revisions=revisions)
+            )
             cpu = cpu_seconds(proc.pid) - cpu0
+            counts1 = refinement_counts(base)
+            refined = {k: counts1.get(k, 0.0) - counts0.get(k, 0.0) for k in counts1}
             wall = time.monotonic() - wall0
             audio_s = sum(len(t.audio) for t in chosen) / SAMPLE_RATE
             partial = [x for r in results for x in lags(r, "partial")]
             final = [x for r in results for x in lags(r, "final")]
             row = {
                 "clients": n,
+                "revisions": revisions,
                 "audio_s": round(audio_s, 1),
                 "wall_s": round(wall, 1),
                 "partials": len(partial),
@@ -160,7 +188,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 "final_p50_s": percentile(final, 50),
                 "final_p95_s": percentile(final, 95),
                 "final_p99_s": percentile(final, 99),
-                "wer": wer([t.reference for t in chosen], [r.text for r in results]),
+                "wer": wer([t.reference for t in chosen], [r.original_text for r in results]),
+                "refined_wer": (
+                    wer([t.reference for t in chosen], [r.text for r in results])
+                    if revisions
+                    else None
+                ),
+                "revised": int(refined.get("revised", 0)),
+                "refinements_skipped": int(refined.get("skipped", 0)),
                 "wer_per_client": [
                     round(wer([t.reference], [r.text]), 4)
                     for t, r in zip(chosen, results, strict=True)
@@ -177,7 +212,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             }
             rows.append(row)
             print(
-                f"N={n:2d}: partial P50/P95 "
+                f"N={n:2d}{' revisions' if revisions else ''}: partial P50/P95 "
                 f"{row['partial_p50_s']:.2f}/{row['partial_p95_s']:.2f} s,"
                 f" final P50/P95 {row['final_p50_s']:.2f}/{row['final_p95_s']:.2f} s,"
                 f" WER {row['wer']:.3f}, lost {row['finals_lost']},"
@@ -327,6 +362,13 @@ COLUMNS = [
 ]
 
 
+REVISION_COLUMNS = [
+    "clients", "revisions", "partial_p50_s", "partial_p95_s", "final_p50_s", "final_p95_s",
+    "wer", "refined_wer", "revised", "refinements_skipped", "finals_lost", "overloaded_errors",
+    "server_cpu_s_per_audio_s",
+]  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="N = 1, 4 and ~10 s each")
@@ -341,6 +383,11 @@ def main() -> int:
         "--protocols", action="store_true", help="per-protocol lags and uploads (see above)"
     )
     parser.add_argument("--rounds", type=int, default=2, help="with --protocols: rounds")
+    parser.add_argument(
+        "--revisions",
+        action="store_true",
+        help="each N without and with revisions, side by side (section bench_server_revisions)",
+    )
     args = parser.parse_args()
     args.clients = [int(x) for x in args.clients.split(",")]
     if args.quick:
@@ -349,10 +396,23 @@ def main() -> int:
         report_protocols(args, measure_protocols(args))
         return 0
     data = measure(args)
-    table_rows = [{k: v for k, v in r.items() if k in COLUMNS} for r in data["rows"]]
-    table = markdown_table(table_rows, COLUMNS)
+    columns = COLUMNS if not args.revisions else REVISION_COLUMNS
+    table_rows = [{k: v for k, v in r.items() if k in columns} for r in data["rows"]]
+    table = markdown_table(table_rows, columns)
     print(table)
     if args.quick and not args.write:
+        return 0
+    if args.revisions:
+        (HERE / "bench_server_revisions.json").write_text(json.dumps(data, indent=1))
+        write_section(
+            "bench_server_revisions",
+            f"{data['model']}; N real-time clients ({args.seconds:g} s of eval speech each), "
+            "each N without and then with `revisions: true` on one server. `wer` is the live "
+            "finals', `refined_wer` the transcript with revisions applied; `revised` and "
+            "`refinements_skipped` come from the server's kettle_refinements_total.\n\n"
+            + f"{data['data']}.\n\n"
+            + table,
+        )
         return 0
     (HERE / "bench_server.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
     plot(data, HERE / "server_latency.png")

@@ -69,13 +69,9 @@ from kettle.streaming.core.planner import (
     plan_next,
 )
 from kettle.streaming.core.planner import final_window_end as _final_window_end
-from kettle.streaming.core.refine import Following, Refinable, RefinePlan, Refiner, RefineStats
-from kettle.streaming.core.requests import (
-    PARTIAL_MAX_TOKENS,
-    build_refinement,
-    build_request,
-    window_audio,
-)
+from kettle.streaming.core.refine import Refinable, RefineStats
+from kettle.streaming.core.refine_lane import RefineLane
+from kettle.streaming.core.requests import PARTIAL_MAX_TOKENS, build_request, window_audio
 from kettle.streaming.core.utterances import Utterance, UtteranceTracker
 from kettle.streaming.core.vad import (
     FrameClassifier,
@@ -137,12 +133,8 @@ class Session:
             int(self.config.context_s * SAMPLE_RATE), prompt=self.config.prompt or ""
         )
         self._in_flight: str | None = None
-        # The refinement pass (refine.py) has a lane of its own: one refinement in flight
-        # beside the live request, so it never holds up a partial or a final.
-        self._refiner = (
-            Refiner(context_chars=self.config.context_chars) if self.config.revisions else None
-        )
-        self._refining: tuple[str, RefinePlan] | None = None
+        # The refinement pass has a lane of its own (refine_lane.py), beside the live request.
+        self._refine = RefineLane(self.config, session_id) if self.config.revisions else None
         self._pending: dict[str, _Pending] = {}
         self._seq = 0
         self._requests: list[DecodeRequest] = []
@@ -187,12 +179,12 @@ class Session:
     @property
     def busy(self) -> bool:
         """A decode of this session is queued or running (live, or a refinement)."""
-        return self._in_flight is not None or self._refining is not None
+        return self._in_flight is not None or (self._refine is not None and self._refine.busy)
 
     @property
     def refinements(self) -> RefineStats | None:
         """What the refinement pass did so far; None when revisions are off."""
-        return self._refiner.stats if self._refiner is not None else None
+        return self._refine.stats if self._refine is not None else None
 
     @property
     def finals_sent(self) -> int:
@@ -352,8 +344,19 @@ class Session:
             plan = plan_next(self._utts, self._history, self._stream_state(), self._planner_now())
             if plan is not None:
                 self._request(plan)
-        if self._refining is None:
-            self._request_refinement()
+        if self._refine is not None:
+            self._seq += 1
+            request = self._refine.next_request(
+                f"{self.session_id}/r{self._seq}",
+                self._buf,
+                self._fed,
+                self._utts,
+                self._history,
+                stopping=self._stopping,
+                language=self._planner.language,
+            )
+            if request is not None:
+                self._requests.append(request)
         self._maybe_done()
 
     def _resolve_ready(self) -> None:
@@ -416,61 +419,18 @@ class Session:
             and self._in_flight is None
             and not self._utts.closed
             and self._utts.open is None
-            and self._refining is None
-            and (self._refiner is None or len(self._refiner) == 0)
+            and (self._refine is None or self._refine.idle)
         ):
             self._done = True
             self._events.append(Done(self._fed, self._utts.finals, self._stop_reason))
 
-    # --- the refinement lane --------------------------------------------------------------
-    def _request_refinement(self) -> None:
-        """Ask for the oldest final's refinement, if one is due (refine.py)."""
-        refiner = self._refiner
-        if refiner is None:
-            return
-        head = refiner.head()
-        if head is None:
-            return
-        plan = refiner.plan(
-            self._fed,
-            self._following(refiner, head),
-            self._history,
-            stopping=self._stopping,
-            language=self._planner.language,
-        )
-        if plan is None:
-            return
-        self._seq += 1
-        rid = f"{self.session_id}/r{self._seq}"
-        audio = self._buf.slice(plan.start, plan.end)
-        self._refining = (rid, plan)
-        self._requests.append(build_refinement(plan, self.config, self.session_id, rid, audio))
-
-    def _following(self, refiner: Refiner, final: Refinable) -> Following | None:
-        """The utterance after ``final``: a later final, a closed one, or the open one."""
-        later = refiner.following(final)
-        if later is not None:
-            return later
-        if self._utts.closed:
-            utt = self._utts.closed[0]
-            return Following(utt.start, utt.end)
-        if self._utts.open is not None:
-            return Following(self._utts.open.start, None)
-        return None
-
     def _refinement_done(self, request_id: Hashable, result: DecodeResult | None) -> bool:
-        """Handle the refinement in flight if ``request_id`` is it (None: it did not run)."""
-        if self._refining is None or self._refining[0] != request_id:
+        """Take back the refinement in flight if ``request_id`` is it (None: it did not run)."""
+        if self._refine is None or not self._refine.owns(request_id):
             return False
-        assert self._refiner is not None
-        plan = self._refining[1]
-        self._refining = None
-        if result is None or result.error is not None:
-            self._refiner.skipped(plan.target)
-        else:
-            revision = self._refiner.decoded(plan, result)
-            if revision is not None:
-                self._events.append(revision)
+        revision = self._refine.finish(result)
+        if revision is not None:
+            self._events.append(revision)
         self._pump()
         return True
 
@@ -510,7 +470,7 @@ class Session:
         oldest = self._utts.oldest_unresolved()
         if oldest is not None:
             keep = min(keep, oldest.start)
-        refining = self._refiner.earliest_needed() if self._refiner is not None else None
+        refining = self._refine.earliest_needed() if self._refine is not None else None
         if refining is not None:
             keep = min(keep, refining)
         self._history.forget_before(keep)
@@ -635,8 +595,8 @@ class Session:
         self._events.append(
             Final(number, utt.start, utt.end, text, words, language, utt.end_reason)
         )
-        if self._refiner is not None:
-            self._refiner.published(Refinable(number, utt.start, utt.end, text, words, language))
+        if self._refine is not None:
+            self._refine.published(Refinable(number, utt.start, utt.end, text, words, language))
 
     def _resolve_empty(self, utt: Utterance) -> None:
         if self.config.vad_events:

@@ -1,0 +1,97 @@
+"""A session's refinement lane: its one refinement in flight beside the live request (pure).
+
+The refiner (``refine.py``) decides what to refine and how to read the result; the lane asks
+for it with the session's audio and utterances, and takes the result back. It is a lane of
+its own so that a refinement, which the engine runs only on idle capacity, never holds up a
+partial or a final of the same stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+from kettle.streaming.core.audio_buffer import AudioBuffer
+from kettle.streaming.core.config import SessionConfig
+from kettle.streaming.core.context import ContextHistory
+from kettle.streaming.core.events import Revision
+from kettle.streaming.core.refine import Following, Refinable, RefinePlan, Refiner, RefineStats
+from kettle.streaming.core.requests import build_refinement
+from kettle.streaming.core.utterances import UtteranceTracker
+from kettle.transcribe.types import DecodeRequest, DecodeResult
+
+
+class RefineLane:
+    def __init__(self, config: SessionConfig, session_id: str) -> None:
+        self._config = config
+        self._session_id = session_id
+        self._refiner = Refiner(context_chars=config.context_chars)
+        self._in_flight: tuple[str, RefinePlan] | None = None
+
+    @property
+    def busy(self) -> bool:
+        """A refinement is queued or running."""
+        return self._in_flight is not None
+
+    @property
+    def idle(self) -> bool:
+        """No refinement in flight and no final waiting for one (``done`` may follow)."""
+        return self._in_flight is None and len(self._refiner) == 0
+
+    @property
+    def stats(self) -> RefineStats:
+        return self._refiner.stats
+
+    def earliest_needed(self) -> int | None:
+        """The earliest sample a refinement still to come may need."""
+        return self._refiner.earliest_needed()
+
+    def published(self, final: Refinable) -> None:
+        self._refiner.published(final)
+
+    def next_request(
+        self,
+        request_id: str,
+        buf: AudioBuffer,
+        fed: int,
+        utts: UtteranceTracker,
+        history: ContextHistory,
+        *,
+        stopping: bool,
+        language: str | None,
+    ) -> DecodeRequest | None:
+        """The oldest final's refinement, if none is in flight and one is due."""
+        head = self._refiner.head()
+        if self._in_flight is not None or head is None:
+            return None
+        following = self._following(head, utts)
+        plan = self._refiner.plan(fed, following, history, stopping=stopping, language=language)
+        if plan is None:
+            return None
+        self._in_flight = (request_id, plan)
+        audio = buf.slice(plan.start, plan.end)
+        return build_refinement(plan, self._config, self._session_id, request_id, audio)
+
+    def owns(self, request_id: Hashable) -> bool:
+        return self._in_flight is not None and self._in_flight[0] == request_id
+
+    def finish(self, result: DecodeResult | None) -> Revision | None:
+        """The refinement in flight came back (None: it did not run, or failed)."""
+        assert self._in_flight is not None
+        plan = self._in_flight[1]
+        self._in_flight = None
+        if result is None or result.error is not None:
+            self._refiner.skipped(plan.target)
+            return None
+        return self._refiner.decoded(plan, result)
+
+    def _following(self, final: Refinable, utts: UtteranceTracker) -> Following | None:
+        """The utterance after ``final``: a later final, a closed one, or the open one."""
+        later = self._refiner.following(final)
+        if later is not None:
+            return later
+        if utts.closed:
+            utt = utts.closed[0]
+            return Following(utt.start, utt.end)
+        if utts.open is not None:
+            return Following(utts.open.start, None)
+        return None

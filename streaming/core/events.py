@@ -47,6 +47,7 @@ class Revision:
     words: tuple[Word, ...]
     language: str
     replaced: str = field(default="", compare=False)
+    refinement: int = field(default=1, compare=False)  # which pass read it: 1, 2, ...
 
 
 @dataclass(frozen=True)

@@ -1,30 +1,35 @@
 """The refinement pass: each final decoded again once audio after it exists (pure).
 
 A live final is decided before the speaker's next sentence exists; Whisper, trained on 30 s
-windows, reads a sentence better when it hears what follows. So once the utterance after
-final *n* has ended, or ``LOOKAHEAD_S`` of it have been heard, a refinement decodes a window
-from *n*'s start through the audio after it (up to ``MAX_LOOKAHEAD_S`` and Whisper's 30 s),
-with the stream's earlier finals as Whisper's previous-text prompt. *n*'s words are taken back
-by their times (those whose middle lies before the middle of the gap to the next utterance),
-and if they differ from the final's a Revision follows.
+windows, reads a sentence better when it hears what follows. So each final is decoded twice
+more (``PASSES``): once the utterance after it has ended (or ``LOOKAHEAD_S`` of it have been
+heard), on a window from its start through that utterance (at most 10 s after it); and once
+8 s of audio have followed it, on a window through all of them (at most 15 s, and Whisper's
+30 s). The stream's earlier finals are Whisper's previous-text prompt. The final's words are
+taken back by their times (those whose middle lies before the middle of the gap to the next
+utterance), and if they differ from the final's (or from the first pass's revision) a
+Revision follows. At stop every waiting final with audio after it is due at once; the last
+one, with none, is left as it is.
+
+Two passes, not one: the first comes soon after the final (3.2 s of audio after its end, at
+the median, on the benchmark's conversations), the second hears more of what follows, which
+is what fixed the sentences the first could not (set m: one pass at the next utterance's end
+read 13.5 % WER, one 8 s later 12.4 %, both 11.8 %; live finals 15.2 %). A third would mostly
+hear the same, and each costs a decode; a client sees at most two changes per final.
 
 The earlier text enters as a prompt, not forced as the decoder's prefix the way a live
 final's context is: forced, the window also held the earlier finals' audio and a revision
 made the transcript worse as often as better (set m: 17.4 % WER against 15.7 % live; as a
 prompt 13.5 %, RESULTS.md "Rejected experiments").
 
-Each final is refined once: its prompt already holds the text before it and its window the
-next utterance, so a second look would mostly hear the same; a client sees at most one
-change per final, and the cost stays one decode per utterance.
-
-No churn: a revision is sent only when its words differ from the final's (as PROTOCOL.md
+No churn: a revision is sent only when its words differ from the current text (as PROTOCOL.md
 compares words: case and punctuation aside), and never to a hypothesis the model is less sure
 of: one that failed Whisper's fallback checks (repetitive, unlikely) at temperature 0, one
 the non-speech policy would drop, one with a repetition loop, an empty one, or one whose
-words' mean log probability is below the final's by more than ``CHURN_MARGIN``.
+words' mean log probability is below the current text's by more than ``CHURN_MARGIN``.
 
 A final that waited ``STALE_S`` of audio without its refinement is skipped (the engine drops
-refinements under load too, ``on_skipped``); this bounds the audio a stream keeps for it.
+refinements under load too); this bounds the audio a stream keeps for it.
 """
 
 from __future__ import annotations
@@ -45,22 +50,38 @@ from kettle.transcribe.types import MAX_WINDOW_SAMPLES, SAMPLE_RATE, DecodeResul
 logger = logging.getLogger(__name__)
 
 LOOKAHEAD_S = 2.0  # of the next utterance heard: enough to refine without waiting for its end
-MAX_LOOKAHEAD_S = 10.0  # audio after the final that a refinement window holds at most
 STALE_S = 20.0  # audio after a final past which its refinement is skipped
 CHURN_MARGIN = 0.0  # mean log word probability a revision may give up against the final
 _MIN_PROBABILITY = 1e-6
+_KEPT_FINALS = 16  # recent finals' spans, for what follows a final still waiting
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One refinement of each final: due once ``after_s`` of audio followed the final's end
+    (and the next utterance ended, or ``LOOKAHEAD_S`` of it were heard); its window holds at
+    most ``lookahead_s`` after the final."""
+
+    after_s: float
+    lookahead_s: float
+
+
+# The first pass comes as soon as the next utterance ended, the second once 8 s followed
+# (RESULTS.md, "bench_accuracy_refine").
+PASSES = (Pass(0.0, 10.0), Pass(8.0, 15.0))
 
 
 @dataclass
 class Refinable:
-    """A published final waiting for its refinement."""
+    """A published final waiting for its refinements."""
 
     number: int
     start: int
     end: int
-    text: str
-    words: tuple[Word, ...]  # absolute stream seconds, from the final's own decode
+    text: str  # the final's text, or its latest revision's
+    words: tuple[Word, ...]  # absolute stream seconds, from the decode of ``text``
     language: str
+    passes: int = 0  # refinements done
 
 
 @dataclass(frozen=True)
@@ -82,7 +103,7 @@ class RefinePlan:
 
 @dataclass
 class RefineStats:
-    """What became of the finals offered for refinement."""
+    """What became of the refinements, one count per pass of each final."""
 
     revised: int = 0  # a revision was sent
     unchanged: int = 0  # the refinement read the same words
@@ -92,11 +113,19 @@ class RefineStats:
 
 
 class Refiner:
-    """The finals of one stream that wait for their refinement, oldest first."""
+    """The finals of one stream that wait for a refinement, oldest first."""
 
-    def __init__(self, *, context_chars: int, stale_s: float = STALE_S) -> None:
+    def __init__(
+        self,
+        *,
+        context_chars: int,
+        passes: tuple[Pass, ...] = PASSES,
+        stale_s: float = STALE_S,
+    ) -> None:
         self._queue: deque[Refinable] = deque()
+        self._finals: deque[Following] = deque(maxlen=_KEPT_FINALS)  # recent finals' spans
         self._context_chars = context_chars
+        self._passes = passes
         self._stale = int(stale_s * SAMPLE_RATE)
         self.stats = RefineStats()
 
@@ -105,54 +134,66 @@ class Refiner:
 
     def published(self, final: Refinable) -> None:
         self._queue.append(final)
+        self._finals.append(Following(final.start, final.end))
 
     def earliest_needed(self) -> int | None:
-        """The start of the oldest final still to refine (its window starts at or before it)."""
-        return self._queue[0].start if self._queue else None
-
-    def following(self, final: Refinable) -> Following | None:
-        """The next final this refiner holds after ``final``, if any."""
-        for later in self._queue:
-            if later.start > final.start:
-                return Following(later.start, later.end)
-        return None
-
-    def head(self) -> Refinable | None:
-        return self._queue[0] if self._queue else None
+        """The start of the oldest final still to refine (its window starts there)."""
+        return min((f.start for f in self._queue), default=None)
 
     def plan(
         self,
         fed: int,
-        following: Following | None,
+        beyond: Following | None,
         history: ContextHistory,
         *,
         stopping: bool,
         language: str | None,
     ) -> RefinePlan | None:
-        """The next refinement to ask for, if one is due: for the oldest waiting final,
-        ``following`` being the utterance after it (None: none has started)."""
-        while self._queue and fed - self._queue[0].end > self._stale:
-            self._queue.popleft()
-            self.stats.skipped += 1
-        if not self._queue:
+        """The next refinement to ask for, if one is due, oldest final first. ``beyond`` is
+        the utterance after the last final (closed or open; None: none has started)."""
+        for target in list(self._queue):
+            if fed - target.end > self._stale:
+                self._queue.remove(target)
+                self.stats.skipped += 1
+                continue
+            following = self._following(target, beyond)
+            if following is None or following.start >= fed:
+                if stopping:
+                    self._queue.remove(target)  # nothing follows it: nothing new to hear
+                    self.stats.last += 1
+                continue
+            plan = self._plan(target, following, fed, history, stopping, language)
+            if plan is not None:
+                return plan
+        return None
+
+    def _plan(
+        self,
+        target: Refinable,
+        following: Following,
+        fed: int,
+        history: ContextHistory,
+        stopping: bool,
+        language: str | None,
+    ) -> RefinePlan | None:
+        step = self._passes[target.passes]
+        heard = following.end is not None or fed - following.start >= LOOKAHEAD_S * SAMPLE_RATE
+        waited = fed - target.end >= step.after_s * SAMPLE_RATE
+        if not stopping and not (heard and waited):
             return None
-        target = self._queue[0]
-        if following is None or following.start >= fed:
-            if stopping:
-                self._queue.popleft()  # nothing follows it: nothing new to hear
-                self.stats.last += 1
-            return None
-        closed = following.end is not None
-        heard = fed - following.start
-        if not (closed or stopping or heard >= LOOKAHEAD_S * SAMPLE_RATE):
-            return None
-        end = following.end if following.end is not None else fed
-        end = min(end, fed, target.end + int(MAX_LOOKAHEAD_S * SAMPLE_RATE))
+        end = fed if following.end is None or step.after_s > 0 else following.end
+        end = min(end, fed, target.end + int(step.lookahead_s * SAMPLE_RATE))
         end = min(end, target.start + MAX_WINDOW_SAMPLES)
         context = history.context(target.start, end, language, self._context_chars)
         prompt = f"{context.prompt} {context.text}".strip()[-PROMPT_CHARS:]
         gap_start, gap_end = target.end, max(target.end, following.start)
         return RefinePlan(target, target.start, end, (gap_start + gap_end) // 2, prompt)
+
+    def _following(self, final: Refinable, beyond: Following | None) -> Following | None:
+        for later in self._finals:
+            if later.start > final.start:
+                return later
+        return beyond
 
     def skipped(self, target: Refinable) -> None:
         """Its refinement did not run (dropped under load, or failed)."""
@@ -162,7 +203,9 @@ class Refiner:
     def decoded(self, plan: RefinePlan, result: DecodeResult) -> Revision | None:
         """The refinement's result: a Revision when it reads other words, sure enough."""
         target = plan.target
-        self._remove(target)
+        target.passes += 1
+        if target.passes >= len(self._passes):
+            self._remove(target)
         words = _target_words(plan, result)
         if words is None:
             self.stats.kept += 1
@@ -186,7 +229,10 @@ class Refiner:
             return None
         self.stats.revised += 1
         end = max(target.end, round(words[-1].end * SAMPLE_RATE))
-        return Revision(target.number, target.start, end, text, words, result.language, target.text)
+        replaced, target.text, target.words = target.text, text, words
+        return Revision(
+            target.number, target.start, end, text, words, result.language, replaced, target.passes
+        )
 
     def _remove(self, target: Refinable) -> None:
         if target in self._queue:

@@ -59,12 +59,10 @@ class RefineLane:
         stopping: bool,
         language: str | None,
     ) -> DecodeRequest | None:
-        """The oldest final's refinement, if none is in flight and one is due."""
-        head = self._refiner.head()
-        if self._in_flight is not None or head is None:
+        """The oldest due refinement, if none is in flight."""
+        if self._in_flight is not None or len(self._refiner) == 0:
             return None
-        following = self._following(head, utts)
-        plan = self._refiner.plan(fed, following, history, stopping=stopping, language=language)
+        plan = self._refiner.plan(fed, _beyond(utts), history, stopping=stopping, language=language)
         if plan is None:
             return None
         self._in_flight = (request_id, plan)
@@ -84,14 +82,12 @@ class RefineLane:
             return None
         return self._refiner.decoded(plan, result)
 
-    def _following(self, final: Refinable, utts: UtteranceTracker) -> Following | None:
-        """The utterance after ``final``: a later final, a closed one, or the open one."""
-        later = self._refiner.following(final)
-        if later is not None:
-            return later
-        if utts.closed:
-            utt = utts.closed[0]
-            return Following(utt.start, utt.end)
-        if utts.open is not None:
-            return Following(utts.open.start, None)
-        return None
+
+def _beyond(utts: UtteranceTracker) -> Following | None:
+    """The utterance after the last final: the oldest closed one, or the open one."""
+    if utts.closed:
+        utt = utts.closed[0]
+        return Following(utt.start, utt.end)
+    if utts.open is not None:
+        return Following(utts.open.start, None)
+    return None

@@ -375,7 +375,7 @@ class ConnectionRunner:
                 del self._final_arrivals[min(self._final_arrivals)]
 
     def _observe_revision(self, message: OutMessage) -> None:
-        arrived = self._final_arrivals.pop(message.utterance, None)
+        arrived = self._final_arrivals.get(message.utterance)  # a final may be revised twice
         if arrived is not None and self.metrics is not None:
             self.metrics.revision_delay.observe(max(0.0, self.clock() - arrived))
 

@@ -12,6 +12,7 @@ from kettle.streaming.core.context import ContextHistory, Spoken
 from kettle.streaming.core.events import Done, Final, Revision
 from kettle.streaming.core.refine import (
     LOOKAHEAD_S,
+    PASSES,
     STALE_S,
     Following,
     Refinable,
@@ -94,7 +95,8 @@ def test_a_revision_only_when_the_words_differ() -> None:
     # Case and punctuation aside, the same words: no revision.
     same = result([(" A", 0.0, 0.5, 0.9), (" b,", 0.5, 1.0, 0.9), (" c.", 1.0, 1.5, 0.9)])
     assert refiner.decoded(plan, same) is None  # type: ignore[arg-type]
-    assert refiner.stats.unchanged == 1 and len(refiner) == 0
+    assert refiner.stats.unchanged == 1
+    assert len(refiner) == 1  # its second pass is still to come
 
 
 def test_a_revision_carries_the_final_number_and_absolute_word_times() -> None:
@@ -159,7 +161,7 @@ def test_off_unless_asked() -> None:
     assert not any(isinstance(e, Revision) for e in run.events)
 
 
-def test_each_final_but_the_last_is_refined_once_and_revised_where_it_reads_otherwise() -> None:
+def test_each_final_but_the_last_is_refined_twice_and_revised_where_it_reads_otherwise() -> None:
     run = drive(THREE, REFINED)
     finals = run.finals
     revisions = [e for e in run.events if isinstance(e, Revision)]
@@ -167,7 +169,8 @@ def test_each_final_but_the_last_is_refined_once_and_revised_where_it_reads_othe
     # The last final has nothing after it: only the first two are refined.
     assert [r.utterance for r in revisions] == [0, 1]
     assert [r.text for r in revisions] == [f.text.replace("alpha", "alfa") for f in finals[:2]]
-    assert sum(r.refinement for r in run.requests) == 2
+    # Two passes each; the second reads what the first revised to, and sends nothing.
+    assert sum(r.refinement for r in run.requests) == 4
     # Each revision comes after its final, and all before done.
     order = [(type(e).__name__, getattr(e, "utterance", None)) for e in run.events]
     for r in revisions:
@@ -239,3 +242,21 @@ def test_at_stop_due_refinements_finish_before_done() -> None:
         "Final",
         "Done",
     ]
+
+
+def test_the_second_pass_waits_for_more_audio_and_compares_with_the_first_revision() -> None:
+    refiner = Refiner(context_chars=250)
+    refiner.published(final(text="a b c"))
+    history = ContextHistory(30 * SR)
+    following = Following(4 * SR, 5 * SR)
+    first = refiner.plan(5 * SR, following, history, stopping=False, language="en")
+    assert first is not None and first.end == 5 * SR
+    got = refiner.decoded(first, result([(" a", 0.0, 0.5, 0.9), (" bee", 0.5, 1.0, 0.9)]))
+    assert got is not None and got.refinement == 1
+    after = 3 * SR + int(PASSES[1].after_s * SR)
+    assert refiner.plan(after - 1, following, history, stopping=False, language="en") is None
+    second = refiner.plan(after, following, history, stopping=False, language="en")
+    assert second is not None and second.end == after  # it holds what was heard since
+    again = result([(" a", 0.0, 0.5, 0.9), (" bee", 0.5, 1.0, 0.9)])
+    assert refiner.decoded(second, again) is None  # the same as the first revision
+    assert (refiner.stats.revised, refiner.stats.unchanged, len(refiner)) == (1, 1, 0)

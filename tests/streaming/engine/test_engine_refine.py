@@ -22,7 +22,7 @@ async def test_refinements_run_on_the_refinement_model_and_revise_finals() -> No
     revisions = [e for e in events if isinstance(e, Revision)]
     assert [r.utterance for r in revisions] == [0, 1]
     assert all(r.text.startswith("alfa ") for r in revisions)
-    assert refiner.stats.requests == 2 and all(r.refinement for r in refiner.requests_seen)
+    assert refiner.stats.requests == 4 and all(r.refinement for r in refiner.requests_seen)
     assert not any(r.refinement for r in live.requests_seen)
     assert isinstance(events[-1], Done) and events[-1].utterances == 3
 

@@ -8,8 +8,8 @@ heard), on a window from its start through that utterance (at most 10 s after it
 30 s). The stream's earlier finals are Whisper's previous-text prompt. The final's words are
 taken back by their times (those whose middle lies before the middle of the gap to the next
 utterance), and if they differ from the final's (or from the first pass's revision) a
-Revision follows. At stop every waiting final with audio after it is due at once; the last
-one, with none, is left as it is.
+Revision follows. At stop every waiting final with audio after it gets one more refinement,
+the second pass's, at once; the last one, with none after it, is left as it is.
 
 Two passes, not one: the first comes soon after the final (3.2 s of audio after its end, at
 the median, on the benchmark's conversations), the second hears more of what follows, which
@@ -53,6 +53,7 @@ LOOKAHEAD_S = 2.0  # of the next utterance heard: enough to refine without waiti
 STALE_S = 20.0  # audio after a final past which its refinement is skipped
 CHURN_MARGIN = 0.0  # mean log word probability a revision may give up against the final
 _MIN_PROBABILITY = 1e-6
+TOKEN_MARGIN = 12  # tokens a refinement may decode past the final's own (about 3 per word)
 _KEPT_FINALS = 16  # recent finals' spans, for what follows a final still waiting
 
 
@@ -99,6 +100,10 @@ class RefinePlan:
     end: int  # window end
     boundary: int  # words whose middle lies before this belong to the target
     prompt: str  # the stream's earlier text, Whisper's previous-text prompt
+    # New tokens the decoder may generate: the final's words and a few of what follows. The
+    # encoder hears the whole window; the decoder need not write out the lookahead.
+    max_tokens: int
+    last: bool = False  # the final's last refinement, whatever passes remain (at stop)
 
 
 @dataclass
@@ -176,7 +181,8 @@ class Refiner:
         stopping: bool,
         language: str | None,
     ) -> RefinePlan | None:
-        step = self._passes[target.passes]
+        # At stop each final gets one more refinement at most, the widest: done comes soon.
+        step = self._passes[-1] if stopping else self._passes[target.passes]
         heard = following.end is not None or fed - following.start >= LOOKAHEAD_S * SAMPLE_RATE
         waited = fed - target.end >= step.after_s * SAMPLE_RATE
         if not stopping and not (heard and waited):
@@ -187,7 +193,9 @@ class Refiner:
         context = history.context(target.start, end, language, self._context_chars)
         prompt = f"{context.prompt} {context.text}".strip()[-PROMPT_CHARS:]
         gap_start, gap_end = target.end, max(target.end, following.start)
-        return RefinePlan(target, target.start, end, (gap_start + gap_end) // 2, prompt)
+        boundary = (gap_start + gap_end) // 2
+        budget = len(target.text) // 3 + TOKEN_MARGIN
+        return RefinePlan(target, target.start, end, boundary, prompt, budget, last=stopping)
 
     def _following(self, final: Refinable, beyond: Following | None) -> Following | None:
         for later in self._finals:
@@ -204,7 +212,7 @@ class Refiner:
         """The refinement's result: a Revision when it reads other words, sure enough."""
         target = plan.target
         target.passes += 1
-        if target.passes >= len(self._passes):
+        if target.passes >= len(self._passes) or plan.last:
             self._remove(target)
         words = _target_words(plan, result)
         if words is None:
@@ -249,14 +257,17 @@ def _target_words(plan: RefinePlan, result: DecodeResult) -> tuple[Word, ...] | 
     offset = plan.start / SAMPLE_RATE
     first, boundary = plan.target.start / SAMPLE_RATE, plan.boundary / SAMPLE_RATE
     words = []
+    # Cut at the token budget before the next utterance began, the last word may be cut.
+    reached = len(result.tokens) < plan.max_tokens
     for w in result.words:
         start, end = max(w.start + offset, first), max(w.end + offset, first)
         if (start + end) / 2 >= boundary:
+            reached = True
             break
         end = min(end, boundary)  # a word stretched over the gap ends where the next begins
         words.append(Word(w.word, round(start, 3), round(end, 3), w.probability))
     tokens = [w.word for w in words]
-    if not words or len(loop_cut(tokens)) < len(tokens):
+    if not reached or not words or len(loop_cut(tokens)) < len(tokens):
         return None
     return tuple(words)
 

@@ -43,6 +43,7 @@ def build_refinement(
         word_timestamps=True,
         beam_size=config.final_beam_size,
         cache_key=(session_id, "refine", plan.target.number, plan.start, plan.end),
+        max_new_tokens=plan.max_tokens,
         fallback_round=0,
         refinement=True,
         encode_min_s=config.encode_min_s(DecodeKind.FINAL),

@@ -31,7 +31,9 @@ decoder's prefix, so the model hears the utterance as it heard the conversation,
 new words come back (``DecodeRequest.context``). The jobs are split: ``utterances`` (tracking
 and numbering), ``planner`` (which request, which window), ``speculation``, ``context`` (the
 stream's recent finals), ``agreement`` (stable words and splicing), ``config``
-(SessionConfig, re-exported here), ``requests`` (a plan's request) and ``audio_buffer``.
+(SessionConfig, re-exported here), ``requests`` (a plan's request), ``results`` (a
+result's usable text and words) and ``audio_buffer``; ``refine`` and ``refine_lane`` the
+refinement pass.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from kettle.streaming.core import voice
-from kettle.streaming.core.agreement import Agreement, splice_words
+from kettle.streaming.core.agreement import Agreement
 from kettle.streaming.core.audio_buffer import AudioBuffer, as_mono_float32
 from kettle.streaming.core.config import SessionConfig
 from kettle.streaming.core.context import ContextHistory, Spoken
@@ -59,7 +61,7 @@ from kettle.streaming.core.events import (
     SpeechStarted,
     SpeechStopped,
 )
-from kettle.streaming.core.guard import context_echo, implausible, loop_cut
+from kettle.streaming.core.guard import implausible
 from kettle.streaming.core.planner import (
     HOLD_PARTIAL_FRAMES,
     Plan,
@@ -72,6 +74,7 @@ from kettle.streaming.core.planner import final_window_end as _final_window_end
 from kettle.streaming.core.refine import Refinable, RefineStats
 from kettle.streaming.core.refine_lane import RefineLane
 from kettle.streaming.core.requests import PARTIAL_MAX_TOKENS, build_request, window_audio
+from kettle.streaming.core.results import final_words, usable
 from kettle.streaming.core.utterances import Utterance, UtteranceTracker
 from kettle.streaming.core.vad import (
     FrameClassifier,
@@ -480,26 +483,6 @@ class Session:
         self._buf.trim(keep)
 
     # --- results -------------------------------------------------------------------------
-    def _usable(self, result: DecodeResult, plan: Plan) -> tuple[str, tuple[Word, ...]]:
-        """The result's text and words, empty for silence, with repetition loops and an
-        echo of the context (guard.py) cut."""
-        if NONSPEECH.drops(result.text, result.no_speech_prob, result.avg_logprob):
-            return "", ()
-        tokens = result.text.split()
-        keep = loop_cut(tokens)
-        if plan.context.finals:
-            echo = context_echo(plan.context.finals, [tokens[i] for i in keep])
-            keep = keep[echo:]
-        if len(keep) == len(tokens):
-            return result.text.strip(), result.words
-        words = result.words
-        if len(words) == len(tokens):
-            words = tuple(words[i] for i in keep)
-        return " ".join(tokens[i] for i in keep), words[: len(keep)]
-
-    def _usable_text(self, result: DecodeResult, plan: Plan) -> str:
-        return self._usable(result, plan)[0]
-
     def _rejected(self, plan: Plan, result: DecodeResult) -> bool:
         """A decode in context that reads as a hallucination: the utterance is decoded
         alone from now on (the result is dropped, and a final asked for again)."""
@@ -528,7 +511,7 @@ class Session:
         """A new hypothesis of the open utterance: agreement, then a Partial if not empty.
         One the model doubts is speech shows its words but makes none stable: a stable word
         is forced into the final, and on babble the final found no speech."""
-        text = self._usable_text(result, plan)
+        text = usable(result, plan)[0]
         if not text and not utt.agreement.stable_text:
             return
         trusted = NONSPEECH.sure_of_speech(result.no_speech_prob)
@@ -579,13 +562,13 @@ class Session:
             self._resolve_empty(utt)
 
     def _emit_final(self, utt: Utterance, result: DecodeResult, plan: Plan) -> None:
-        usable, model_words = self._usable(result, plan)
-        text = utt.agreement.finalize(usable)
+        kept, model_words = usable(result, plan)
+        text = utt.agreement.finalize(kept)
         if not text:
             self._resolve_empty(utt)
             return
         timed = self.config.word_timestamps or self.config.revisions
-        words = self._final_words(utt, model_words, plan) if timed else ()
+        words = final_words(utt, model_words, plan) if timed else ()
         self._publish(utt, text, words, result.language or "en")
 
     def _publish(self, utt: Utterance, text: str, words: tuple[Word, ...], language: str) -> None:
@@ -602,21 +585,3 @@ class Session:
         if self.config.vad_events:
             self._events.append(NoTranscript(utt.start))
         self._utts.release(utt)
-
-    def _final_words(self, utt: Utterance, words: tuple[Word, ...], plan: Plan) -> tuple[Word, ...]:
-        """The final's words in absolute stream seconds (the result's are window-relative)."""
-        assert utt.end is not None
-        offset = plan.start / SAMPLE_RATE
-        first = utt.start / SAMPLE_RATE
-        # Alignment may stretch the first new word back into the context before it: no word
-        # of this utterance starts before the utterance does.
-        model = [
-            Word(
-                w.word,
-                round(max(w.start + offset, first), 3),
-                round(max(w.end + offset, first), 3),
-                w.probability,
-            )
-            for w in words
-        ]
-        return splice_words(utt.agreement, model, utt.start / SAMPLE_RATE, utt.end / SAMPLE_RATE)

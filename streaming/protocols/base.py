@@ -165,7 +165,8 @@ class Codec(Protocol):
         ...
 
     def on_event(self, event: Event, received: AudioReceived) -> list[Action]:
-        """An engine event (Partial, Final, Error, Done); `Done` must yield a closing Send."""
+        """An engine event (Partial, Final, Revision, Error, Done); `Done` must yield a closing
+        Send. A protocol without revisions never asks for them (SessionConfig.revisions)."""
         ...
 
     def fatal_error(self, message: str) -> str:

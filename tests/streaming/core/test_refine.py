@@ -260,3 +260,13 @@ def test_the_second_pass_waits_for_more_audio_and_compares_with_the_first_revisi
     again = result([(" a", 0.0, 0.5, 0.9), (" bee", 0.5, 1.0, 0.9)])
     assert refiner.decoded(second, again) is None  # the same as the first revision
     assert (refiner.stats.revised, refiner.stats.unchanged, len(refiner)) == (1, 1, 0)
+
+
+def test_at_stop_a_waiting_final_gets_one_more_refinement_with_all_that_followed() -> None:
+    refiner = Refiner(context_chars=250)
+    refiner.published(final(text="a b c"))
+    history = ContextHistory(30 * SR)
+    plan = refiner.plan(6 * SR, Following(4 * SR, 5 * SR), history, stopping=True, language="en")
+    assert plan is not None and plan.last and plan.end == 6 * SR  # not just the next utterance
+    refiner.decoded(plan, result([(" a", 0.0, 0.5, 0.9)]))
+    assert len(refiner) == 0  # no second pass after stop

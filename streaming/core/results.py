@@ -1,0 +1,48 @@
+"""What a session keeps of a decode result: its usable text and words, and a final's words in
+stream time (pure)."""
+
+from __future__ import annotations
+
+from kettle.streaming.core.agreement import splice_words
+from kettle.streaming.core.guard import context_echo, loop_cut
+from kettle.streaming.core.planner import Plan
+from kettle.streaming.core.utterances import Utterance
+from kettle.transcribe.nonspeech import STREAM as NONSPEECH
+from kettle.transcribe.types import SAMPLE_RATE, DecodeResult, Word
+
+
+def usable(result: DecodeResult, plan: Plan) -> tuple[str, tuple[Word, ...]]:
+    """The result's text and words, empty for silence, with repetition loops and an
+    echo of the context (guard.py) cut."""
+    if NONSPEECH.drops(result.text, result.no_speech_prob, result.avg_logprob):
+        return "", ()
+    tokens = result.text.split()
+    keep = loop_cut(tokens)
+    if plan.context.finals:
+        echo = context_echo(plan.context.finals, [tokens[i] for i in keep])
+        keep = keep[echo:]
+    if len(keep) == len(tokens):
+        return result.text.strip(), result.words
+    words = result.words
+    if len(words) == len(tokens):
+        words = tuple(words[i] for i in keep)
+    return " ".join(tokens[i] for i in keep), words[: len(keep)]
+
+
+def final_words(utt: Utterance, words: tuple[Word, ...], plan: Plan) -> tuple[Word, ...]:
+    """The final's words in absolute stream seconds (the result's are window-relative)."""
+    assert utt.end is not None
+    offset = plan.start / SAMPLE_RATE
+    first = utt.start / SAMPLE_RATE
+    # Alignment may stretch the first new word back into the context before it: no word
+    # of this utterance starts before the utterance does.
+    model = [
+        Word(
+            w.word,
+            round(max(w.start + offset, first), 3),
+            round(max(w.end + offset, first), 3),
+            w.probability,
+        )
+        for w in words
+    ]
+    return splice_words(utt.agreement, model, utt.start / SAMPLE_RATE, utt.end / SAMPLE_RATE)

@@ -200,6 +200,11 @@ class Session:
         return self._segmenter.silence_frames >= HOLD_PARTIAL_FRAMES
 
     @property
+    def speaking(self) -> bool:
+        """An utterance is open: its final may be asked for before long."""
+        return self._segmenter.in_utterance
+
+    @property
     def final_due(self) -> bool:
         """A closed utterance waits for its final (the engine promotes or withdraws what this
         session has queued so the final need not wait behind it)."""

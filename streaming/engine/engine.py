@@ -296,9 +296,12 @@ class Engine:
                 deadline: float | None = hold
             else:
                 try:
-                    pausing = self._live_pausing(now)
+                    pausing, speaking = self._live_pausing(now), self._live_speaking(now)
                     batch = self._scheduler.next_batch(
-                        now, sources=len(self._records), live_pausing=pausing
+                        now,
+                        sources=len(self._records),
+                        live_pausing=pausing,
+                        live_speaking=speaking,
                     )
                     self._outcomes.route_dropped()
                     if batch:
@@ -311,7 +314,9 @@ class Engine:
                     continue
                 if await self._release_memory(idle=True):
                     continue
-                deadline = self._scheduler.next_deadline(now, live_pausing=pausing)
+                deadline = self._scheduler.next_deadline(
+                    now, live_pausing=pausing, live_speaking=speaking
+                )
                 deadline = self._load.check_pressure(now, deadline)
             self._wake.clear()
             await self._clock.wait(self._wake, deadline)
@@ -320,6 +325,14 @@ class Engine:
         """Whether a live stream (not ahead of real time) is in a pause, its final near."""
         return any(
             record.stream.session.pausing and not self._scheduler.ahead(stream_id, now)
+            for stream_id, record in self._records.items()
+        )
+
+    def _live_speaking(self, now: float) -> bool:
+        """Whether a live stream is inside an utterance (its final may come due soon): then
+        no refinement starts, since a decode cannot be preempted."""
+        return any(
+            record.stream.session.speaking and not self._scheduler.ahead(stream_id, now)
             for stream_id, record in self._records.items()
         )
 

@@ -12,7 +12,8 @@ highest first (``Priority``):
   revise it) and offline work (files and uploads) go only when nothing live is queued, so a
   long upload never delays a live final by more than the one batch already running. The two
   share that idle time in fair order across owners. Refinements also wait while a live
-  stream is pausing (its final may be due any moment) or partials were skipped lately; one
+  stream is inside an utterance or pausing (its final may come due while one runs, and a
+  decode cannot be preempted) or partials were skipped lately; one
   that has waited ``refine_max_wait_s`` is dropped (reason ``"stale"``, counted in
   ``refinements_skipped``): a late revision is worth less than a prompt final.
 
@@ -278,7 +279,12 @@ class Scheduler:
 
     # --- policy --------------------------------------------------------------------------
     def next_batch(
-        self, now: float, *, sources: int | None = None, live_pausing: bool = False
+        self,
+        now: float,
+        *,
+        sources: int | None = None,
+        live_pausing: bool = False,
+        live_speaking: bool = False,
     ) -> list[Ticket] | None:
         """The batch to run now, or None if nothing is due yet (see next_deadline).
 
@@ -290,6 +296,9 @@ class Scheduler:
         any moment: requests of streams ahead of real time do not start then (a decode
         cannot be preempted, and the final would wait for theirs), unless they have waited
         ``AHEAD_STARVE_S``.
+
+        ``live_speaking``: a live stream is inside an utterance; refinements wait for a moment
+        when none is (and none is pausing), so that no final becomes due while one runs.
         """
         self._expire(now)
         clock = now
@@ -303,7 +312,7 @@ class Scheduler:
             return self._take(Priority.PARTIAL, partials, clock)
         if finals or partials:
             return None  # live work is waiting for its budget: the model is not idle
-        work = self._idle_work(clock, live_pausing)
+        work = self._idle_work(clock, live_pausing, live_speaking)
         return self._take(*work[0], clock) if work else None
 
     def _live(self, priority: Priority, now: float) -> list[Ticket]:
@@ -314,7 +323,7 @@ class Scheduler:
         return [t for t in self._queues[priority] if self.ahead(t.owner, now)]
 
     def _idle_work(
-        self, now: float, live_pausing: bool = False
+        self, now: float, live_pausing: bool = False, live_speaking: bool = False
     ) -> list[tuple[Priority, list[Ticket]]]:
         """What may run when no live final or partial is queued, most urgent first: live
         streams' speculative finals (a live user's final is about to be due); requests of
@@ -328,8 +337,8 @@ class Scheduler:
                 if ahead := self._ahead_requests(prio, now):
                     work.append((prio, ahead))
         refine = self._queues[Priority.REFINE]
-        if live_pausing or self.overloaded(now):
-            refine = []  # a final may be due any moment, or live work is already late
+        if live_pausing or live_speaking or self.overloaded(now):
+            refine = []  # a final may be due soon, or live work is already late
         offline = self._queues[Priority.OFFLINE]
         # Refinements and offline work share what is left, in fair order across owners.
         shared = [(Priority.REFINE, refine), (Priority.OFFLINE, offline)]
@@ -391,7 +400,9 @@ class Scheduler:
             self._ahead_served = now
         return batch
 
-    def next_deadline(self, now: float, *, live_pausing: bool = False) -> float | None:
+    def next_deadline(
+        self, now: float, *, live_pausing: bool = False, live_speaking: bool = False
+    ) -> float | None:
         """When next_batch will have something to do without new submissions (or None)."""
         times = []
         finals = self._live(Priority.FINAL, now)
@@ -408,9 +419,9 @@ class Scheduler:
         if not (finals or partials):
             if self._queues[Priority.REFINE] and self._last_overload is not None:
                 times.append(self._last_overload + OVERLOAD_WINDOW_S)  # held until calm
-            if self._queues[Priority.REFINE] and live_pausing:
-                times.append(now + PAUSE_RECHECK_S)  # held for the pause: look again soon
-            if self._idle_work(now, live_pausing):
+            if self._queues[Priority.REFINE] and (live_pausing or live_speaking):
+                times.append(now + PAUSE_RECHECK_S)  # held for live speech: look again soon
+            if self._idle_work(now, live_pausing, live_speaking):
                 times.append(now)
             elif any(self._ahead_requests(p, now) for p in Priority):
                 # Held: for their share until it opens; for a pause until it ends or becomes

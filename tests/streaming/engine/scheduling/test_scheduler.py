@@ -282,11 +282,13 @@ def test_refinements_and_offline_work_share_idle_time_fairly() -> None:
     assert sorted(order[:2]) == ["o0", "r0"] and sorted(order[2:4]) == ["o1", "r1"]
 
 
-def test_refinements_wait_while_a_live_stream_pauses_or_partials_are_being_skipped() -> None:
+def test_refinements_wait_while_a_live_stream_speaks_or_pauses_or_partials_are_skipped() -> None:
     s = Scheduler(SchedulerConfig(partial_max_wait_s=0.5, refine_max_wait_s=10.0))
     s.submit(refinement("r1"), now=0.0, owner="a")
     assert s.next_batch(0.0, live_pausing=True) is None
     assert s.next_deadline(0.0, live_pausing=True) == pytest.approx(0.05)  # looks again soon
+    assert s.next_batch(0.0, live_speaking=True) is None  # inside an utterance: it waits too
+    assert s.next_deadline(0.0, live_speaking=True) == pytest.approx(0.05)
     s.submit(req("p1"), now=0.0, owner="b")
     assert s.next_batch(0.6) is None  # the partial went stale: partials are being skipped
     assert s.overloaded(0.6)

@@ -769,7 +769,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.lag_items} (a) conversation(s), pooled; "
             "`words` counts words emitted on non-speech; `stable_share` is the share of final "
             "words that were stable in a partial before, `stable_accuracy` how many of those "
-            "match the reference.\n\n"
+            "match the reference. `refined` is `stream` with revisions (the refinement "
+            "pass): its `wer` is the transcript with revisions applied, `live_wer` its own "
+            "run's live finals; `revised` counts finals revised; `better_worse_same` judges "
+            "each revision applied alone against the reference; `delay_audio_*` is the audio "
+            "after a final's end when its revision came (decoded at once), `first_delay_p50` "
+            "the first pass's; `delay_rt_*` are wall seconds in the real-time runs.\n\n"
             f"![accuracy]({args.plot.name})\n",
         )
     return 0

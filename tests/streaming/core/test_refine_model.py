@@ -8,34 +8,18 @@ from typing import Any
 
 import numpy as np
 import pytest
-from kettle.streaming.core.events import Done, Event, Final, Revision
-from kettle.streaming.core.session import Session, SessionConfig
+from kettle.streaming.core.events import Done, Final, Revision
+from kettle.streaming.core.session import SessionConfig
 from kettle.transcribe.types import SAMPLE_RATE
 
-from tests.streaming.core.test_session_model import conversation  # noqa: F401 (fixture)
+from tests.streaming.core.test_session_model import (  # noqa: F401 (fixture)
+    conversation,
+    stream_events,
+)
 
 pytestmark = pytest.mark.slow
 
 SR = SAMPLE_RATE
-
-
-def stream_events(decoder: Any, audio: np.ndarray, config: SessionConfig) -> list[Event]:
-    """Every event of a session fed in 20 ms chunks, each request decoded at once."""
-    session = Session(config, session_id="refine-model")
-    events: list[Event] = []
-
-    def settle() -> None:
-        while requests := session.poll_requests():
-            for result in decoder.decode_batch(requests):
-                session.on_result(result)
-        events.extend(session.poll_events())
-
-    for i in range(0, len(audio), 320):
-        session.feed_audio(audio[i : i + 320])
-        settle()
-    session.stop()
-    settle()
-    return events
 
 
 def test_the_refined_transcript_is_within_a_point_of_offline_decoding(

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from kettle.streaming.core.events import Final
+from kettle.streaming.core.events import Event, Final
 from kettle.streaming.core.session import Session, SessionConfig
 from kettle.transcribe.audio_io import load_audio
 from kettle.transcribe.types import SAMPLE_RATE
@@ -20,24 +20,28 @@ SR = SAMPLE_RATE
 CATEGORIES = ("fleurs", "arctic_accent", "vctk_accent", "librivox", "librispeech", "ljspeech")
 
 
-def stream_finals(decoder: Any, audio: np.ndarray, config: SessionConfig) -> list[Final]:
+def stream_events(decoder: Any, audio: np.ndarray, config: SessionConfig) -> list[Event]:
     """Play audio into a session in 20 ms chunks, decoding each request at once (the decodes
-    happen at the audio positions a real-time stream would have them at)."""
+    happen at the audio positions a real-time stream would have them at); every event."""
     session = Session(config, session_id="m")
-    finals: list[Final] = []
+    events: list[Event] = []
 
     def settle() -> None:
         while requests := session.poll_requests():
             for result in decoder.decode_batch(requests):
                 session.on_result(result)
-        finals.extend(e for e in session.poll_events() if isinstance(e, Final))
+        events.extend(session.poll_events())
 
     for i in range(0, len(audio), 320):
         session.feed_audio(audio[i : i + 320])
         settle()
     session.stop()
     settle()
-    return finals
+    return events
+
+
+def stream_finals(decoder: Any, audio: np.ndarray, config: SessionConfig) -> list[Final]:
+    return [e for e in stream_events(decoder, audio, config) if isinstance(e, Final)]
 
 
 @pytest.fixture(scope="module")

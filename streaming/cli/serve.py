@@ -115,6 +115,14 @@ def register_serve(sub: Any) -> None:
         "finals and a close",
     )
     parser.add_argument(
+        "--openai-aliases",
+        type=_names,
+        default=_DEFAULTS.openai_aliases,
+        metavar="NAMES",
+        help="comma-separated model names OpenAI clients may send for the served model "
+        "(and their dated variants); default: " + ",".join(_DEFAULTS.openai_aliases),
+    )
+    parser.add_argument(
         "--allowed-origins",
         action="append",
         default=[],
@@ -234,6 +242,7 @@ def _serve(args: argparse.Namespace) -> int:
         audio_rate=args.audio_rate,
         audio_burst_s=args.audio_burst,
         max_backlog_s=args.max_backlog_seconds,
+        openai_aliases=args.openai_aliases,
     )
     engine_config = _engine_config(args)
     fake, model, final_model, threads = args.fake_model, args.model, args.final_model, args.threads
@@ -263,6 +272,11 @@ def _serve(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}"
         ) from None
+
+
+def _names(value: str) -> tuple[str, ...]:
+    """A comma-separated list of names ("" for none)."""
+    return tuple(name.strip() for name in value.split(",") if name.strip())
 
 
 def _engine_config(args: argparse.Namespace) -> EngineConfig:

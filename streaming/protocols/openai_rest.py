@@ -7,8 +7,11 @@ error object ``{"error": {"message", "type", "param", "code"}}``.
 
 Choices where OpenAI's API leaves room or does not fit kettle:
 
-- ``model``: the ids kettle serves (``GET /v1/models``) and ``whisper-1``, an alias of the
-  model that decodes finals, so code written for OpenAI runs unchanged. Anything else is 404.
+- ``model``: the ids kettle serves (``GET /v1/models``) and the names OpenAI's clients send
+  by default (``whisper-1``, ``gpt-4o-transcribe``, ``gpt-4o-mini-transcribe``,
+  ``gpt-transcribe``; a dated variant such as ``gpt-4o-mini-transcribe-2025-03-20`` too),
+  aliases of the model that decodes finals, so code written for OpenAI runs unchanged. The
+  aliases are configurable (``kettle serve --openai-aliases``). Anything else is 404.
 - The file's format is found from its bytes (the decoder sniffs the container); the file name
   is never looked at.
 - ``timestamp_granularities`` needs ``verbose_json`` (as OpenAI's API says); ``stream=true``
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +41,10 @@ RESPONSE_FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
 STREAM_FORMATS = ("json", "text")
 GRANULARITIES = ("word", "segment")
 MODEL_ALIAS = "whisper-1"
+# What OpenAI's SDKs and the voice-agent plugins send by default (LiveKit's openai.STT:
+# gpt-4o-mini-transcribe; Pipecat's OpenAISTTService: gpt-transcribe).
+MODEL_ALIASES = (MODEL_ALIAS, "gpt-4o-transcribe", "gpt-4o-mini-transcribe", "gpt-transcribe")
+_DATED = re.compile(r"^(?P<name>.+)-\d{4}-\d{2}-\d{2}$")  # e.g. gpt-4o-transcribe-2025-03-20
 CONTENT_TYPES = {
     "json": "application/json",
     "verbose_json": "application/json",
@@ -170,9 +178,10 @@ class ModelEntry:
 @dataclass(frozen=True)
 class ModelCatalog:
     """The models an upload may name; the first is the default (the finals model), which
-    ``whisper-1`` also names."""
+    each of ``aliases`` also names (and their dated variants, ``NAME-YYYY-MM-DD``)."""
 
     models: tuple[ModelEntry, ...]
+    aliases: tuple[str, ...] = MODEL_ALIASES
 
     def __post_init__(self) -> None:
         if not self.models:
@@ -183,18 +192,23 @@ class ModelCatalog:
         return self.models[0]
 
     def entries(self) -> list[ModelEntry]:
-        """Every id a client may use, the alias included (under the default's properties)."""
+        """Every id a client may use, the aliases included (under the default's properties)."""
         default = self.default
-        alias = ModelEntry(MODEL_ALIAS, default.multilingual, default.created, default.owned_by)
         ids = {m.id for m in self.models}
-        return [*self.models, *([alias] if MODEL_ALIAS not in ids else [])]
+        aliases = [
+            ModelEntry(alias, default.multilingual, default.created, default.owned_by)
+            for alias in self.aliases
+            if alias not in ids
+        ]
+        return [*self.models, *aliases]
 
     def resolve(self, name: str) -> ModelEntry:
-        """The model an id names (the alias gives the default), or a 404 error."""
+        """The model an id names (an alias gives the default), or a 404 error."""
         for entry in self.models:
             if entry.id == name:
                 return entry
-        if name == MODEL_ALIAS:
+        dated = _DATED.match(name)
+        if name in self.aliases or (dated is not None and dated["name"] in self.aliases):
             return self.default
         raise model_not_found(name)
 
@@ -202,7 +216,8 @@ class ModelCatalog:
         for entry in self.entries():
             if entry.id == name:
                 return entry.body()
-        raise model_not_found(name)
+        entry = self.resolve(name)  # a dated alias: described under its own id
+        return ModelEntry(name, entry.multilingual, entry.created, entry.owned_by).body()
 
     def list_body(self) -> dict[str, Any]:
         return {"object": "list", "data": [e.body() for e in self.entries()]}

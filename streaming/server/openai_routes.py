@@ -97,7 +97,8 @@ class OpenAIRest:
         if engine is None:
             raise rest.busy(self.server.config.retry_after_s, unavailable=True)
         model = engine.final_decoder
-        return rest.ModelCatalog((rest.ModelEntry(model.name, model.multilingual),))
+        entry = rest.ModelEntry(model.name, model.multilingual)
+        return rest.ModelCatalog((entry,), self.server.config.openai_aliases)
 
     def _engine(self) -> Engine:
         try:

@@ -36,3 +36,15 @@ def test_serve_releases_free_memory_once_a_minute_unless_told_not_to() -> None:
     assert engine_config().release_memory_s == 60.0
     assert engine_config("--release-memory-s", "5").release_memory_s == 5.0
     assert engine_config("--release-memory-s", "0").release_memory_s is None
+
+
+def test_openai_aliases_are_a_comma_separated_list() -> None:
+    from kettle.streaming.protocols.openai_rest import MODEL_ALIASES
+
+    parse = build_parser().parse_args
+    assert parse(["serve"]).openai_aliases == MODEL_ALIASES
+    assert parse(["serve", "--openai-aliases", "whisper-1, house-stt"]).openai_aliases == (
+        "whisper-1",
+        "house-stt",
+    )
+    assert parse(["serve", "--openai-aliases", ""]).openai_aliases == ()

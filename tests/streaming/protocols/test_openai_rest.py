@@ -115,10 +115,36 @@ def test_busy_errors_carry_retry_after() -> None:
 
 def test_models_listing() -> None:
     ids = [m["id"] for m in CATALOG.list_body()["data"]]
-    assert ids == ["tiny.en", "base", "whisper-1"]
+    assert ids == ["tiny.en", "base", "whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe",
+                   "gpt-transcribe"]  # fmt: skip
     assert CATALOG.get_body("whisper-1")["object"] == "model"
+    assert CATALOG.get_body("gpt-4o-transcribe-2025-03-20")["id"] == "gpt-4o-transcribe-2025-03-20"
     with pytest.raises(rest.OpenAIError):
         CATALOG.get_body("nope")
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe", "gpt-transcribe",
+     "gpt-4o-mini-transcribe-2025-03-20", "gpt-4o-transcribe-2025-12-15"],
+)  # fmt: skip
+def test_the_names_openai_clients_send_by_default_name_the_default_model(name: str) -> None:
+    assert parse([("model", name)]).model.id == "tiny.en"
+
+
+@pytest.mark.parametrize("name", ["gpt-5", "gpt-4o-transcribe-diarize", "whisper-2", "-2025-01-01"])
+def test_other_names_are_404_model_not_found(name: str) -> None:
+    with pytest.raises(rest.OpenAIError) as info:
+        parse([("model", name)])
+    assert info.value.status == 404 and info.value.body()["error"]["code"] == "model_not_found"
+
+
+def test_the_aliases_are_configurable() -> None:
+    catalog = rest.ModelCatalog((rest.ModelEntry("tiny.en", multilingual=False),), ("house-stt",))
+    assert [m["id"] for m in catalog.list_body()["data"]] == ["tiny.en", "house-stt"]
+    assert catalog.resolve("house-stt-2026-01-01").id == "tiny.en"
+    with pytest.raises(rest.OpenAIError):
+        catalog.resolve("whisper-1")
 
 
 TRANSCRIPT = Transcript(

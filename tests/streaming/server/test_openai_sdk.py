@@ -21,6 +21,7 @@ import numpy as np
 import openai
 import pytest
 import soxr
+from kettle.streaming.protocols import openai_rest as rest
 from kettle.streaming.server.server import ServerConfig
 from kettle.transcribe.audio_io import load_audio
 from kettle.transcribe.fake import FakeDecoder, synth_voice
@@ -73,6 +74,10 @@ def test_json_text_srt_vtt(
     assert result.usage is not None and result.usage.type == "duration"
     text = client.audio.transcriptions.create(model="tiny.en", file=path, response_format="text")
     assert isinstance(text, str) and text.strip() == result.text
+    # The names LiveKit's and Pipecat's OpenAI plugins send by default name the served model.
+    for model in ("gpt-4o-mini-transcribe", "gpt-transcribe", "gpt-4o-transcribe-2025-03-20"):
+        named = client.audio.transcriptions.create(model=model, file=path)
+        assert named.text == result.text
     for fmt in ("srt", "vtt"):
         subtitles = client.audio.transcriptions.create(
             model="whisper-1", file=path, response_format=fmt
@@ -138,7 +143,7 @@ def test_errors(server: ServerThread, clip: tuple[Path, str]) -> None:
     with pytest.raises(openai.AuthenticationError):
         bad.models.list()
     good = openai.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0)
-    assert [m.id for m in good.models.list()] == ["tiny.en", "whisper-1"]
+    assert [m.id for m in good.models.list()] == ["tiny.en", *rest.MODEL_ALIASES]
     assert good.models.retrieve("tiny.en").owned_by == "kettle"
     with pytest.raises(openai.NotFoundError):
         good.models.retrieve("gpt-5")
@@ -182,7 +187,7 @@ def test_translations_on_base(espeak: Callable[..., np.ndarray]) -> None:
     running = ServerThread(ServerConfig(port=0), lambda: base)
     try:
         sdk = openai.OpenAI(base_url=running.url + "/v1", api_key="x", max_retries=0)
-        assert [m.id for m in sdk.models.list()] == ["base", "whisper-1"]
+        assert [m.id for m in sdk.models.list()] == ["base", *rest.MODEL_ALIASES]
         upload = ("morgen.wav", buffer.getvalue())
         heard = sdk.audio.transcriptions.create(model="base", file=upload, language="de")
         assert "morgen" in heard.text.lower()

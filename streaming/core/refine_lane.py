@@ -8,7 +8,7 @@ partial or a final of the same stream.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 from kettle.streaming.core.audio_buffer import AudioBuffer
 from kettle.streaming.core.config import SessionConfig
@@ -50,7 +50,7 @@ class RefineLane:
 
     def next_request(
         self,
-        request_id: str,
+        request_id: Callable[[], str],
         buf: AudioBuffer,
         fed: int,
         utts: UtteranceTracker,
@@ -59,15 +59,16 @@ class RefineLane:
         stopping: bool,
         language: str | None,
     ) -> DecodeRequest | None:
-        """The oldest due refinement, if none is in flight."""
+        """The oldest due refinement, if none is in flight; ``request_id`` names it."""
         if self._in_flight is not None or len(self._refiner) == 0:
             return None
         plan = self._refiner.plan(fed, _beyond(utts), history, stopping=stopping, language=language)
         if plan is None:
             return None
-        self._in_flight = (request_id, plan)
+        rid = request_id()
+        self._in_flight = (rid, plan)
         audio = buf.slice(plan.start, plan.end)
-        return build_refinement(plan, self._config, self._session_id, request_id, audio)
+        return build_refinement(plan, self._config, self._session_id, rid, audio)
 
     def owns(self, request_id: Hashable) -> bool:
         return self._in_flight is not None and self._in_flight[0] == request_id

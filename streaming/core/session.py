@@ -39,6 +39,7 @@ refinement pass.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 from collections.abc import Hashable
@@ -329,8 +330,7 @@ class Session:
         return self._pending.pop(request_id)
 
     def _request(self, plan: Plan) -> None:
-        self._seq += 1
-        rid = f"{self.session_id}/{self._seq}"
+        rid = self._next_id()
         utt = plan.utterance
         audio = window_audio(self._buf, plan, self._segmenter.speech_end)
         request = build_request(plan, self.config, self.session_id, rid, audio)
@@ -343,6 +343,10 @@ class Session:
         self._in_flight = rid
         self._requests.append(request)
 
+    def _next_id(self, prefix: str = "") -> str:
+        self._seq += 1
+        return f"{self.session_id}/{prefix}{self._seq}"
+
     def _pump(self) -> None:
         """Ask for the most useful decode, if none of ours is in flight."""
         if self._in_flight is None:
@@ -353,9 +357,8 @@ class Session:
             if plan is not None:
                 self._request(plan)
         if self._refine is not None:
-            self._seq += 1
             request = self._refine.next_request(
-                f"{self.session_id}/r{self._seq}",
+                functools.partial(self._next_id, "r"),
                 self._buf,
                 self._fed,
                 self._utts,

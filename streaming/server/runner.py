@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kettle.streaming.core.backlog import FINAL, PARTIAL, REVISION
-from kettle.streaming.core.events import Done, Error
+from kettle.streaming.core.events import Done, Error, Partial
 from kettle.streaming.engine.degrade import Level
 from kettle.streaming.protocols.base import (
     CLOSE_GOING_AWAY,
@@ -330,7 +330,8 @@ class ConnectionRunner:
     async def _pump_loop(self, stream: Stream) -> None:
         async for event in stream:
             self._apply(self.codec.on_event(event, self.ingress.received))
-            self._count_refinements(stream)
+            if not isinstance(event, Partial):  # counted per final, revision, done
+                self._count_refinements(stream)
             if isinstance(event, Done):
                 return
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+from kettle.transcribe import keyterms
 from kettle.transcribe.errors import ConfigError, KettleError, ModelError
 from kettle.transcribe.progress import Progress
 from kettle.transcribe.result_cache import ResultCache
@@ -67,6 +68,7 @@ class PipelineConfig:
     recover_align_all: bool = True
     task: str = "transcribe"  # or "translate" (to English; multilingual models)
     prompt: str | None = None  # text to condition every window on (names, vocabulary)
+    keyterms: tuple[str, ...] = ()  # every window's hotwords (keyterms.normalize's form)
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= 256:
@@ -91,6 +93,7 @@ class PipelineConfig:
             "language": self.language,
             **({"task": self.task} if self.task != "transcribe" else {}),
             **({"prompt": self.prompt} if self.prompt else {}),
+            **({"keyterms": list(self.keyterms)} if self.keyterms else {}),
             "word_timestamps": self.word_timestamps,
             "max_cue_s": self.max_cue_s,
             "max_cue_chars": self.max_cue_chars,
@@ -276,6 +279,7 @@ def _decode(
             or (config.recovers and config.recover_align_all),
             beam_size=config.beam_size,
             prompt=config.prompt,
+            hotwords=keyterms.hotwords(config.keyterms),
             task=config.task,
         )
         for i, ((s, w), item) in enumerate(zip(live, work, strict=True))

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kettle.transcribe.job import Job
+from kettle.transcribe.types import DecodeRequest
 
 logger = logging.getLogger(__name__)
 
@@ -17,6 +18,9 @@ MAX_LENGTH = 448  # Whisper's decoder context, prompt included
 # tokens or more are cut (keeping the most recent tokens, at least half of them) to one of
 # these lengths. Shorter prompts are kept whole.
 PROMPT_BUCKETS = (8, 16, 32, 64, 128, 223)
+# Hotwords (keyterms) come first in the previous-text section and are kept whole up to this
+# many tokens; the previous text fills the rest of the bucket.
+MAX_HOTWORD_TOKENS = 128
 
 
 class PromptBuilder:
@@ -73,14 +77,7 @@ class PromptBuilder:
         r = job.request
         tok = self.tokenizer(job.language, r.task)
         context = r.context.strip() if r.context and r.context.strip() else ""
-        previous_text = (r.prompt or "").strip()
-        previous: list[int] = []
-        if previous_text:
-            previous = tok.encode(" " + previous_text)
-            fits = [b for b in PROMPT_BUCKETS if b <= len(previous)]
-            if fits:
-                previous = previous[len(previous) - fits[-1] :]
-        job.prompt = self._wm.get_prompt(tok, previous, without_timestamps=True)
+        job.prompt = self._wm.get_prompt(tok, self.previous(r, tok), without_timestamps=True)
         job.context = tok.encode(" " + context) if context else []
         prefix = tok.encode(" " + r.prefix.strip()) if r.prefix and r.prefix.strip() else []
         # Tokenized apart, so the context's tokens are known exactly; at a word boundary (a
@@ -88,3 +85,16 @@ class PromptBuilder:
         forced = job.context + prefix
         job.prompt.extend(forced[: MAX_LENGTH // 2 - 1])
         job.n_prefix = min(len(forced), MAX_LENGTH // 2 - 1)
+
+    @staticmethod
+    def previous(request: DecodeRequest, tok: Any) -> list[int]:
+        """The previous-text section: the hotwords whole, then the most recent previous text,
+        cut to a bucket length (at least the hotwords') when 8 tokens or more."""
+        hot_text = (request.hotwords or "").strip()
+        hot = tok.encode(" " + hot_text)[:MAX_HOTWORD_TOKENS] if hot_text else []
+        previous_text = (request.prompt or "").strip()
+        previous = tok.encode(" " + previous_text) if previous_text else []
+        total = len(hot) + len(previous)
+        fits = [b for b in PROMPT_BUCKETS if len(hot) <= b <= total]
+        keep = fits[-1] - len(hot) if fits else (len(previous) if len(hot) < 8 else 0)
+        return hot + (previous[len(previous) - keep :] if keep else [])

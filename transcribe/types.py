@@ -46,6 +46,9 @@ class DecodeRequest:
     prompt: str | None = None
     prefix: str | None = None
     context: str | None = None
+    # Names and terms the audio may hold (an API's keyterms or keywords): they go first in
+    # Whisper's previous-text section, before ``prompt``, as faster-whisper's ``hotwords``.
+    hotwords: str | None = None
     language: str | None = None
     word_timestamps: bool = False
     beam_size: int | None = None

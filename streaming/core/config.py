@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from kettle.streaming.core.planner import PlannerConfig
 from kettle.streaming.core.vad import SegmenterConfig
-from kettle.transcribe import defaults
+from kettle.transcribe import defaults, keyterms
 from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, encoder_window_limit
 
@@ -32,6 +32,9 @@ class SessionConfig:
     # Text the first utterance is conditioned on (names, vocabulary); later ones get the
     # stream's previous finals.
     prompt: str | None = None
+    # Names and terms expected in the audio (every API's keyterms; transcribe/keyterms.py):
+    # every decode's hotwords. A stream may change them (Session.set_keyterms).
+    keyterms: tuple[str, ...] = ()
     # Also emit SpeechStarted / SpeechStopped / NoTranscript / Finalized (protocols that
     # report the VAD or group utterances by the client's commits).
     vad_events: bool = False
@@ -111,6 +114,8 @@ class SessionConfig:
             raise ConfigError(f"stable_agree must be within 2..10, not {self.stable_agree}")
         if not 0 <= self.stable_holdback <= 10:
             raise ConfigError(f"stable_holdback must be within 0..10, not {self.stable_holdback}")
+        if self.keyterms != keyterms.normalize(self.keyterms):
+            raise ConfigError("keyterms must be normalized (transcribe.keyterms.normalize)")
         self.segmenter_config()  # validates the VAD fields
 
     def segmenter_config(self) -> SegmenterConfig:

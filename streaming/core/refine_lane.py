@@ -58,6 +58,7 @@ class RefineLane:
         *,
         stopping: bool,
         language: str | None,
+        keyterms: tuple[str, ...] = (),
     ) -> DecodeRequest | None:
         """The oldest due refinement, if none is in flight; ``request_id`` names it."""
         if self._in_flight is not None or len(self._refiner) == 0:
@@ -68,7 +69,7 @@ class RefineLane:
         rid = request_id()
         self._in_flight = (rid, plan)
         audio = buf.slice(plan.start, plan.end)
-        return build_refinement(plan, self._config, self._session_id, rid, audio)
+        return build_refinement(plan, self._config, self._session_id, rid, audio, keyterms)
 
     def owns(self, request_id: Hashable) -> bool:
         return self._in_flight is not None and self._in_flight[0] == request_id

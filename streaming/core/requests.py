@@ -8,7 +8,7 @@ from kettle.streaming.core.config import SessionConfig
 from kettle.streaming.core.planner import Plan
 from kettle.streaming.core.refine import RefinePlan
 from kettle.streaming.core.speculation import fill_tail
-from kettle.transcribe import defaults
+from kettle.transcribe import defaults, keyterms
 from kettle.transcribe.types import DecodeKind, DecodeRequest
 
 PARTIAL_MAX_TOKENS = defaults.PARTIAL_MAX_TOKENS
@@ -28,7 +28,12 @@ def window_audio(buf: AudioBuffer, plan: Plan, speech_end: int | None) -> np.nda
 
 
 def build_refinement(
-    plan: RefinePlan, config: SessionConfig, session_id: str, request_id: str, audio: np.ndarray
+    plan: RefinePlan,
+    config: SessionConfig,
+    session_id: str,
+    request_id: str,
+    audio: np.ndarray,
+    terms: tuple[str, ...] = (),
 ) -> DecodeRequest:
     """The request that refines ``plan``'s final: a final's beam, word timestamps, and one
     temperature round only (a hypothesis that fails it is no better than the final). The
@@ -38,6 +43,7 @@ def build_refinement(
         kind=DecodeKind.FINAL,
         request_id=request_id,
         prompt=plan.prompt or None,
+        hotwords=keyterms.hotwords(terms),
         # An English-only live model means English, whatever model refines (base knows more).
         language=config.language or (None if config.multilingual else "en"),
         word_timestamps=True,
@@ -51,9 +57,15 @@ def build_refinement(
 
 
 def build_request(
-    plan: Plan, config: SessionConfig, session_id: str, request_id: str, audio: np.ndarray
+    plan: Plan,
+    config: SessionConfig,
+    session_id: str,
+    request_id: str,
+    audio: np.ndarray,
+    terms: tuple[str, ...] = (),
 ) -> DecodeRequest:
-    """The request that decodes ``plan`` on ``audio``, with the config's beams and caps."""
+    """The request that decodes ``plan`` on ``audio``, with the config's beams and caps and
+    the stream's current keyterms ``terms``."""
     utt = plan.utterance
     final = plan.kind is DecodeKind.FINAL
     return DecodeRequest(
@@ -63,6 +75,7 @@ def build_request(
         prompt=plan.context.prompt or None,
         prefix=plan.prefix or None,
         context=plan.context.text or None,
+        hotwords=keyterms.hotwords(terms),
         language=config.language,
         word_timestamps=final and (config.word_timestamps or config.revisions),
         beam_size=config.final_beam_size if final else config.partial_beam_size,

@@ -137,6 +137,7 @@ class Session:
             int(self.config.context_s * SAMPLE_RATE), prompt=self.config.prompt or ""
         )
         self._in_flight: str | None = None
+        self._keyterms = self.config.keyterms  # changed by set_keyterms
         # The refinement pass has a lane of its own (refine_lane.py), beside the live request.
         self._refine = RefineLane(self.config, session_id) if self.config.revisions else None
         self._pending: dict[str, _Pending] = {}
@@ -256,6 +257,15 @@ class Session:
         self._trim()
         self._pump()
 
+    @property
+    def keyterms(self) -> tuple[str, ...]:
+        return self._keyterms
+
+    def set_keyterms(self, terms: tuple[str, ...]) -> None:
+        """Keyterms for every decode asked from now on (a request in flight keeps its own);
+        ``terms`` as transcribe.keyterms.normalize gives them."""
+        self._keyterms = terms
+
     def finalize(self) -> None:
         if self._stopping:
             return
@@ -333,7 +343,7 @@ class Session:
         rid = self._next_id()
         utt = plan.utterance
         audio = window_audio(self._buf, plan, self._segmenter.speech_end)
-        request = build_request(plan, self.config, self.session_id, rid, audio)
+        request = build_request(plan, self.config, self.session_id, rid, audio, self._keyterms)
         if plan.speculative:
             assert utt.end is None and self._segmenter.pause_end is not None
             utt.speculation.request(plan.end, self._segmenter.pause_end)
@@ -365,6 +375,7 @@ class Session:
                 self._history,
                 stopping=self._stopping,
                 language=self._planner.language,
+                keyterms=self._keyterms,
             )
             if request is not None:
                 self._requests.append(request)

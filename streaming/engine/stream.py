@@ -73,6 +73,11 @@ class Stream:
         self._session.finalize()
         self._host.stream_changed(self)
 
+    def set_keyterms(self, terms: tuple[str, ...]) -> None:
+        """Keyterms for the decodes asked from now on (Session.set_keyterms)."""
+        if not self._aborted:
+            self._session.set_keyterms(terms)
+
     def stop(self, reason: str | None = None) -> None:
         """Finalize what it holds; the remaining finals then Done follow. Idempotent."""
         if self._aborted:

@@ -9,6 +9,8 @@ and carries out the actions it returns, in order:
 - `FeedAudio`: wire audio bytes in the codec's current `AudioSetup.encoding`; the first one
   (or a `Stop`) opens the engine stream with the codec's `stream_setup()`;
 - `Finalize`: end the open utterance now;
+- `Reconfigure`: change the open stream's settings for what is decoded next (the codec's
+  `stream_setup()` must say the same, for a stream not open yet);
 - `Stop`: no more audio; finals, then the engine's `Done` follow;
 - `Close`: close the connection at once with a code (after what is already queued is lost).
 
@@ -64,6 +66,13 @@ class Finalize:
 
 
 @dataclass(frozen=True)
+class Reconfigure:
+    """New settings for the decodes asked from now on; None leaves one as it is."""
+
+    keyterms: tuple[str, ...] | None = None  # transcribe.keyterms.normalize's form
+
+
+@dataclass(frozen=True)
 class Stop:
     """No more audio. `reason` is carried to `Done.reason` (None for a client's own stop)."""
 
@@ -76,7 +85,7 @@ class Close:
     reason: str = ""
 
 
-Action = Send | FeedAudio | Finalize | Stop | Close
+Action = Send | FeedAudio | Finalize | Reconfigure | Stop | Close
 
 
 @dataclass(frozen=True)

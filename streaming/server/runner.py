@@ -47,6 +47,7 @@ from kettle.streaming.protocols.base import (
     FeedAudio,
     Finalize,
     OutMessage,
+    Reconfigure,
     Send,
     Stop,
 )
@@ -264,6 +265,10 @@ class ConnectionRunner:
             elif isinstance(action, Finalize):
                 if not self.state.stopped:
                     self.ingress.finalize()
+            elif isinstance(action, Reconfigure):
+                stream = self.stream
+                if stream is not None and action.keyterms is not None:
+                    stream.set_keyterms(action.keyterms)  # (else stream_setup() has them)
             elif isinstance(action, Stop):
                 self._stop(action.reason)
             elif isinstance(action, Close):

@@ -715,3 +715,27 @@ def test_pausing_from_a_pause_long_enough_to_hold_partials_until_the_endpoint() 
     assert not states[0] and not in_speech
     assert 2.0 + 0.1 <= pausing_at <= 2.0 + 0.2  # about 120 ms into the silence
     assert not states[-1]  # the endpoint closed the utterance: no pause is pending
+
+
+def test_keyterms_are_every_requests_hotwords_and_change_for_later_requests() -> None:
+    config = replace(ALONE, keyterms=("Kettle", "Ilya"))
+    session = Session(config, session_id="t", classifier=EnergyClassifier())
+    dec = FakeDecoder()
+    seen: list[str | None] = []
+    audio = scripted_audio([("silence", 1.0), ("voice", 2.0), ("silence", 1.0)] * 2)
+    for pos in range(0, len(audio), 320):
+        if pos == 4 * SR:
+            session.set_keyterms(("Pipecat",))
+        session.feed_audio(audio[pos : pos + 320])
+        for request in session.poll_requests():
+            seen.append(request.hotwords)
+            session.on_result(dec.decode_batch([request])[0])
+        session.poll_events()
+    assert session.keyterms == ("Pipecat",)
+    assert "Kettle, Ilya" in seen and seen[-1] == "Pipecat"
+    assert seen.index("Pipecat") > len(seen) - seen[::-1].index("Kettle, Ilya") - 1
+
+
+def test_keyterms_must_be_normalized() -> None:
+    with pytest.raises(ConfigError):
+        SessionConfig(keyterms=(" Kettle",))

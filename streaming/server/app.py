@@ -17,6 +17,7 @@ from kettle.streaming.server import http_routes, openai_routes
 from kettle.streaming.server.catalog import websocket_protocols
 from kettle.streaming.server.gate import Refusal
 from kettle.streaming.server.host_guard import HostGuard
+from kettle.streaming.server.unknown_path import UnknownWebSocketPath
 from kettle.streaming.server.ws_endpoint import WebSocketEndpoint, handshake_request, render_refusal
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -32,9 +33,13 @@ RouteProvider = Callable[["KettleServer"], list[BaseRoute]]
 
 def websocket_routes(server: KettleServer) -> list[BaseRoute]:
     routes: list[BaseRoute] = []
-    for protocol in websocket_protocols():
+    protocols = websocket_protocols()
+    for protocol in protocols:
         routes.append(WebSocketRoute(protocol.path, WebSocketEndpoint(server, protocol)))
         routes.append(Route(protocol.path, _plain_get(server, protocol), methods=["GET"]))
+    # Any other path: 404 in its API's shape, not the 403 of an unanswered handshake.
+    served = [protocol.path for protocol in protocols]
+    routes.append(WebSocketRoute("/{path:path}", UnknownWebSocketPath(served)))
     return routes
 
 

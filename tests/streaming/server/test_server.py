@@ -949,3 +949,26 @@ async def test_event_loop_lag_is_exported(server: KettleServer) -> None:
     await asyncio.wait_for(observed(), TIMEOUT)
     _, _, body = await get(server, "/metrics")
     assert b'kettle_event_loop_lag_seconds_bucket{le="0.02"}' in body
+
+
+@pytest.mark.parametrize(
+    ("path", "shape"),
+    [
+        ("/v2/nothing", "err_code"),
+        ("/v3/nothing", "error"),
+        ("/v1/realtime/nothing", "error"),
+        ("/nowhere", None),
+    ],
+)
+async def test_unknown_websocket_path_is_404_in_its_apis_shape(
+    server: KettleServer, path: str, shape: str | None
+) -> None:
+    with pytest.raises(InvalidStatus) as info:
+        await connect(server.url.replace("http", "ws") + path)
+    response = info.value.response
+    assert response.status_code == 404
+    if shape is None:
+        assert b"no WebSocket endpoint at /nowhere" in response.body
+    else:
+        body = json.loads(response.body)
+        assert shape in body and "/v1/stream" in json.dumps(body)

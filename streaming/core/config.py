@@ -29,6 +29,9 @@ class SessionConfig:
     max_utterance_s: float = 29.0
     vad_aggressiveness: int = 2
     speculative_final: bool = True
+    # Silence after the last voiced frame at which the speculative final is asked for
+    # (vad.SegmenterConfig.hush_ms; at most the 200 ms that make a pause).
+    hush_ms: int = 200
     # Text the first utterance is conditioned on (names, vocabulary); later ones get the
     # stream's previous finals.
     prompt: str | None = None
@@ -127,6 +130,7 @@ class SessionConfig:
             max_utterance_s=self.max_utterance_s,
             cut_search_s=min(SegmenterConfig.cut_search_s, self.max_utterance_s / 2),
             tail_ms=min(SegmenterConfig.tail_ms, self.endpoint_silence_ms),
+            hush_ms=self.hush_ms,
         )
 
     def planner_config(self) -> PlannerConfig:

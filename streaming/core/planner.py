@@ -58,7 +58,7 @@ class StreamState:
 
     position: int  # samples classified
     fed: int  # samples received (buffered)
-    pause_end: int | None  # where the open utterance ends if no speech comes back
+    hush_end: int | None  # where the open utterance ends if no speech comes back (a hush)
     speech_end: int | None  # end of the open utterance's last voiced frame
     silence_frames: int
     backoff: float
@@ -108,7 +108,7 @@ def plan_next(
     utt = tracker.open
     if utt is None or state.stopping:
         return None
-    if state.pause_end is not None and state.pause_end > utt.start:
+    if state.hush_end is not None and state.hush_end > utt.start:
         return _plan_pause(utt, history, state, cfg)
     if not cfg.partials:
         return None
@@ -129,12 +129,12 @@ def plan_next(
 def _plan_pause(
     utt: Utterance, history: ContextHistory, state: StreamState, cfg: PlannerConfig
 ) -> Plan | None:
-    assert state.pause_end is not None
+    assert state.hush_end is not None
     spec = utt.speculation
     if not cfg.speculative_final or spec.requested:
         return None
-    speech_end = state.speech_end if state.speech_end is not None else state.pause_end
-    window_end = max(state.pause_end, speech_end + cfg.final_tail)
+    speech_end = state.speech_end if state.speech_end is not None else state.hush_end
+    window_end = max(state.hush_end, speech_end + cfg.final_tail)
     heard_end = None
     if state.position < window_end:
         heard_end = state.position  # the rest of the tail is filled from the pause

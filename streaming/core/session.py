@@ -71,7 +71,6 @@ from kettle.streaming.core.planner import (
     plan_final,
     plan_next,
 )
-from kettle.streaming.core.planner import final_window_end as _final_window_end
 from kettle.streaming.core.refine import Refinable, RefineStats
 from kettle.streaming.core.refine_lane import RefineLane
 from kettle.streaming.core.requests import PARTIAL_MAX_TOKENS, build_request, window_audio
@@ -226,7 +225,7 @@ class Session:
         utt = plan.utterance
         if plan.speculative and (
             utt.speculation.window_end != plan.end
-            or (utt.end is not None and utt.speculation.target != utt.end)
+            or (utt.end is not None and not utt.speculation.matches(utt.end, utt.speech_end))
         ):
             return rid
         return None
@@ -345,8 +344,9 @@ class Session:
         audio = window_audio(self._buf, plan, self._segmenter.speech_end)
         request = build_request(plan, self.config, self.session_id, rid, audio, self._keyterms)
         if plan.speculative:
-            assert utt.end is None and self._segmenter.pause_end is not None
-            utt.speculation.request(plan.end, self._segmenter.pause_end)
+            seg = self._segmenter
+            assert utt.end is None and seg.hush_end is not None and seg.speech_end is not None
+            utt.speculation.request(plan.end, seg.hush_end, seg.speech_end)
         elif plan.kind is DecodeKind.PARTIAL:
             utt.last_partial_end = plan.end
         self._pending[rid] = _Pending(plan)
@@ -386,7 +386,7 @@ class Session:
         while self._utts.closed:
             utt = self._utts.closed[0]
             assert utt.end is not None
-            ready = utt.speculation.ready(utt.end, _final_window_end(utt))
+            ready = utt.speculation.ready(utt.end, utt.speech_end)
             if ready is not None:
                 self._utts.take(utt)
                 self._emit_final(utt, ready, plan_final(utt, self._history, self._planner))
@@ -427,7 +427,7 @@ class Session:
         return StreamState(
             position=seg.position,
             fed=self._fed,
-            pause_end=seg.pause_end,
+            hush_end=seg.hush_end,
             speech_end=seg.speech_end,
             silence_frames=seg.silence_frames,
             backoff=self._backoff,
@@ -481,8 +481,9 @@ class Session:
                 if utt is None:
                     continue
                 utt.end_reason = d.reason
+                utt.speech_end = d.speech_end
                 utt.sealed = d.reason in ("endpoint", "max_length") or d.silent_until > d.end
-                if utt.speculation.target != d.end:
+                if not utt.speculation.matches(d.end, d.speech_end):
                     utt.speculation.invalidate()
                 if self.config.vad_events:
                     self._events.append(SpeechStopped(utt.start, d.end, d.reason))
@@ -553,7 +554,7 @@ class Session:
                     # Show the whole utterance's text now: the final will start with it.
                     self._show(utt, plan, result)
                 return
-            if utt.speculation.ready(utt.end, _final_window_end(utt)) is None:
+            if utt.speculation.ready(utt.end, utt.speech_end) is None:
                 return  # the utterance ended elsewhere: the real final is asked for
         if self._utts.take(utt):
             self._emit_final(utt, result, plan)

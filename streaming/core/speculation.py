@@ -37,7 +37,8 @@ def fill_tail(window: np.ndarray, silence: int, missing: int) -> np.ndarray:
 @dataclass
 class Speculation:
     window_end: int | None = None  # end of the speculated final's window
-    target: int | None = None  # the utterance end (pause end) it is for
+    target: int | None = None  # the utterance end (its endpoint's) it is for
+    speech_end: int | None = None  # the last voiced frame's end when it was asked for
     result: DecodeResult | None = None
     # Set when a speculation of this pause failed: no second try, the endpoint asks for the
     # real final instead.
@@ -47,8 +48,9 @@ class Speculation:
     def requested(self) -> bool:
         return self.window_end is not None or self.given_up
 
-    def request(self, window_end: int, target: int) -> None:
-        self.window_end, self.target, self.result = window_end, target, None
+    def request(self, window_end: int, target: int, speech_end: int) -> None:
+        self.window_end, self.target, self.speech_end = window_end, target, speech_end
+        self.result = None
 
     def accept(self, window_end: int, result: DecodeResult) -> bool:
         """Keep a speculative result if it is for the current speculation."""
@@ -61,14 +63,22 @@ class Speculation:
         self.invalidate()
         self.given_up = True
 
-    def ready(self, end: int, window_end: int) -> DecodeResult | None:
-        """The result, if it was speculated for an utterance ending at ``end`` and decoded on
-        exactly the window the final wants."""
-        if self.target == end and self.window_end == window_end:
-            return self.result
-        return None
+    def matches(self, end: int, speech_end: int) -> bool:
+        """Whether an utterance that ended at ``end``, its last voiced frame ending at
+        ``speech_end``, is the one speculated: the same speech, ended anywhere in the silence
+        up to the endpoint (a finalize in the hush ends it early). The window's audio past
+        the speech was silence either way (heard, or filled from what was heard)."""
+        return (
+            self.target is not None
+            and self.speech_end == speech_end
+            and speech_end <= end <= self.target
+        )
+
+    def ready(self, end: int, speech_end: int) -> DecodeResult | None:
+        """The result, if it was speculated for this utterance (``matches``)."""
+        return self.result if self.matches(end, speech_end) else None
 
     def invalidate(self) -> None:
-        self.window_end = self.target = None
+        self.window_end = self.target = self.speech_end = None
         self.result = None
         self.given_up = False

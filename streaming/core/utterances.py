@@ -28,6 +28,7 @@ class Utterance:
     start: int
     agreement: Agreement
     end: int | None = None
+    speech_end: int = 0  # the end of its last voiced frame, once closed
     # Where the final's window may end: past ``end`` when silence follows (up to the next
     # utterance's start); ``end`` itself after a cut or when nothing more will come.
     window_limit: int | None = None

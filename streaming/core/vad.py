@@ -116,6 +116,9 @@ class SegmenterConfig:
     cut_search_s: float = 3.0
     # Silence kept after the last voiced frame, and the silence that makes a pause.
     tail_ms: int = 200
+    # Silence after which the utterance is likely to end (``hush_end``): the speculative
+    # final is asked for then, before the pause (at most tail_ms; tail_ms: at the pause).
+    hush_ms: int = 200
 
     def __post_init__(self) -> None:
         if self.aggressiveness not in (0, 1, 2, 3):
@@ -135,6 +138,8 @@ class SegmenterConfig:
             raise ConfigError("cut_search_s must be positive and below max_utterance_s")
         if not 0 <= self.tail_ms <= self.endpoint_silence_ms:
             raise ConfigError("tail_ms must be within 0..endpoint_silence_ms")
+        if not FRAME_MS <= self.hush_ms <= 2000:
+            raise ConfigError(f"hush_ms must be within {FRAME_MS}..2000, not {self.hush_ms}")
 
     @property
     def onset_frames(self) -> int:
@@ -151,6 +156,10 @@ class SegmenterConfig:
     @property
     def tail_frames(self) -> int:
         return min(round(self.tail_ms / FRAME_MS), self.endpoint_frames)
+
+    @property
+    def hush_frames(self) -> int:
+        return max(1, min(round(self.hush_ms / FRAME_MS), self.tail_frames))
 
     @property
     def max_frames(self) -> int:
@@ -248,6 +257,14 @@ class Segmenter:
     def pause_end(self) -> int | None:
         return self._end_after_speech() if self.paused else None
 
+    @property
+    def hush_end(self) -> int | None:
+        """Where the open utterance ends if no speech comes back, once ``hush_ms`` of silence
+        followed its last voiced frame (None before): its endpoint's end, maybe not heard yet."""
+        if not self._open or (not self._paused and self._silence < self.config.hush_frames):
+            return None
+        return self._last_voiced_end + self.config.tail_frames * FRAME_SAMPLES
+
     def earliest_needed(self) -> int:
         """The earliest sample a future utterance may still start at (for buffer trimming)."""
         if self._open:
@@ -328,6 +345,8 @@ class Segmenter:
                     self._last_voiced_end = frame_end
                     events.append(Resume())
             else:
+                if self._silence >= cfg.hush_frames:
+                    events.append(Resume())  # speech is back before the pause: hush over
                 self._silence = 0
                 self._last_voiced_end = frame_end
         else:

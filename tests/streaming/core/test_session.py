@@ -739,3 +739,30 @@ def test_keyterms_are_every_requests_hotwords_and_change_for_later_requests() ->
 def test_keyterms_must_be_normalized() -> None:
     with pytest.raises(ConfigError):
         SessionConfig(keyterms=(" Kettle",))
+
+
+def test_a_hush_asks_for_the_speculative_final_before_the_pause() -> None:
+    config = replace(ALONE, hush_ms=60)
+    run = drive(ONE, config)
+    finals = [r for r in run.requests if r.kind is DecodeKind.FINAL]
+    assert len(finals) == 1 and finals[0].speculative  # the endpoint found it ready
+    assert run.finals[0].text == drive(ONE).finals[0].text
+
+
+def test_finalize_in_a_hush_takes_the_speculative_final() -> None:
+    session = Session(replace(ALONE, hush_ms=60), session_id="t", classifier=EnergyClassifier())
+    dec = FakeDecoder()
+    audio = scripted_audio([("silence", 1.0), ("voice", 2.0), ("silence", 0.12)])
+    requests: list[DecodeRequest] = []
+    events: list[Event] = []
+    for pos in range(0, len(audio), 320):
+        session.feed_audio(audio[pos : pos + 320])
+        for request in session.poll_requests():
+            requests.append(request)
+            session.on_result(dec.decode_batch([request])[0])
+        events += session.poll_events()
+    assert requests[-1].speculative  # asked at 60 ms of silence, answered
+    session.finalize()  # 120 ms into the silence: before the pause
+    assert session.poll_requests() == []  # nothing more to decode
+    (final,) = [e for e in session.poll_events() if isinstance(e, Final)]
+    assert final.reason == "finalize" and final.text

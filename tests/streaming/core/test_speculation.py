@@ -27,13 +27,15 @@ def test_fill_tail_with_no_pause_to_mirror_holds_the_last_sample() -> None:
     assert fill_tail(window, 2, 0) is window
 
 
-def test_a_speculation_is_ready_only_for_its_own_end_and_window() -> None:
+def test_a_speculation_is_ready_for_its_speech_ended_anywhere_in_its_silence() -> None:
     spec = Speculation()
     result = DecodeResult(request_id="r", kind=DecodeKind.FINAL, text="hi", words=(), language="en")
-    spec.request(window_end=100, target=80)
+    spec.request(window_end=100, target=80, speech_end=60)
     assert spec.accept(100, result)
-    assert spec.ready(80, 100) is result
-    assert spec.ready(80, 120) is None and spec.ready(90, 100) is None
+    assert spec.ready(80, 60) is result  # at its endpoint
+    assert spec.ready(70, 60) is result  # finalized in the hush, before the pause
+    assert spec.ready(80, 65) is None  # more speech came
+    assert spec.ready(90, 60) is None and spec.ready(55, 60) is None
     assert not spec.accept(120, result)  # a stale answer
     spec.invalidate()
-    assert spec.ready(80, 100) is None and not spec.requested
+    assert spec.ready(80, 60) is None and not spec.requested

@@ -170,3 +170,26 @@ def test_synthesized_speech_is_found(espeak: Callable[..., np.ndarray]) -> None:
     events = run(Segmenter(SegmenterConfig(), WebrtcClassifier(2)), audio)
     ends = [e for e in events if isinstance(e, SpeechEnd)]
     assert len(ends) == 2 and all(e.reason == "endpoint" for e in ends)
+
+
+def test_the_hush_comes_before_the_pause_and_speech_back_in_it_says_resume() -> None:
+    seg = Segmenter(SegmenterConfig(hush_ms=60), EnergyClassifier())
+    voice_end = int(2.0 * SR)
+    events = run(seg, scripted_audio([("silence", 1.0), ("voice", 1.0)]), stop=False)
+    assert seg.hush_end is None
+    quiet = np.zeros(2 * FRAME_SAMPLES, np.float32)
+    events += seg.feed(quiet)
+    assert seg.hush_end is None  # 40 ms of silence: not yet
+    events += seg.feed(quiet[:FRAME_SAMPLES])
+    # 60 ms: the end the endpoint would give (200 ms of tail), though not heard yet.
+    assert seg.hush_end == voice_end + 200 * 16 and seg.pause_end is None
+    events += seg.feed(scripted_audio([("voice", 0.1)]))
+    assert seg.hush_end is None and events[-1] == Resume()
+    assert [type(e) for e in events] == [SpeechStart, Resume]
+
+
+def test_a_hush_as_long_as_the_tail_is_the_pause() -> None:
+    audio = scripted_audio([("silence", 1.0), ("voice", 1.0), ("silence", 0.3), ("voice", 1.0)])
+    events = run(Segmenter(SegmenterConfig(), EnergyClassifier()), audio, stop=False)
+    # The default hush is the pause: one Resume, from the pause, as before hushes existed.
+    assert [type(e) for e in events] == [SpeechStart, Pause, Resume]

@@ -362,7 +362,9 @@ class ConnectionRunner:
                 self._observe_revision(message)
             if message.closing:
                 self.state.finished = True
-                code = CLOSE_INTERNAL if message.fatal else self.state.close_code
+                code = message.close_code or (
+                    CLOSE_INTERNAL if message.fatal else self.state.close_code
+                )
                 await self._close(code, "")
                 return
 

@@ -207,6 +207,37 @@ async def test_terminate_ends_with_termination(make_server: Callable[..., Any]) 
     assert eot["end_of_turn_confidence"] == 1.0  # ended by Terminate
 
 
+async def test_update_configuration_keyterms_reach_the_decoder(
+    make_server: Callable[..., Any],
+) -> None:
+    decoder = FakeDecoder()
+    server = await make_server(lambda: decoder)
+    query = "?speech_model=u3-rt-pro&keyterms_prompt=" + '["Kettle"]'
+    async with connect(
+        ws_base(server) + "/v3/ws" + query, additional_headers={"Authorization": KEY}
+    ) as ws:
+        await ws.recv()  # Begin
+        for piece in chunks(pcm(scripted_audio([("voice", 1.5), ("silence", 1.2)]))):
+            await ws.send(piece)
+        while True:  # the first turn's end: every decode of it is done
+            turn = json.loads(await asyncio.wait_for(ws.recv(), GUARD))
+            if turn["type"] == "Turn" and turn["end_of_turn"]:
+                break
+        before = len(decoder.requests_seen)
+        update = {"type": "UpdateConfiguration", "keyterms_prompt": ["Whisper"]}
+        await ws.send(json.dumps(update))
+        for piece in chunks(pcm(scripted_audio([("voice", 1.5)]))):
+            await ws.send(piece)
+        await ws.send(json.dumps({"type": "Terminate"}))
+        messages = [json.loads(m) async for m in ws]
+    assert messages[-1]["type"] == "Termination"
+    hotwords = [r.hotwords or "" for r in decoder.requests_seen]
+    assert hotwords[:before] and all("Kettle" in h for h in hotwords[:before])
+    assert hotwords[before:] and all(
+        "Whisper" in h and "Kettle" not in h for h in hotwords[before:]
+    )
+
+
 # -- the real model ------------------------------------------------------------------------
 
 

@@ -230,16 +230,20 @@ class AssemblyAICodec:
         return self._update(obj)
 
     def _update(self, obj: Mapping[str, Any]) -> list[Action]:
-        """UpdateConfiguration: keyterms apply to the open stream at once; the turn
-        settings to a stream not open yet (kettle's endpoint is fixed once audio flows)."""
+        """UpdateConfiguration: keyterms and the turn settings (as the endpoint they give)
+        apply to the open stream from now on, and to the stream's setup if none is open."""
         try:
             turns = turn_settings(obj)
             raw = obj.get("keyterms_prompt")
             terms = None if raw is None else parse_terms(raw if isinstance(raw, list) else [raw])
         except ListenParamError as exc:
             return self._fatal(INVALID_MESSAGE, f"Invalid Message: {exc}")
+        before = self.params.turns.endpoint_ms(self.params.u3)
         self.params = self.params.with_update(turns, terms)
-        return [] if terms is None else [Reconfigure(keyterms=terms)]
+        after = self.params.turns.endpoint_ms(self.params.u3)
+        if terms is None and after == before:
+            return []
+        return [Reconfigure(keyterms=terms, endpoint_silence_ms=None if after == before else after)]
 
     def on_leftover(self, leftover_bytes: int, frame_bytes: int) -> list[Action]:
         return []  # half a sample at the very end: nothing a client can act on

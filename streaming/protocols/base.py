@@ -71,6 +71,7 @@ class Reconfigure:
     """New settings for the decodes asked from now on; None leaves one as it is."""
 
     keyterms: tuple[str, ...] | None = None  # transcribe.keyterms.normalize's form
+    endpoint_silence_ms: int | None = None  # within SessionConfig's range
 
 
 @dataclass(frozen=True)

@@ -376,16 +376,20 @@ def test_update_configuration() -> None:
         "min_turn_silence": 400,
         "prompt": "ignored",
     }
-    assert c.on_text(json.dumps(update), ALLOW) == [Reconfigure(keyterms=("Kettle", "AAI"))]
+    # The endpoint the silences give (1040 ms) goes to the open stream, or to its setup.
+    assert c.on_text(json.dumps(update), ALLOW) == [
+        Reconfigure(keyterms=("Kettle", "AAI"), endpoint_silence_ms=1040)
+    ]
     setup = c.stream_setup().session
     assert setup.keyterms == ("Kettle", "AAI")
     assert setup.endpoint_silence_ms == round(400 + 0.4 * 1600)
-    # Silences alone change no keyterms; over the rate, an update is dropped.
-    assert (
-        c.on_text('{"type": "UpdateConfiguration", "end_of_turn_confidence_threshold": 0}', ALLOW)
-        == []
-    )
+    # Silences alone change no keyterms; nothing changed, nothing to do.
+    threshold = '{"type": "UpdateConfiguration", "end_of_turn_confidence_threshold": 0}'
+    assert c.on_text(threshold, ALLOW) == [Reconfigure(endpoint_silence_ms=400)]
     assert c.stream_setup().session.endpoint_silence_ms == 400
+    assert c.on_text(threshold, ALLOW) == []
+    assert c.on_text('{"type": "UpdateConfiguration", "prompt": "x"}', ALLOW) == []
+    # Over the rate, an update is dropped.
     assert (
         c.on_text('{"type": "UpdateConfiguration", "keyterms_prompt": ["x"]}', Gate("drop")) == []
     )

@@ -20,6 +20,7 @@ from kettle.streaming.protocols.deepgram_wire import (
     parse_language,
     query_values,
 )
+from kettle.streaming.protocols.handshake import bearer_token
 from kettle.transcribe import keyterms
 from kettle.transcribe.errors import ConfigError
 
@@ -252,12 +253,13 @@ def parse_query(query: str, *, multilingual: bool) -> StreamParams:
     )
 
 
-def credentials(authorization: str | None, token: str | None) -> tuple[str | None, str | None]:
+def credentials(authorization: str | None, token: str | None) -> tuple[str | None, ...]:
     """The key as AssemblyAI's clients present it: the raw ``Authorization`` header (no
-    scheme), or the ``token`` query parameter (a browser's; kettle mints no temporary
-    tokens, so it holds a key)."""
+    scheme; ``Bearer KEY`` is taken too), or the ``token`` query parameter (a browser's;
+    kettle mints no temporary tokens, so it holds a key)."""
     header = authorization.strip() if authorization else None
-    return header or None, token.strip() if token and token.strip() else None
+    token = token.strip() if token else None
+    return header or None, bearer_token(authorization), token or None
 
 
 __all__ = [

@@ -218,8 +218,10 @@ def test_languages_on_a_multilingual_model() -> None:
 
 def test_credentials_and_refusal_body() -> None:
     request = HandshakeRequest(assemblyai.PATH, "token=tok", {"authorization": " key1 "})
-    assert assemblyai.credentials(request) == ("key1", "tok")
-    assert assemblyai.credentials(HandshakeRequest(assemblyai.PATH)) == (None, None)
+    assert assemblyai.credentials(request) == ("key1", None, "tok")
+    bearer = HandshakeRequest(assemblyai.PATH, "", {"authorization": "Bearer key2"})
+    assert assemblyai.credentials(bearer) == ("Bearer key2", "key2", None)
+    assert assemblyai.credentials(HandshakeRequest(assemblyai.PATH)) == (None, None, None)
     body, kind = assemblyai.refusal(401, "a valid API key is required")
     assert kind == "application/json" and json.loads(body) == {
         "error": "a valid API key is required"

@@ -189,6 +189,9 @@ async def test_refusals_and_error_close(make_server: Callable[..., Any]) -> None
         with pytest.raises(ConnectionClosed):
             await asyncio.wait_for(ws.recv(), GUARD)
     assert ws.close_code == 3006
+    async with aiohttp.ClientSession() as http, http.get(server.url + "/v1/info") as response:
+        info = await response.json()
+    assert info["protocols"]["assemblyai"]["path"] == "/v3/ws"
 
 
 async def test_terminate_ends_with_termination(make_server: Callable[..., Any]) -> None:

@@ -265,6 +265,14 @@ class Session:
         ``terms`` as transcribe.keyterms.normalize gives them."""
         self._keyterms = terms
 
+    def set_endpoint_silence(self, ms: int) -> None:
+        """The silence that ends an utterance from now on (also for the open one, whose
+        silence so far counts); ConfigError outside SessionConfig's range."""
+        config = dataclasses.replace(self.config, endpoint_silence_ms=ms)  # validates it
+        self.config = config
+        self._segmenter.config = config.segmenter_config()
+        self._planner = config.planner_config()  # (its final tail depends on the endpoint)
+
     def finalize(self) -> None:
         if self._stopping:
             return

@@ -78,6 +78,11 @@ class Stream:
         if not self._aborted:
             self._session.set_keyterms(terms)
 
+    def set_endpoint_silence(self, ms: int) -> None:
+        """The VAD's endpoint silence from now on (Session.set_endpoint_silence)."""
+        if not self._aborted:
+            self._session.set_endpoint_silence(ms)
+
     def stop(self, reason: str | None = None) -> None:
         """Finalize what it holds; the remaining finals then Done follow. Idempotent."""
         if self._aborted:

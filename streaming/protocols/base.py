@@ -45,6 +45,7 @@ class OutMessage:
     end: int = 0
     closing: bool = False  # the connection closes after this message (done, fatal error)
     fatal: bool = False  # ... with 1011
+    close_code: int | None = None  # ... with this code instead (a protocol's own, e.g. 3006)
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class Reconfigure:
     """New settings for the decodes asked from now on; None leaves one as it is."""
 
     keyterms: tuple[str, ...] | None = None  # transcribe.keyterms.normalize's form
+    endpoint_silence_ms: int | None = None  # within SessionConfig's range
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,7 @@ class Limits:
 
     max_frame_bytes: int = 1 << 20
     max_messages_per_second: float = 20.0
+    max_session_s: float = 4 * 3600.0  # the runner enforces it; a codec may announce it
 
 
 @dataclass(frozen=True)

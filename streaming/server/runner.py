@@ -266,9 +266,11 @@ class ConnectionRunner:
                 if not self.state.stopped:
                     self.ingress.finalize()
             elif isinstance(action, Reconfigure):
-                stream = self.stream
+                stream = self.stream  # (None: stream_setup() has the new settings)
                 if stream is not None and action.keyterms is not None:
-                    stream.set_keyterms(action.keyterms)  # (else stream_setup() has them)
+                    stream.set_keyterms(action.keyterms)
+                if stream is not None and action.endpoint_silence_ms is not None:
+                    stream.set_endpoint_silence(action.endpoint_silence_ms)
             elif isinstance(action, Stop):
                 self._stop(action.reason)
             elif isinstance(action, Close):
@@ -362,7 +364,9 @@ class ConnectionRunner:
                 self._observe_revision(message)
             if message.closing:
                 self.state.finished = True
-                code = CLOSE_INTERNAL if message.fatal else self.state.close_code
+                code = message.close_code or (
+                    CLOSE_INTERNAL if message.fatal else self.state.close_code
+                )
                 await self._close(code, "")
                 return
 

@@ -367,7 +367,8 @@ class KettleServer:
         self.gate.release_slot()
 
     def codec_limits(self) -> Limits:
-        return Limits(self.config.max_frame_bytes, self.config.max_messages_per_second)
+        cfg = self.config
+        return Limits(cfg.max_frame_bytes, cfg.max_messages_per_second, cfg.max_session_s)
 
     def connection_limits(self) -> ConnectionLimits:
         cfg = self.config

@@ -736,6 +736,28 @@ def test_keyterms_are_every_requests_hotwords_and_change_for_later_requests() ->
     assert seen.index("Pipecat") > len(seen) - seen[::-1].index("Kettle, Ilya") - 1
 
 
+def test_endpoint_silence_changes_for_the_pauses_after_it() -> None:
+    """A 600 ms pause ends no utterance at a 1000 ms endpoint, and does at 300 ms."""
+    session = Session(
+        replace(ALONE, endpoint_silence_ms=1000), session_id="t", classifier=EnergyClassifier()
+    )
+    dec = FakeDecoder()
+    finals: list[Final] = []
+    audio = scripted_audio([("voice", 1.0), ("silence", 0.6)] * 2 + [("silence", 1.2)])
+    for pos in range(0, len(audio), 320):
+        if pos == round(1.6 * SR):
+            session.set_endpoint_silence(300)
+        session.feed_audio(audio[pos : pos + 320])
+        for request in session.poll_requests():
+            session.on_result(dec.decode_batch([request])[0])
+        finals += [e for e in session.poll_events() if isinstance(e, Final)]
+    assert session.config.endpoint_silence_ms == 300
+    # The first pause (under 1000 ms) joined the first two voices; the second ended at 300.
+    assert len(finals) == 1 and finals[0].end < round(3.0 * SR)
+    with pytest.raises(ConfigError):
+        session.set_endpoint_silence(5)
+
+
 def test_keyterms_must_be_normalized() -> None:
     with pytest.raises(ConfigError):
         SessionConfig(keyterms=(" Kettle",))

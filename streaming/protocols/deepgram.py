@@ -44,6 +44,7 @@ Choices where kettle differs from Deepgram's service (documented, not hidden):
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
 import json
@@ -75,9 +76,15 @@ from kettle.streaming.protocols.base import (
     ModelInfo,
     OutMessage,
     RateGate,
+    Reconfigure,
     Send,
     Stop,
     StreamSetup,
+)
+from kettle.streaming.protocols.deepgram_configure import (
+    ConfigureFailed,
+    ConfigureMalformed,
+    parse_configure,
 )
 from kettle.streaming.protocols.deepgram_wire import (
     ENCODINGS,
@@ -146,6 +153,9 @@ class DeepgramLiveCodec:
         self._open: set[int] = set()  # starts of utterances begun and not yet resolved
         self._flushes: deque[set[int]] = deque()  # per Finalize: the utterances it waits for
         self._last_word_end: float | None = None  # armed UtteranceEnd: seconds
+        # What a Configure may change after the handshake.
+        self._keyterms = params.keyterms
+        self._features = {"punctuate": params.punctuate, "smart_format": params.smart_format}
 
     def start(self) -> list[Action]:
         return []  # Deepgram says nothing until there are results
@@ -153,7 +163,8 @@ class DeepgramLiveCodec:
     def stream_setup(self) -> StreamSetup:
         p = self.params
         return StreamSetup(
-            AudioSetup(ENCODINGS[p.encoding], p.sample_rate, p.channels), p.session_config()
+            AudioSetup(ENCODINGS[p.encoding], p.sample_rate, p.channels),
+            dataclasses.replace(p.session_config(), keyterms=self._keyterms),
         )
 
     # -- client side -----------------------------------------------------------------------
@@ -213,25 +224,15 @@ class DeepgramLiveCodec:
                 # No audio, so no stream to finalize: answered here, at once.
                 return [self._empty_final()]
             return [Finalize()]
-        if kind == "Configure":
-            return [self._configure_failure(obj)]
+        if kind == "Configure" and isinstance(obj, dict):
+            return self._configure(obj, text)
         description = (
             "message is not valid JSON"
             if obj is None and not text.strip().startswith(("{", "["))
             else "expected a JSON object whose type is KeepAlive, Finalize, CloseStream or "
             "Configure"
         )
-        return [
-            _send(
-                {
-                    "type": "Error",
-                    "variant": "SchemaError",
-                    "description": description,
-                    "message": text[:_ECHO_LIMIT],
-                },
-                "bad_message",
-            )
-        ]
+        return [self._schema_error(description, text)]
 
     def on_leftover(self, leftover_bytes: int, frame_bytes: int) -> list[Action]:
         return [
@@ -247,18 +248,37 @@ class DeepgramLiveCodec:
         self._stopped = True
         return [Stop()]
 
-    def _configure_failure(self, obj: Any) -> Send:
-        keyterms = isinstance(obj, dict) and obj.get("keyterms") is not None
-        return _send(
-            {
+    def _configure(self, obj: dict[str, Any], text: str) -> list[Action]:
+        """Exactly one ConfigureSuccess or ConfigureFailure, as Deepgram answers (or a
+        SchemaError for a message that is not a Configure's shape)."""
+        change = parse_configure(obj)
+        if isinstance(change, ConfigureMalformed):
+            return [self._schema_error(change.description, text)]
+        if isinstance(change, ConfigureFailed):
+            failure = {
                 "type": "ConfigureFailure",
                 "request_id": self.request_id,
-                "code": (
-                    "CONFIGURE_KEYTERMS_NOT_SUPPORTED" if keyterms else "CONFIGURE_NOT_SUPPORTED"
-                ),
-                "description": "kettle's models take no keyterms or feature changes",
+                "code": change.code,
+                "description": change.description,
             }
-        )
+            return [_send(failure, "bad_message")]
+        out: list[Action] = []
+        success: dict[str, Any] = {"type": "ConfigureSuccess", "request_id": self.request_id}
+        if change.keyterms is not None:
+            self._keyterms = change.keyterms
+            out.append(Reconfigure(keyterms=change.keyterms))
+            success["keyterms"] = list(change.keyterms)
+        self._features.update(change.features or {})
+        return [*out, _send(success)]
+
+    def _schema_error(self, description: str, text: str) -> Send:
+        obj = {
+            "type": "Error",
+            "variant": "SchemaError",
+            "description": description,
+            "message": text[:_ECHO_LIMIT],
+        }
+        return _send(obj, "bad_message")
 
     def _error(self, variant: str, description: str, code: str | None = None) -> Send:
         return _send({"type": "Error", "variant": variant, "description": description}, code)
@@ -403,7 +423,8 @@ class DeepgramLiveCodec:
         confidence = (
             round(sum(w["confidence"] for w in shown) / len(shown), 4) if final and shown else 0.0
         )
-        transcript = text.strip() if self.params.formatted else plain_transcript(text)
+        formatted = any(self._features.values())  # punctuate or smart_format
+        transcript = text.strip() if formatted else plain_transcript(text)
         model = self._final_model if final else self._model
         obj = {
             "type": "Results",

@@ -21,6 +21,7 @@ from kettle.streaming.protocols.deepgram_wire import (
     parse_int,
     plain_transcript,
     query_flag,
+    query_keyterms,
     query_language,
     query_values,
     refuse_multichannel,
@@ -42,6 +43,7 @@ class PrerecordedParams:
     punctuate: bool = False
     smart_format: bool = False
     detect_language: bool = False
+    keyterms: tuple[str, ...] = ()  # keyterm and keywords, keyterms.normalize's form
 
     @property
     def formatted(self) -> bool:
@@ -78,6 +80,7 @@ def parse_prerecorded_query(
         punctuate=query_flag(one, "punctuate"),
         smart_format=query_flag(one, "smart_format"),
         detect_language=detect,
+        keyterms=query_keyterms(query),
     )
 
 

@@ -14,7 +14,8 @@ from kettle.kernels.pcm import MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
 from kettle.streaming.core.agreement import normalize_word, split_words
 from kettle.streaming.core.session import SessionConfig
 from kettle.streaming.protocols.handshake import bearer_token
-from kettle.transcribe.errors import KettleError
+from kettle.transcribe import keyterms
+from kettle.transcribe.errors import ConfigError, KettleError
 from kettle.transcribe.languages import LANGUAGES
 
 LISTEN_PATH = "/v1/listen"
@@ -84,6 +85,7 @@ class ListenParams:
     vad_events: bool = False
     punctuate: bool = False
     smart_format: bool = False
+    keyterms: tuple[str, ...] = ()  # keyterm and keywords, keyterms.normalize's form
 
     @property
     def pcm_encoding(self) -> str:
@@ -109,6 +111,7 @@ class ListenParams:
             partials=self.interim_results,
             word_timestamps=True,  # every final Results carries words
             vad_events=True,
+            keyterms=self.keyterms,
             **extra,
         )
 
@@ -161,6 +164,22 @@ def query_values(query: str, reads: Collection[str]) -> dict[str, str]:
     return one
 
 
+def query_keyterms(query: str) -> tuple[str, ...]:
+    """Every ``keyterm`` (Nova-3: plain terms) then every ``keywords`` (Nova-2:
+    ``term:intensifier``, the intensifier dropped) in the query, as one normalized tuple:
+    Whisper takes both the same way. ListenParamError past keyterms' limits."""
+    try:
+        pairs = parse_qs(query, keep_blank_values=True, errors="strict")
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ListenParamError(f"query string cannot be decoded: {exc}") from None
+    try:
+        terms = keyterms.normalize(pairs.get("keyterm", ()))
+        weighted = keyterms.normalize(pairs.get("keywords", ()), weighted=True)
+        return keyterms.normalize((*terms, *weighted))
+    except ConfigError as exc:
+        raise ListenParamError(str(exc)) from None
+
+
 def query_flag(one: Mapping[str, str], name: str) -> bool:
     """A true/false parameter; absent is false."""
     return parse_flag(name, one[name]) if name in one else False
@@ -189,7 +208,7 @@ def query_language(
 def parse_listen_query(query: str, *, multilingual: bool, model_name: str) -> ListenParams:
     """The handshake's query string; ListenParamError (HTTP 400) names what is wrong.
 
-    Parameters kettle does not implement (diarize, keywords, ...) are ignored, as Deepgram
+    Parameters kettle does not implement (diarize, numerals, ...) are ignored, as Deepgram
     ignores those a model does not support; ``multichannel=true`` is refused, because
     results per channel cannot be given.
     """
@@ -226,6 +245,7 @@ def parse_listen_query(query: str, *, multilingual: bool, model_name: str) -> Li
         for name in ("interim_results", "vad_events", "punctuate", "smart_format")
     }
     return ListenParams(
+        keyterms=query_keyterms(query),
         encoding=encoding,
         sample_rate=rate,
         channels=channels,
@@ -300,6 +320,7 @@ __all__ = [
     "parse_language",
     "parse_listen_query",
     "plain_transcript",
+    "query_keyterms",
     "spread_words",
     "word_fields",
 ]

@@ -144,5 +144,7 @@ async def _transcribe(server: KettleServer, request: Request, request_id: str) -
 async def _job(body: bytes, params: PrerecordedParams) -> UploadJob[None]:
     if not body:
         raise _Refused(400, "Bad Request", "the body is empty: send the audio as the body")
-    config = PipelineConfig(word_timestamps=True, language=params.language)
+    config = PipelineConfig(
+        word_timestamps=True, language=params.language, keyterms=params.keyterms
+    )
     return UploadJob(None, body, config, params.raw)

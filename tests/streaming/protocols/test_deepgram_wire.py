@@ -77,6 +77,21 @@ def test_bad_query_is_refused_with_a_reason(query: str, match: str) -> None:
         parse(query)
 
 
+def test_keyterm_and_keywords_become_one_list_of_terms() -> None:
+    p = parse(
+        "encoding=linear16&keyterm=Kettle&keyterm=tiny%20en&keywords=Whisper:2"
+        "&keywords=kettle:-1.5&keywords=Ray"
+    )
+    # keyterm first, then keywords without their intensifiers; duplicates once.
+    assert p.keyterms == ("Kettle", "tiny en", "Whisper", "Ray")
+    assert p.session_config().keyterms == p.keyterms
+    assert parse("encoding=linear16").keyterms == ()
+    with pytest.raises(ListenParamError, match="at most"):
+        parse("encoding=linear16&" + "&".join(f"keyterm=t{i}" for i in range(101)))
+    with pytest.raises(ListenParamError, match="at most"):
+        parse("encoding=linear16&keyterm=" + "x" * 101)
+
+
 def test_credentials_from_header_or_subprotocols() -> None:
     assert listen_credentials("Token abc", []) == ("abc", None)
     assert listen_credentials("token  abc ", []) == ("abc", None)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from kettle.kernels.pcm import MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
+from kettle.kernels.pcm import MAX_CHANNELS, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
 from kettle.streaming.core.agreement import normalize_word, split_words
 from kettle.streaming.core.session import SessionConfig
 from kettle.streaming.protocols.handshake import bearer_token
@@ -73,9 +73,10 @@ class ModelIdentity:
 class ListenParams:
     """The settings of one live connection, from the handshake's query string."""
 
-    encoding: str  # Deepgram's name: linear16, mulaw or alaw
-    sample_rate: int
+    encoding: str | None  # Deepgram's name (linear16, mulaw, alaw); None: a container
+    sample_rate: int  # (a container's own rate is read from it)
     channels: int = 1
+    multichannel: bool = False  # each channel transcribed on its own
     model: str | None = None
     language: str | None = "en"  # ISO 639-1, or None to detect (``language=multi``)
     interim_results: bool = False
@@ -88,13 +89,21 @@ class ListenParams:
     keyterms: tuple[str, ...] = ()  # keyterm and keywords, keyterms.normalize's form
 
     @property
-    def pcm_encoding(self) -> str:
-        """The encoding's name in kernels.pcm."""
-        return ENCODINGS[self.encoding]
+    def pcm_encoding(self) -> str | None:
+        """The encoding's name in kernels.pcm (None: a container)."""
+        return None if self.encoding is None else ENCODINGS[self.encoding]
 
     @property
     def frame_bytes(self) -> int:
+        """Bytes per sample frame of raw audio (1 for a container: it has none)."""
+        if self.encoding is None:
+            return 1
         return (2 if self.encoding == "linear16" else 1) * self.channels
+
+    @property
+    def streams(self) -> int:
+        """Transcripts kept: one per channel with multichannel, else one."""
+        return self.channels if self.multichannel else 1
 
     @property
     def formatted(self) -> bool:
@@ -185,13 +194,6 @@ def query_flag(one: Mapping[str, str], name: str) -> bool:
     return parse_flag(name, one[name]) if name in one else False
 
 
-def refuse_multichannel(one: Mapping[str, str]) -> None:
-    """Both endpoints mix channels down to one transcript, so results per channel cannot be
-    given: ``multichannel=true`` is refused."""
-    if query_flag(one, "multichannel"):
-        raise ListenParamError("multichannel=true is not supported: channels are mixed down")
-
-
 def query_language(
     one: Mapping[str, str], *, multilingual: bool, model_name: str, detect: bool = False
 ) -> str | None:
@@ -209,24 +211,24 @@ def parse_listen_query(query: str, *, multilingual: bool, model_name: str) -> Li
     """The handshake's query string; ListenParamError (HTTP 400) names what is wrong.
 
     Parameters kettle does not implement (diarize, numerals, ...) are ignored, as Deepgram
-    ignores those a model does not support; ``multichannel=true`` is refused, because
-    results per channel cannot be given.
+    ignores those a model does not support. Without ``encoding`` the audio is in a
+    container (its header says the rest), as Deepgram takes it; ``sample_rate`` is then
+    not looked at.
     """
     one = query_values(query, LIVE_PARAMETERS)
     encoding = one.get("encoding")
-    if encoding is None:
-        raise ListenParamError(
-            "encoding is required: kettle's live endpoint takes raw audio "
-            f"({', '.join(ENCODINGS)}), not containers"
-        )
-    encoding = encoding.strip().lower()
-    if encoding not in ENCODINGS:
-        raise ListenParamError(f"encoding must be one of {', '.join(ENCODINGS)}, not {encoding!r}")
-    rate = DEFAULT_SAMPLE_RATES[encoding]
-    if "sample_rate" in one:
-        rate = parse_int("sample_rate", one["sample_rate"], MIN_SAMPLE_RATE, MAX_SAMPLE_RATE)
-    channels = parse_int("channels", one["channels"], 1, 2) if "channels" in one else 1
-    refuse_multichannel(one)
+    rate = 16000
+    if encoding is not None:
+        encoding = encoding.strip().lower()
+        if encoding not in ENCODINGS:
+            raise ListenParamError(
+                f"encoding must be one of {', '.join(ENCODINGS)} (or absent for a container), "
+                f"not {encoding!r}"
+            )
+        rate = DEFAULT_SAMPLE_RATES[encoding]
+        if "sample_rate" in one:
+            rate = parse_int("sample_rate", one["sample_rate"], MIN_SAMPLE_RATE, MAX_SAMPLE_RATE)
+    channels = parse_int("channels", one["channels"], 1, MAX_CHANNELS) if "channels" in one else 1
     language = query_language(one, multilingual=multilingual, model_name=model_name)
     endpointing, endpointing_ms = True, None
     if "endpointing" in one:
@@ -249,6 +251,7 @@ def parse_listen_query(query: str, *, multilingual: bool, model_name: str) -> Li
         encoding=encoding,
         sample_rate=rate,
         channels=channels,
+        multichannel=query_flag(one, "multichannel"),
         model=one.get("model"),
         language=language,
         endpointing_ms=endpointing_ms,

@@ -379,3 +379,34 @@ def test_utterance_end_when_the_final_comes_after_the_next_speech() -> None:
     out = messages(c2.on_event(final(0, 0.0, 1.2, "One.", "endpoint", words), RECEIVED))
     assert [m["type"] for m in out] == ["Results"]
     assert messages(c2.on_binary(SECOND * 5)) == []
+
+
+def test_multichannel_results_carry_their_channel_and_metadata_waits_for_all() -> None:
+    c = codec("encoding=linear16&channels=2&multichannel=true&vad_events=true")
+    setup = c.stream_setup().audio
+    assert (setup.channels, setup.split_channels, setup.streams) == (2, True, 2)
+    c.on_binary(b"\x00\x00" * 2)
+    (started,) = messages(c.on_channel_event(1, SpeechStarted(0), RECEIVED))
+    assert started["channel"] == [1, 2]
+    out = c.on_channel_event(1, final(0, 0.0, 1.0, "hello there", "endpoint"), RECEIVED)
+    (result,) = messages(out)
+    assert result["channel_index"] == [1, 2]
+    # Utterance 0 of channel 0 and of channel 1 are different partial slots in the outbox.
+    other = c.on_channel_event(0, final(0, 0.0, 1.0, "hi", "endpoint"), RECEIVED)
+    assert isinstance(out[0], Send) and isinstance(other[0], Send)
+    assert out[0].message.utterance != other[0].message.utterance
+    assert messages(c.on_channel_event(0, Done(SR, 1), RECEIVED)) == []
+    (meta,) = messages(c.on_channel_event(1, Done(SR, 1), RECEIVED))
+    assert meta["type"] == "Metadata" and meta["channels"] == 2
+    # A Finalize before any audio is answered per channel.
+    fresh = codec("encoding=linear16&channels=2&multichannel=true")
+    answers = messages(fresh.on_text('{"type": "Finalize"}', ALLOW))
+    assert [a["channel_index"] for a in answers] == [[0, 2], [1, 2]]
+
+
+def test_container_stream_setup_and_duration_from_the_decoded_audio() -> None:
+    c = codec("model=nova-3")
+    assert c.stream_setup().audio.encoding == "container"
+    c.on_binary(b"\x1a\x45\xdf\xa3" * 100)  # (bytes of a container: their count says nothing)
+    (meta,) = messages(c.on_event(Done(2 * SR, 0), AudioReceived(32000, 16000)))
+    assert meta["duration"] == 2.0

@@ -22,6 +22,8 @@ LISTEN_PATH = "/v1/listen"
 # Deepgram's encoding names -> kernels.pcm's.
 ENCODINGS = {"linear16": "pcm_s16le", "mulaw": "mulaw", "alaw": "alaw"}
 DEFAULT_SAMPLE_RATES = {"linear16": 16000, "mulaw": 8000, "alaw": 8000}
+# Deepgram's encodings whose streams describe themselves: read as a container is.
+SELF_DESCRIBING = ("ogg-opus", "flac")
 MIN_ENDPOINTING_MS = 200
 MAX_ENDPOINTING_MS = 10000
 MAX_UTTERANCE_END_MS = 600_000
@@ -218,12 +220,14 @@ def parse_listen_query(query: str, *, multilingual: bool, model_name: str) -> Li
     one = query_values(query, LIVE_PARAMETERS)
     encoding = one.get("encoding")
     rate = 16000
+    if encoding is not None and encoding.strip().lower() in SELF_DESCRIBING:
+        encoding = None
     if encoding is not None:
         encoding = encoding.strip().lower()
         if encoding not in ENCODINGS:
             raise ListenParamError(
-                f"encoding must be one of {', '.join(ENCODINGS)} (or absent for a container), "
-                f"not {encoding!r}"
+                f"encoding must be one of {', '.join((*ENCODINGS, *SELF_DESCRIBING))} (or "
+                f"absent for a container), not {encoding!r}"
             )
         rate = DEFAULT_SAMPLE_RATES[encoding]
         if "sample_rate" in one:

@@ -81,6 +81,8 @@ def test_containers_and_multichannel() -> None:
     p = parse("sample_rate=8000&channels=2")
     assert p.encoding is None and p.pcm_encoding is None and p.frame_bytes == 1
     assert (p.channels, p.multichannel, p.streams) == (2, False, 1)
+    assert parse("encoding=ogg-opus&sample_rate=48000").encoding is None
+    assert parse("encoding=FLAC").encoding is None
     p = parse("encoding=linear16&channels=3&multichannel=true")
     assert (p.channels, p.multichannel, p.streams, p.frame_bytes) == (3, True, 3, 6)
 

@@ -30,7 +30,12 @@ prerecorded body is ``deepgram_rest``'s.
 
 Choices where kettle differs from Deepgram's service (documented, not hidden):
 
-- ``encoding`` is required (linear16, mulaw or alaw): containerised audio is not decoded live.
+- without ``encoding`` (or with ``ogg-opus``/``flac``) the audio is in a container (WebM,
+  Ogg, MP3, WAV, ...: transcribe.container_stream); raw audio names linear16, mulaw or alaw.
+  Audio that cannot be decoded gets a ``DataError``, its finals, Metadata and close 1008.
+- ``keyterm`` and ``keywords`` are Whisper's hotwords; ``Configure`` replaces them
+  (deepgram_configure.py). ``multichannel`` runs an engine stream per channel (a session
+  slot each), results carrying ``channel_index`` ``[i, N]``.
 - ``endpointing`` in ms sets the VAD's endpoint silence, with a floor of
   ``MIN_ENDPOINTING_MS`` (Whisper transcribes word fragments badly); without it kettle keeps
   its own default (500 ms) rather than Deepgram's 10 ms; ``false`` keeps the VAD cutting
@@ -504,6 +509,7 @@ INFO: dict[str, Any] = {
     "path": LISTEN_PATH,
     "api": "deepgram/v1/listen",
     "encodings": list(ENCODINGS),
+    "containers": "without encoding: WebM, Ogg, MP3, WAV, ... (what PyAV reads)",
     "subprotocol": SUBPROTOCOL,
 }
 

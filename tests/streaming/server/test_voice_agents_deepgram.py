@@ -132,7 +132,8 @@ async def test_pipecat_deepgram_stt_service_in_a_pipeline(
         params=PipelineParams(audio_in_sample_rate=16000),
     )
     runner = PipelineRunner(handle_sigint=False)
-    running = asyncio.create_task(runner.run(task))
+    await runner.add_workers(task)  # (Pipecat 1.3+: workers first, then run())
+    running = asyncio.create_task(runner.run())
     pcm = s16(with_pause(SPEECH[: 6 * 16000]))
     frames = [
         InputAudioRawFrame(audio=pcm[i : i + 2 * FRAME], sample_rate=16000, num_channels=1)

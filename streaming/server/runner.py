@@ -7,7 +7,9 @@ Three tasks per connection:
   here), hands it to the codec and carries out the actions; it also enforces the idle
   timeout, the maximum session length and the finish timeout (see connection.py);
 - the pump takes the engine stream's events as soon as they exist (so a slow client never
-  holds up the engine), passes them through the codec and parks the messages in the outbox;
+  holds up the engine), passes them through the codec and parks the messages in the outbox
+  (one pump per stream when the codec splits the channels into streams of their own: each
+  channel's events go to `ChannelCodec.on_channel_event`);
 - the writer sends what the outbox holds, measures each partial's and final's lag, and closes
   the connection after the codec's closing message.
 
@@ -18,6 +20,9 @@ the client down and nothing is dropped. The session's length counts in audio tim
 reason max_duration), and a session holding more audio not yet transcribed than the safety
 net allows gets an `audio_backlog` error, its finals and a close with 1008: never a silent
 loss.
+
+Audio that cannot be decoded (a container FFmpeg cannot read) gets the codec's `bad_audio`
+error, the finals of what could be decoded and a close with 1008.
 
 Failures: an unexpected exception in any task ends this connection with the codec's fatal
 error and close 1011, never the server. A peer that reads nothing while its finals pile up

@@ -13,6 +13,7 @@ from .resample import StreamResampler
 
 __all__ = [
     "ENCODINGS",
+    "MAX_CHANNELS",
     "MAX_SAMPLE_RATE",
     "MIN_SAMPLE_RATE",
     "PcmStreamDecoder",
@@ -33,6 +34,7 @@ ENCODINGS: dict[str, int] = {
 }  # bytes per sample
 MIN_SAMPLE_RATE = 8000
 MAX_SAMPLE_RATE = 48000
+MAX_CHANNELS = 8
 TARGET_RATE = 16000
 
 _S16_SCALE = np.float32(1.0 / 32768.0)
@@ -159,8 +161,12 @@ class PcmStreamDecoder:
                 f"sample_rate must be an integer from {MIN_SAMPLE_RATE} to {MAX_SAMPLE_RATE},"
                 f" got {sample_rate!r}"
             )
-        if channels not in (1, 2) or isinstance(channels, bool):
-            raise ValueError(f"channels must be 1 or 2, got {channels!r}")
+        if (
+            not isinstance(channels, (int, np.integer))
+            or isinstance(channels, bool)
+            or not 1 <= channels <= MAX_CHANNELS
+        ):
+            raise ValueError(f"channels must be within 1..{MAX_CHANNELS}, got {channels!r}")
         self._encoding = encoding
         self._sample_rate = int(sample_rate)
         self._channels = int(channels)
@@ -169,6 +175,7 @@ class PcmStreamDecoder:
         self._pending = bytearray()
         self._input_frames = 0
         self._resampler = StreamResampler(self._sample_rate, TARGET_RATE)
+        self._split: list[StreamResampler] | None = None  # per channel, made by feed_channels
 
     @property
     def encoding(self) -> str:
@@ -197,8 +204,8 @@ class PcmStreamDecoder:
         """Whole sample frames received so far, at the input rate."""
         return self._input_frames
 
-    def feed(self, data: bytes | bytearray | memoryview) -> np.ndarray:
-        """Decode `data` (any length) and return the float32 mono 16 kHz samples ready now."""
+    def _whole_frames(self, data: bytes | bytearray | memoryview) -> np.ndarray:
+        """The interleaved samples of the whole frames `data` completes."""
         view = _as_bytes(data)
         if self._pending:
             self._pending += view
@@ -207,10 +214,33 @@ class PcmStreamDecoder:
         decoded = self._decode(view[:whole])
         self._pending = bytearray(view[whole:])
         self._input_frames += whole // self._frame_bytes
-        mono = mix_down(decoded, self._channels)
+        return decoded
+
+    def feed(self, data: bytes | bytearray | memoryview) -> np.ndarray:
+        """Decode `data` (any length) and return the float32 mono 16 kHz samples ready now."""
+        mono = mix_down(self._whole_frames(data), self._channels)
         return self._resampler.process(mono)
 
     def flush(self) -> np.ndarray:
         """End of stream: drain the resampler tail. An incomplete frame (see `leftover_bytes`)
         is kept, not decoded; the caller reports it."""
         return self._resampler.flush()
+
+    def feed_channels(self, data: bytes | bytearray | memoryview) -> list[np.ndarray]:
+        """As `feed`, but each channel on its own (one float32 16 kHz array per channel); a
+        decoder is used either this way or mixed down, not both."""
+        if self._split is None:
+            self._split = [
+                StreamResampler(self._sample_rate, TARGET_RATE) for _ in range(self._channels)
+            ]
+        frames = self._whole_frames(data).reshape(-1, self._channels)
+        return [r.process(np.ascontiguousarray(frames[:, i])) for i, r in enumerate(self._split)]
+
+    def flush_channels(self) -> list[np.ndarray]:
+        """As `flush`, per channel."""
+        if self._split is None:
+            return [np.zeros(0, dtype=np.float32) for _ in range(self._channels)]
+        return [r.flush() for r in self._split]
+
+    def close(self) -> None:
+        """Nothing to release (the container decoder's counterpart has a worker)."""

@@ -103,6 +103,54 @@ def load_audio(
     return _decode_container(source if data is None else data, name)
 
 
+def load_audio_channels(source: bytes, raw: RawFormat | None = None) -> list[np.ndarray]:
+    """As `load_audio` for in-memory bytes, but each channel on its own: one float32 16 kHz
+    array per channel (Deepgram's multichannel)."""
+    if not source:
+        raise AudioError("empty input (0 bytes)")
+    if raw is not None:
+        usable = len(source) - len(source) % raw.frame_bytes
+        if usable == 0:
+            raise AudioError(f"raw input holds no complete {raw} sample frame")
+        frames = _decode_pcm(source[:usable], raw.encoding).reshape(-1, raw.channels)
+        return [_finish(frames[:, i], raw.sample_rate) for i in range(raw.channels)]
+    try:
+        import soundfile as sf
+
+        with sf.SoundFile(io.BytesIO(source)) as f:
+            rate, frames = f.samplerate, f.read(dtype="float32", always_2d=True)
+    except Exception as exc:  # not a format libsndfile reads: PyAV's turn
+        log.debug("soundfile could not read the input (%s); trying PyAV", exc)
+        return _pyav_channels(source)
+    if not frames.size:
+        raise AudioError("no audio samples in file")
+    return [_finish(frames[:, i], rate) for i in range(frames.shape[1])]
+
+
+def _pyav_channels(source: bytes) -> list[np.ndarray]:
+    import av
+
+    try:
+        with av.open(io.BytesIO(source), mode="r") as container:
+            stream = container.streams.audio[0]
+            channels = stream.codec_context.layout.nb_channels
+            resampler = av.AudioResampler(
+                format="fltp", layout=av.AudioLayout(f"{channels}c"), rate=SAMPLE_RATE
+            )
+            planes = [
+                out.to_ndarray()
+                for frame in container.decode(stream)
+                for out in resampler.resample(frame)
+            ]
+            planes += [out.to_ndarray() for out in resampler.resample(None)]
+    except (av.FFmpegError, IndexError, ValueError) as exc:
+        raise AudioError(f"not a decodable audio file ({_short(exc)})") from None
+    if not planes:
+        raise AudioError("no audio samples decoded (no audio stream, or damaged)")
+    frames = np.concatenate(planes, axis=1)
+    return [_finish(frames[i], SAMPLE_RATE) for i in range(channels)]
+
+
 def check_path(path: Path, raw: RawFormat | None) -> None:
     """The checks ``load_audio`` makes of a path before decoding it (the same errors)."""
     try:

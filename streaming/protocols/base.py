@@ -21,7 +21,7 @@ internal failures); the codec owns the wire format and the protocol's own rules.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from kettle.streaming.core.events import Event
 from kettle.streaming.core.session import SessionConfig
@@ -90,13 +90,25 @@ class Close:
 Action = Send | FeedAudio | Finalize | Reconfigure | Stop | Close
 
 
+CONTAINER = "container"  # AudioSetup.encoding of audio in a container (WebM, Ogg, MP3, WAV)
+
+
 @dataclass(frozen=True)
 class AudioSetup:
-    """The wire audio format (an encoding `kettle.kernels.pcm.PcmStreamDecoder` decodes)."""
+    """The wire audio format: an encoding `kettle.kernels.pcm.PcmStreamDecoder` decodes, or
+    CONTAINER (transcribe.container_stream; `sample_rate` is then not looked at).
+    `split_channels`: each channel is an engine stream of its own (the events come to
+    `ChannelCodec.on_channel_event`), else the channels are mixed down to one."""
 
     encoding: str = "pcm_s16le"
     sample_rate: int = 16000
     channels: int = 1
+    split_channels: bool = False
+
+    @property
+    def streams(self) -> int:
+        """Engine streams this audio feeds."""
+        return self.channels if self.split_channels else 1
 
 
 @dataclass(frozen=True)
@@ -183,4 +195,15 @@ class Codec(Protocol):
 
     def fatal_error(self, message: str) -> str:
         """The text of a fatal internal error, sent just before the close with 1011."""
+        ...
+
+
+@runtime_checkable
+class ChannelCodec(Codec, Protocol):
+    """A codec whose `stream_setup()` may split the channels into streams of their own: the
+    runner then hands it each stream's events with the channel they came from."""
+
+    def on_channel_event(self, channel: int, event: Event, received: AudioReceived) -> list[Action]:
+        """As `Codec.on_event`, for channel `channel`'s stream; `Done` comes once per channel,
+        and only the last must yield the closing Send."""
         ...

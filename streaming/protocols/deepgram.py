@@ -30,7 +30,12 @@ prerecorded body is ``deepgram_rest``'s.
 
 Choices where kettle differs from Deepgram's service (documented, not hidden):
 
-- ``encoding`` is required (linear16, mulaw or alaw): containerised audio is not decoded live.
+- without ``encoding`` (or with ``ogg-opus``/``flac``) the audio is in a container (WebM,
+  Ogg, MP3, WAV, ...: transcribe.container_stream); raw audio names linear16, mulaw or alaw.
+  Audio that cannot be decoded gets a ``DataError``, its finals, Metadata and close 1008.
+- ``keyterm`` and ``keywords`` are Whisper's hotwords; ``Configure`` replaces them
+  (deepgram_configure.py). ``multichannel`` runs an engine stream per channel (a session
+  slot each), results carrying ``channel_index`` ``[i, N]``.
 - ``endpointing`` in ms sets the VAD's endpoint silence, with a floor of
   ``MIN_ENDPOINTING_MS`` (Whisper transcribes word fragments badly); without it kettle keeps
   its own default (500 ms) rather than Deepgram's 10 ms; ``false`` keeps the VAD cutting
@@ -44,11 +49,11 @@ Choices where kettle differs from Deepgram's service (documented, not hidden):
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
 import json
 import uuid
-from collections import deque
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import Any
@@ -66,6 +71,7 @@ from kettle.streaming.core.events import (
     samples_to_seconds,
 )
 from kettle.streaming.protocols.base import (
+    CONTAINER,
     Action,
     AudioReceived,
     AudioSetup,
@@ -75,10 +81,18 @@ from kettle.streaming.protocols.base import (
     ModelInfo,
     OutMessage,
     RateGate,
+    Reconfigure,
     Send,
     Stop,
     StreamSetup,
 )
+from kettle.streaming.protocols.deepgram_channel import ChannelState
+from kettle.streaming.protocols.deepgram_configure import (
+    ConfigureFailed,
+    ConfigureMalformed,
+    parse_configure,
+)
+from kettle.streaming.protocols.deepgram_results import results_body
 from kettle.streaming.protocols.deepgram_wire import (
     ENCODINGS,
     LISTEN_PATH,
@@ -88,9 +102,6 @@ from kettle.streaming.protocols.deepgram_wire import (
     ModelIdentity,
     listen_credentials,
     parse_listen_query,
-    plain_transcript,
-    spread_words,
-    word_fields,
 )
 from kettle.streaming.protocols.handshake import (
     HandshakeRefused,
@@ -128,7 +139,8 @@ def request_id(session_id: str) -> str:
 
 
 class DeepgramLiveCodec:
-    """One connection's protocol state: client frames and engine events in, actions out."""
+    """One connection's protocol state: client frames and engine events in, actions out.
+    With ``multichannel`` each channel is an engine stream of its own (ChannelCodec)."""
 
     def __init__(self, context: CodecContext, params: ListenParams, *, created: str) -> None:
         self.context = context
@@ -142,25 +154,32 @@ class DeepgramLiveCodec:
         self._final_model = ModelIdentity(finals, version) if finals else self._model
         self._sha256 = hashlib.sha256()
         self._bytes = 0
+        self._received = AudioReceived()  # decoded so far, as the last event said
         self._stopped = False
-        self._open: set[int] = set()  # starts of utterances begun and not yet resolved
-        self._flushes: deque[set[int]] = deque()  # per Finalize: the utterances it waits for
-        self._last_word_end: float | None = None  # armed UtteranceEnd: seconds
+        self._channels = [ChannelState() for _ in range(params.streams)]
+        # What a Configure may change after the handshake.
+        self._keyterms = params.keyterms
+        self._features = {"punctuate": params.punctuate, "smart_format": params.smart_format}
 
     def start(self) -> list[Action]:
         return []  # Deepgram says nothing until there are results
 
     def stream_setup(self) -> StreamSetup:
         p = self.params
+        encoding = CONTAINER if p.encoding is None else ENCODINGS[p.encoding]
         return StreamSetup(
-            AudioSetup(ENCODINGS[p.encoding], p.sample_rate, p.channels), p.session_config()
+            AudioSetup(encoding, p.sample_rate, p.channels, split_channels=p.multichannel),
+            dataclasses.replace(p.session_config(), keyterms=self._keyterms),
         )
 
     # -- client side -----------------------------------------------------------------------
 
     @property
     def audio_seconds(self) -> float:
-        """Audio received so far, whole sample frames, at the input rate."""
+        """Audio received so far: raw audio's whole sample frames at the input rate; a
+        container's decoded audio, as the engine's events last reported it."""
+        if self.params.encoding is None:
+            return self._received.input_frames / self._received.sample_rate
         return self._bytes // self.params.frame_bytes / self.params.sample_rate
 
     def on_binary(self, data: bytes) -> list[Action]:
@@ -181,7 +200,8 @@ class DeepgramLiveCodec:
             ]
         self._sha256.update(data)
         self._bytes += len(data)
-        return [FeedAudio(data), *self._utterance_end_due()]
+        due = [a for i in range(len(self._channels)) for a in self._utterance_end_due(i)]
+        return [FeedAudio(data), *due]
 
     def on_text(self, text: str, rate: RateGate) -> list[Action]:
         if self._stopped:
@@ -211,27 +231,17 @@ class DeepgramLiveCodec:
         if kind == "Finalize":
             if not self._bytes:
                 # No audio, so no stream to finalize: answered here, at once.
-                return [self._empty_final()]
+                return [self._empty_final(i) for i in range(len(self._channels))]
             return [Finalize()]
-        if kind == "Configure":
-            return [self._configure_failure(obj)]
+        if kind == "Configure" and isinstance(obj, dict):
+            return self._configure(obj, text)
         description = (
             "message is not valid JSON"
             if obj is None and not text.strip().startswith(("{", "["))
             else "expected a JSON object whose type is KeepAlive, Finalize, CloseStream or "
             "Configure"
         )
-        return [
-            _send(
-                {
-                    "type": "Error",
-                    "variant": "SchemaError",
-                    "description": description,
-                    "message": text[:_ECHO_LIMIT],
-                },
-                "bad_message",
-            )
-        ]
+        return [self._schema_error(description, text)]
 
     def on_leftover(self, leftover_bytes: int, frame_bytes: int) -> list[Action]:
         return [
@@ -247,18 +257,37 @@ class DeepgramLiveCodec:
         self._stopped = True
         return [Stop()]
 
-    def _configure_failure(self, obj: Any) -> Send:
-        keyterms = isinstance(obj, dict) and obj.get("keyterms") is not None
-        return _send(
-            {
+    def _configure(self, obj: dict[str, Any], text: str) -> list[Action]:
+        """Exactly one ConfigureSuccess or ConfigureFailure, as Deepgram answers (or a
+        SchemaError for a message that is not a Configure's shape)."""
+        change = parse_configure(obj)
+        if isinstance(change, ConfigureMalformed):
+            return [self._schema_error(change.description, text)]
+        if isinstance(change, ConfigureFailed):
+            failure = {
                 "type": "ConfigureFailure",
                 "request_id": self.request_id,
-                "code": (
-                    "CONFIGURE_KEYTERMS_NOT_SUPPORTED" if keyterms else "CONFIGURE_NOT_SUPPORTED"
-                ),
-                "description": "kettle's models take no keyterms or feature changes",
+                "code": change.code,
+                "description": change.description,
             }
-        )
+            return [_send(failure, "bad_message")]
+        out: list[Action] = []
+        success: dict[str, Any] = {"type": "ConfigureSuccess", "request_id": self.request_id}
+        if change.keyterms is not None:
+            self._keyterms = change.keyterms
+            out.append(Reconfigure(keyterms=change.keyterms))
+            success["keyterms"] = list(change.keyterms)
+        self._features.update(change.features or {})
+        return [*out, _send(success)]
+
+    def _schema_error(self, description: str, text: str) -> Send:
+        obj = {
+            "type": "Error",
+            "variant": "SchemaError",
+            "description": description,
+            "message": text[:_ECHO_LIMIT],
+        }
+        return _send(obj, "bad_message")
 
     def _error(self, variant: str, description: str, code: str | None = None) -> Send:
         return _send({"type": "Error", "variant": variant, "description": description}, code)
@@ -269,28 +298,38 @@ class DeepgramLiveCodec:
     # -- engine side -------------------------------------------------------------------------
 
     def on_event(self, event: Event, received: AudioReceived) -> list[Action]:
+        """An event of the only stream (or one for the connection, such as an Error)."""
+        return self.on_channel_event(0, event, received)
+
+    def on_channel_event(self, channel: int, event: Event, received: AudioReceived) -> list[Action]:
+        self._received = received
         if isinstance(event, Partial):
             if not self.params.interim_results:
                 return []
-            return [self._results(event.start, event.end, event.text, None, event.utterance)]
+            return [
+                self._results(channel, event.start, event.end, event.text, None, event.utterance)
+            ]
         if isinstance(event, Final):
-            return self._on_final(event)
+            return self._on_final(channel, event)
         if isinstance(event, SpeechStarted):
-            return self._on_speech_started(event)
+            return self._on_speech_started(channel, event)
         if isinstance(event, Finalized):
-            return self._on_finalized()
+            return [] if self._channels[channel].finalize() else [self._empty_final(channel)]
         if isinstance(event, NoTranscript):
-            return [self._empty_final() for _ in range(self._resolve(event.start))]
+            done = self._channels[channel].resolve(event.start)
+            return [self._empty_final(channel) for _ in range(done)]
         if isinstance(event, Error):
             return self._on_error(event)
         if isinstance(event, Done):
-            return self._on_done(event)
+            return self._on_done(channel, event)
         return []  # SpeechStopped: Deepgram reports ends through speech_final
 
-    def _on_final(self, event: Final) -> list[Action]:
-        from_finalize = self._resolve(event.start) > 0  # (later utterances stay open)
+    def _on_final(self, channel: int, event: Final) -> list[Action]:
+        state = self._channels[channel]
+        from_finalize = state.resolve(event.start) > 0  # (later utterances stay open)
         out: list[Action] = [
             self._results(
+                channel,
                 event.start,
                 event.end,
                 event.text,
@@ -302,86 +341,83 @@ class DeepgramLiveCodec:
         ]
         if self.params.utterance_end_ms is not None:
             last = event.words[-1].end if event.words else samples_to_seconds(event.end)
-            later = [start for start in self._open if start > event.start]
+            later = state.later_than(event.start)
             if later:
                 # The next utterance began before this final came: was the gap long enough?
                 gap = samples_to_seconds(min(later)) - last
                 if gap >= self.params.utterance_end_ms / 1000:
-                    out.append(self._utterance_end(last))
-                self._last_word_end = None
+                    out.append(self._utterance_end(channel, last))
+                state.last_word_end = None
             else:
-                self._last_word_end = last
-                out += self._utterance_end_due()
+                state.last_word_end = last
+                out += self._utterance_end_due(channel)
         return out
 
-    def _on_speech_started(self, event: SpeechStarted) -> list[Action]:
-        self._open.add(event.start)
+    def _on_speech_started(self, channel: int, event: SpeechStarted) -> list[Action]:
+        state = self._channels[channel]
+        state.began(event.start)
         start = samples_to_seconds(event.start)
         out: list[Action] = []
-        if self._last_word_end is not None:
+        if state.last_word_end is not None:
             assert self.params.utterance_end_ms is not None
-            if start - self._last_word_end >= self.params.utterance_end_ms / 1000:
-                out.append(self._utterance_end(self._last_word_end))
-            self._last_word_end = None  # else the speech goes on: no end yet
+            if start - state.last_word_end >= self.params.utterance_end_ms / 1000:
+                out.append(self._utterance_end(channel, state.last_word_end))
+            state.last_word_end = None  # else the speech goes on: no end yet
         if self.params.vad_events:
-            out.append(_send({"type": "SpeechStarted", "channel": [0, 1], "timestamp": start}))
+            obj = {"type": "SpeechStarted", "channel": self._index(channel), "timestamp": start}
+            out.append(_send(obj))
         return out
 
-    def _on_finalized(self) -> list[Action]:
-        if not self._open:
-            return [self._empty_final()]  # nothing was open: answered at once
-        self._flushes.append(set(self._open))
-        return []
-
-    def _resolve(self, start: int) -> int:
-        """An utterance got its Final or NoTranscript: how many Finalizes that completes."""
-        self._open.discard(start)
-        for waiting in self._flushes:
-            waiting.discard(start)
-        done = 0
-        while self._flushes and not self._flushes[0]:
-            self._flushes.popleft()
-            done += 1
-        return done
-
-    def _empty_final(self) -> Send:
+    def _empty_final(self, channel: int) -> Send:
         """The answer to a Finalize whose utterances held no speech."""
         at = round(self.audio_seconds * SAMPLE_RATE)
-        return self._results(at, at, "", (), -1, from_finalize=True)
+        return self._results(channel, at, at, "", (), -1, from_finalize=True)
 
     def _on_error(self, event: Error) -> list[Action]:
         if event.code == "overloaded" and not event.fatal:
             return []  # Deepgram has no such notice; finals still come
-        variant = "InternalError" if event.code == "internal" else event.code
+        variant = _ERROR_VARIANTS.get(event.code, event.code)
         obj = {"type": "Error", "variant": variant, "description": event.message}
         message = OutMessage(OTHER, _json(obj), closing=event.fatal, fatal=event.fatal)
         return [Send(message, error_code=event.code)]
 
-    def _on_done(self, event: Done) -> list[Action]:
+    def _on_done(self, channel: int, event: Done) -> list[Action]:
+        state = self._channels[channel]
         out: list[Action] = []
-        if self._last_word_end is not None:
-            out += self._utterance_end_due()
+        if state.last_word_end is not None:
+            out += self._utterance_end_due(channel)
+        state.done = True
+        if not all(c.done for c in self._channels):
+            return out  # the Metadata comes after every channel's finals
         # The runner closes after this: 1000, or 1001 at shutdown; an idle connection gets
         # 1011, as Deepgram's timeout gives (its finals and Metadata came first all the same).
         idle = event.reason == "idle"
         out.append(Send(OutMessage(OTHER, _json(self.metadata()), closing=True, fatal=idle)))
         return out
 
-    def _utterance_end_due(self) -> list[Action]:
-        if self._last_word_end is None or self.params.utterance_end_ms is None:
-            return []
-        if self.audio_seconds - self._last_word_end < self.params.utterance_end_ms / 1000:
-            return []
-        last, self._last_word_end = self._last_word_end, None
-        return [self._utterance_end(last)]
+    def _utterance_end_due(self, channel: int) -> list[Action]:
+        last = self._channels[channel].utterance_end_due(
+            self.audio_seconds, self.params.utterance_end_ms
+        )
+        return [] if last is None else [self._utterance_end(channel, last)]
 
-    def _utterance_end(self, last_word_end: float) -> Send:
-        return _send({"type": "UtteranceEnd", "channel": [0, 1], "last_word_end": last_word_end})
+    def _utterance_end(self, channel: int, last_word_end: float) -> Send:
+        obj = {
+            "type": "UtteranceEnd",
+            "channel": self._index(channel),
+            "last_word_end": last_word_end,
+        }
+        return _send(obj)
 
     # -- messages ----------------------------------------------------------------------------
 
+    def _index(self, channel: int) -> list[int]:
+        """Deepgram's ``[channel, channels]``."""
+        return [channel, len(self._channels)]
+
     def _results(
         self,
+        channel: int,
         start: int,
         end: int,
         text: str,
@@ -393,38 +429,26 @@ class DeepgramLiveCodec:
     ) -> Send:
         """A Results message; ``words`` None means interim (untimed hypothesis words)."""
         final = words is not None
-        begin, finish = samples_to_seconds(start), samples_to_seconds(end)
-        shown = (
-            [word_fields(w.word, w.start, w.end, w.probability) for w in words if w.word.strip()]
-            if words is not None
-            else spread_words(text, begin, finish)
-        )
-        shown = [w for w in shown if w["word"]]
-        confidence = (
-            round(sum(w["confidence"] for w in shown) / len(shown), 4) if final and shown else 0.0
-        )
-        transcript = text.strip() if self.params.formatted else plain_transcript(text)
         model = self._final_model if final else self._model
-        obj = {
-            "type": "Results",
-            "channel_index": [0, 1],
-            "duration": round(finish - begin, 3),
-            "start": begin,
-            "is_final": final,
-            "speech_final": speech_final,
-            "from_finalize": from_finalize,
-            "channel": {
-                "alternatives": [
-                    {"transcript": transcript, "confidence": confidence, "words": shown}
-                ]
-            },
-            "metadata": {
-                "request_id": self.request_id,
-                "model_info": model.info(),
-                "model_uuid": model.uuid,
-            },
-        }
-        return Send(OutMessage(FINAL if final else PARTIAL, _json(obj), utterance, end))
+        obj = results_body(
+            start,
+            end,
+            text,
+            words,
+            channel_index=self._index(channel),
+            formatted=any(self._features.values()),  # punctuate or smart_format
+            request_id=self.request_id,
+            model=model,
+            speech_final=speech_final,
+            from_finalize=from_finalize,
+        )
+        # The outbox keeps partials per utterance: channels' utterance numbers must not meet.
+        key = (
+            utterance
+            if len(self._channels) == 1 or utterance < 0
+            else utterance * len(self._channels) + channel
+        )
+        return Send(OutMessage(FINAL if final else PARTIAL, _json(obj), key, end))
 
     def metadata(self) -> dict[str, Any]:
         """The Metadata message that ends a stream."""
@@ -439,6 +463,10 @@ class DeepgramLiveCodec:
             "models": list(dict.fromkeys([self._model.uuid, self._final_model.uuid])),
             "model_info": {m.uuid: m.info() for m in (self._model, self._final_model)},
         }
+
+
+# Kettle's error codes -> Deepgram's Error variants (others keep their code).
+_ERROR_VARIANTS = {"internal": "InternalError", "bad_audio": "DataError"}
 
 
 # -- the route --------------------------------------------------------------------------------
@@ -465,7 +493,8 @@ def prepare(request: HandshakeRequest, model: ModelInfo | None) -> Prepared:
         return DeepgramLiveCodec(context, params, created=created)
 
     # A browser offers ("token", KEY): echo "token", never the key.
-    return Prepared(make_codec, choose_subprotocol(request, (SUBPROTOCOL,)))
+    # A multichannel connection drives one engine stream per channel: each holds a slot.
+    return Prepared(make_codec, choose_subprotocol(request, (SUBPROTOCOL,)), params.streams)
 
 
 def refusal(status: int, message: str) -> tuple[bytes, str]:
@@ -480,6 +509,7 @@ INFO: dict[str, Any] = {
     "path": LISTEN_PATH,
     "api": "deepgram/v1/listen",
     "encodings": list(ENCODINGS),
+    "containers": "without encoding: WebM, Ogg, MP3, WAV, ... (what PyAV reads)",
     "subprotocol": SUBPROTOCOL,
 }
 

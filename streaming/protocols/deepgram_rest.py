@@ -9,6 +9,7 @@ No I/O here: the route decodes the audio and runs the pipeline.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +22,9 @@ from kettle.streaming.protocols.deepgram_wire import (
     parse_int,
     plain_transcript,
     query_flag,
+    query_keyterms,
     query_language,
     query_values,
-    refuse_multichannel,
     word_fields,
 )
 from kettle.transcribe.audio_io import RawFormat
@@ -42,6 +43,8 @@ class PrerecordedParams:
     punctuate: bool = False
     smart_format: bool = False
     detect_language: bool = False
+    multichannel: bool = False  # results per channel, each transcribed on its own
+    keyterms: tuple[str, ...] = ()  # keyterm and keywords, keyterms.normalize's form
 
     @property
     def formatted(self) -> bool:
@@ -52,8 +55,8 @@ def parse_prerecorded_query(
     query: str, *, multilingual: bool, model_name: str
 ) -> PrerecordedParams:
     """The request's query string; ListenParamError (HTTP 400) names what is wrong.
-    Parameters kettle does not implement are ignored (multichannel=true is refused); as on the
-    live endpoint, one that kettle reads must not be given twice with different values."""
+    Parameters kettle does not implement are ignored; as on the live endpoint, one that
+    kettle reads must not be given twice with different values."""
     one = query_values(query, PRERECORDED_PARAMETERS)
     raw = None
     if "encoding" in one:
@@ -68,7 +71,7 @@ def parse_prerecorded_query(
             rate = parse_int("sample_rate", one["sample_rate"], 1000, MAX_RAW_SAMPLE_RATE)
         channels = parse_int("channels", one["channels"], 1, 32) if "channels" in one else 1
         raw = RawFormat(RAW_ENCODINGS[encoding], rate, channels)
-    refuse_multichannel(one)
+    multichannel = query_flag(one, "multichannel")
     detect = query_flag(one, "detect_language")
     language = query_language(one, multilingual=multilingual, model_name=model_name, detect=detect)
     return PrerecordedParams(
@@ -78,11 +81,13 @@ def parse_prerecorded_query(
         punctuate=query_flag(one, "punctuate"),
         smart_format=query_flag(one, "smart_format"),
         detect_language=detect,
+        multichannel=multichannel,
+        keyterms=query_keyterms(query),
     )
 
 
 def render_prerecorded(
-    transcript: Transcript,
+    transcript: Transcript | Sequence[Transcript],
     params: PrerecordedParams,
     *,
     request_id: str,
@@ -91,7 +96,26 @@ def render_prerecorded(
     channels: int,
     model: ModelIdentity,
 ) -> dict[str, Any]:
-    """The JSON body of a 200 answer (``ListenV1Response``)."""
+    """The JSON body of a 200 answer (``ListenV1Response``): ``results.channels`` holds one
+    entry per transcript (with multichannel, one per channel; else the one mixed down)."""
+    transcripts = [transcript] if isinstance(transcript, Transcript) else list(transcript)
+    return {
+        "metadata": {
+            "transaction_key": "deprecated",
+            "request_id": request_id,
+            "sha256": sha256,
+            "created": created,
+            "duration": round(max(t.duration_s for t in transcripts), 3),
+            "channels": channels,
+            "models": [model.uuid],
+            "model_info": {model.uuid: model.info()},
+        },
+        "results": {"channels": [_channel(t, params) for t in transcripts]},
+    }
+
+
+def _channel(transcript: Transcript, params: PrerecordedParams) -> dict[str, Any]:
+    """One channel's ``alternatives`` (and detected language)."""
     words = [
         word_fields(w.word, w.start, w.end, w.probability)
         for segment in transcript.segments
@@ -106,19 +130,7 @@ def render_prerecorded(
     }
     if params.detect_language:
         channel["detected_language"] = transcript.language
-    return {
-        "metadata": {
-            "transaction_key": "deprecated",
-            "request_id": request_id,
-            "sha256": sha256,
-            "created": created,
-            "duration": round(transcript.duration_s, 3),
-            "channels": channels,
-            "models": [model.uuid],
-            "model_info": {model.uuid: model.info()},
-        },
-        "results": {"channels": [channel]},
-    }
+    return channel
 
 
 def error_body(message: str, *, code: str = "Bad Request") -> dict[str, str]:

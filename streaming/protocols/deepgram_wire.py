@@ -10,17 +10,20 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from kettle.kernels.pcm import MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
+from kettle.kernels.pcm import MAX_CHANNELS, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
 from kettle.streaming.core.agreement import normalize_word, split_words
 from kettle.streaming.core.session import SessionConfig
 from kettle.streaming.protocols.handshake import bearer_token
-from kettle.transcribe.errors import KettleError
+from kettle.transcribe import keyterms
+from kettle.transcribe.errors import ConfigError, KettleError
 from kettle.transcribe.languages import LANGUAGES
 
 LISTEN_PATH = "/v1/listen"
 # Deepgram's encoding names -> kernels.pcm's.
 ENCODINGS = {"linear16": "pcm_s16le", "mulaw": "mulaw", "alaw": "alaw"}
 DEFAULT_SAMPLE_RATES = {"linear16": 16000, "mulaw": 8000, "alaw": 8000}
+# Deepgram's encodings whose streams describe themselves: read as a container is.
+SELF_DESCRIBING = ("ogg-opus", "flac")
 MIN_ENDPOINTING_MS = 200
 MAX_ENDPOINTING_MS = 10000
 MAX_UTTERANCE_END_MS = 600_000
@@ -72,9 +75,10 @@ class ModelIdentity:
 class ListenParams:
     """The settings of one live connection, from the handshake's query string."""
 
-    encoding: str  # Deepgram's name: linear16, mulaw or alaw
-    sample_rate: int
+    encoding: str | None  # Deepgram's name (linear16, mulaw, alaw); None: a container
+    sample_rate: int  # (a container's own rate is read from it)
     channels: int = 1
+    multichannel: bool = False  # each channel transcribed on its own
     model: str | None = None
     language: str | None = "en"  # ISO 639-1, or None to detect (``language=multi``)
     interim_results: bool = False
@@ -84,15 +88,24 @@ class ListenParams:
     vad_events: bool = False
     punctuate: bool = False
     smart_format: bool = False
+    keyterms: tuple[str, ...] = ()  # keyterm and keywords, keyterms.normalize's form
 
     @property
-    def pcm_encoding(self) -> str:
-        """The encoding's name in kernels.pcm."""
-        return ENCODINGS[self.encoding]
+    def pcm_encoding(self) -> str | None:
+        """The encoding's name in kernels.pcm (None: a container)."""
+        return None if self.encoding is None else ENCODINGS[self.encoding]
 
     @property
     def frame_bytes(self) -> int:
+        """Bytes per sample frame of raw audio (1 for a container: it has none)."""
+        if self.encoding is None:
+            return 1
         return (2 if self.encoding == "linear16" else 1) * self.channels
+
+    @property
+    def streams(self) -> int:
+        """Transcripts kept: one per channel with multichannel, else one."""
+        return self.channels if self.multichannel else 1
 
     @property
     def formatted(self) -> bool:
@@ -109,6 +122,7 @@ class ListenParams:
             partials=self.interim_results,
             word_timestamps=True,  # every final Results carries words
             vad_events=True,
+            keyterms=self.keyterms,
             **extra,
         )
 
@@ -161,16 +175,25 @@ def query_values(query: str, reads: Collection[str]) -> dict[str, str]:
     return one
 
 
+def query_keyterms(query: str) -> tuple[str, ...]:
+    """Every ``keyterm`` (Nova-3: plain terms) then every ``keywords`` (Nova-2:
+    ``term:intensifier``, the intensifier dropped) in the query, as one normalized tuple:
+    Whisper takes both the same way. ListenParamError past keyterms' limits."""
+    try:
+        pairs = parse_qs(query, keep_blank_values=True, errors="strict")
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ListenParamError(f"query string cannot be decoded: {exc}") from None
+    try:
+        terms = keyterms.normalize(pairs.get("keyterm", ()))
+        weighted = keyterms.normalize(pairs.get("keywords", ()), weighted=True)
+        return keyterms.normalize((*terms, *weighted))
+    except ConfigError as exc:
+        raise ListenParamError(str(exc)) from None
+
+
 def query_flag(one: Mapping[str, str], name: str) -> bool:
     """A true/false parameter; absent is false."""
     return parse_flag(name, one[name]) if name in one else False
-
-
-def refuse_multichannel(one: Mapping[str, str]) -> None:
-    """Both endpoints mix channels down to one transcript, so results per channel cannot be
-    given: ``multichannel=true`` is refused."""
-    if query_flag(one, "multichannel"):
-        raise ListenParamError("multichannel=true is not supported: channels are mixed down")
 
 
 def query_language(
@@ -189,25 +212,27 @@ def query_language(
 def parse_listen_query(query: str, *, multilingual: bool, model_name: str) -> ListenParams:
     """The handshake's query string; ListenParamError (HTTP 400) names what is wrong.
 
-    Parameters kettle does not implement (diarize, keywords, ...) are ignored, as Deepgram
-    ignores those a model does not support; ``multichannel=true`` is refused, because
-    results per channel cannot be given.
+    Parameters kettle does not implement (diarize, numerals, ...) are ignored, as Deepgram
+    ignores those a model does not support. Without ``encoding`` the audio is in a
+    container (its header says the rest), as Deepgram takes it; ``sample_rate`` is then
+    not looked at.
     """
     one = query_values(query, LIVE_PARAMETERS)
     encoding = one.get("encoding")
-    if encoding is None:
-        raise ListenParamError(
-            "encoding is required: kettle's live endpoint takes raw audio "
-            f"({', '.join(ENCODINGS)}), not containers"
-        )
-    encoding = encoding.strip().lower()
-    if encoding not in ENCODINGS:
-        raise ListenParamError(f"encoding must be one of {', '.join(ENCODINGS)}, not {encoding!r}")
-    rate = DEFAULT_SAMPLE_RATES[encoding]
-    if "sample_rate" in one:
-        rate = parse_int("sample_rate", one["sample_rate"], MIN_SAMPLE_RATE, MAX_SAMPLE_RATE)
-    channels = parse_int("channels", one["channels"], 1, 2) if "channels" in one else 1
-    refuse_multichannel(one)
+    rate = 16000
+    if encoding is not None and encoding.strip().lower() in SELF_DESCRIBING:
+        encoding = None
+    if encoding is not None:
+        encoding = encoding.strip().lower()
+        if encoding not in ENCODINGS:
+            raise ListenParamError(
+                f"encoding must be one of {', '.join((*ENCODINGS, *SELF_DESCRIBING))} (or "
+                f"absent for a container), not {encoding!r}"
+            )
+        rate = DEFAULT_SAMPLE_RATES[encoding]
+        if "sample_rate" in one:
+            rate = parse_int("sample_rate", one["sample_rate"], MIN_SAMPLE_RATE, MAX_SAMPLE_RATE)
+    channels = parse_int("channels", one["channels"], 1, MAX_CHANNELS) if "channels" in one else 1
     language = query_language(one, multilingual=multilingual, model_name=model_name)
     endpointing, endpointing_ms = True, None
     if "endpointing" in one:
@@ -226,9 +251,11 @@ def parse_listen_query(query: str, *, multilingual: bool, model_name: str) -> Li
         for name in ("interim_results", "vad_events", "punctuate", "smart_format")
     }
     return ListenParams(
+        keyterms=query_keyterms(query),
         encoding=encoding,
         sample_rate=rate,
         channels=channels,
+        multichannel=query_flag(one, "multichannel"),
         model=one.get("model"),
         language=language,
         endpointing_ms=endpointing_ms,
@@ -300,6 +327,7 @@ __all__ = [
     "parse_language",
     "parse_listen_query",
     "plain_transcript",
+    "query_keyterms",
     "spread_words",
     "word_fields",
 ]

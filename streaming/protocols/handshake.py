@@ -61,10 +61,12 @@ class HandshakeRefused(Exception):
 
 @dataclass(frozen=True)
 class Prepared:
-    """A protocol's yes: the codec to run and the subprotocol to echo (None: none offered)."""
+    """A protocol's yes: the codec to run and the subprotocol to echo (None: none offered).
+    `slots`: the session slots the connection holds, one per engine stream it drives."""
 
     make_codec: Callable[[CodecContext], Codec]
     subprotocol: str | None = None
+    slots: int = 1
 
 
 @dataclass(frozen=True)

@@ -130,12 +130,12 @@ async def _transcribe(server: KettleServer, request: Request, request_id: str) -
     identity = ModelIdentity(finals.name, kettle_version())
     created = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
     answer = render_prerecorded(
-        done.transcript,
+        done.channels or done.transcript,
         params,
         request_id=request_id,
         created=created.replace("+00:00", "Z"),
         sha256=hashlib.sha256(done.body).hexdigest(),
-        channels=params.raw.channels if params.raw is not None else 1,
+        channels=len(done.channels) or (params.raw.channels if params.raw is not None else 1),
         model=identity,
     )
     return JSONResponse(answer)
@@ -144,5 +144,7 @@ async def _transcribe(server: KettleServer, request: Request, request_id: str) -
 async def _job(body: bytes, params: PrerecordedParams) -> UploadJob[None]:
     if not body:
         raise _Refused(400, "Bad Request", "the body is empty: send the audio as the body")
-    config = PipelineConfig(word_timestamps=True, language=params.language)
-    return UploadJob(None, body, config, params.raw)
+    config = PipelineConfig(
+        word_timestamps=True, language=params.language, keyterms=params.keyterms
+    )
+    return UploadJob(None, body, config, params.raw, split_channels=params.multichannel)

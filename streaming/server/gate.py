@@ -89,8 +89,9 @@ class ConnectionGate:
 
     def admit(self, route: ProtocolRoute, request: HandshakeRequest) -> Refusal | Prepared:
         """A WebSocket handshake: check(), then capacity (503 + Retry-After). An admitted
-        handshake holds a session slot; the caller releases it with `release_slot()` once the
-        connection has closed, whatever happened in between."""
+        handshake holds its session slots (one per engine stream: `Prepared.slots`); the caller
+        releases them with `release_slot(slots)` once the connection has closed, whatever
+        happened in between."""
         decision = self.check(route, request)
         if isinstance(decision, Refusal):
             return decision
@@ -114,7 +115,11 @@ class ConnectionGate:
             return self._reject(Refusal(503, "server is shutting down", "shutting_down", retry))
         if self._model_info() is None:
             return self._reject(Refusal(503, "model is loading", "loading", retry))
-        if not self._slots.try_acquire():
+        if decision.slots > self._slots.limit:
+            # More streams than the server ever runs at once: no retry would help.
+            message = f"{decision.slots} streams asked, at most {self._slots.limit} run at once"
+            return self._reject(Refusal(400, message, "session_limit"))
+        if not self._slots.try_acquire(decision.slots):
             return self._reject(Refusal(503, "too many sessions", "session_limit", retry))
         self.metrics.sessions_active.set(self._slots.active)
         self._idle.clear()
@@ -126,8 +131,8 @@ class ConnectionGate:
         if kind == "websocket":
             self.metrics.sessions_rejected.labels(reason="host").inc()
 
-    def release_slot(self) -> None:
-        self._slots.release()
+    def release_slot(self, count: int = 1) -> None:
+        self._slots.release(count)
         self.metrics.sessions_active.set(self._slots.active)
         if self._slots.active == 0:
             self._idle.set()

@@ -1,21 +1,36 @@
-"""Audio ingress of one connection: wire bytes -> float32 16 kHz samples -> the engine stream.
+"""Audio ingress of one connection: wire bytes -> float32 16 kHz samples -> the engine
+stream(s).
 
-The stream is opened lazily, with the codec's settings, at the first audio (or at stop, so
-that a session without audio still ends with the engine's `Done`). Arrival times of the audio
-are logged so the runner can measure each partial's and final's lag.
+The streams are opened lazily, with the codec's settings, at the first audio (or at stop, so
+that a session without audio still ends with the engine's `Done`): one stream, or one per
+channel when the codec splits the channels. Raw audio is decoded by kernels.pcm, audio in a
+container by transcribe.container_stream. Arrival times of the audio are logged so the
+runner can measure each partial's and final's lag.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
+import numpy as np
 from kettle.kernels.pcm import PcmStreamDecoder
-from kettle.streaming.protocols.base import AudioReceived, StreamSetup
+from kettle.streaming.protocols.base import CONTAINER, AudioReceived, AudioSetup, StreamSetup
 from kettle.streaming.server.metrics import ArrivalLog
+from kettle.transcribe.container_stream import ContainerDecodeError, ContainerStreamDecoder
 
 if TYPE_CHECKING:
     from kettle.streaming.engine.engine import Engine, Stream
+
+Decoder: TypeAlias = PcmStreamDecoder | ContainerStreamDecoder
+
+__all__ = ["AudioIngress", "ContainerDecodeError"]
+
+
+def make_decoder(audio: AudioSetup) -> Decoder:
+    if audio.encoding == CONTAINER:
+        return ContainerStreamDecoder(audio.channels if audio.split_channels else 1)
+    return PcmStreamDecoder(audio.encoding, audio.sample_rate, audio.channels)
 
 
 class AudioIngress:
@@ -28,9 +43,15 @@ class AudioIngress:
         self._engine = engine
         self._setup = setup
         self._on_audio_seconds = on_audio_seconds
-        self.stream: Stream | None = None
-        self.pcm: PcmStreamDecoder | None = None
+        self.streams: list[Stream] = []
+        self.pcm: Decoder | None = None
         self.arrivals: ArrivalLog | None = None
+        self._split = False
+
+    @property
+    def stream(self) -> Stream | None:
+        """The first (on one channel, the only) stream."""
+        return self.streams[0] if self.streams else None
 
     @property
     def received(self) -> AudioReceived:
@@ -38,39 +59,75 @@ class AudioIngress:
             return AudioReceived()
         return AudioReceived(self.pcm.input_frames, self.pcm.sample_rate)
 
-    def open(self) -> tuple[Stream, PcmStreamDecoder, ArrivalLog]:
-        if self.stream is None or self.pcm is None or self.arrivals is None:
+    def open(self) -> tuple[list[Stream], Decoder, ArrivalLog]:
+        if not self.streams or self.pcm is None or self.arrivals is None:
             setup = self._setup()
             audio = setup.audio
-            self.pcm = PcmStreamDecoder(audio.encoding, audio.sample_rate, audio.channels)
-            self.arrivals = ArrivalLog(audio.sample_rate)
-            self.stream = self._engine.open_stream(setup.session)
-        return self.stream, self.pcm, self.arrivals
+            self.pcm = make_decoder(audio)
+            self._split = audio.streams > 1
+            self.arrivals = ArrivalLog(self.pcm.sample_rate)
+            self.streams = [self._engine.open_stream(setup.session) for _ in range(audio.streams)]
+        return self.streams, self.pcm, self.arrivals
+
+    def _decode(self, pcm: Decoder, data: bytes | None) -> list[np.ndarray]:
+        """Samples per stream for `data` (None: the decoder's tail)."""
+        if self._split:
+            return pcm.flush_channels() if data is None else pcm.feed_channels(data)
+        return [pcm.flush() if data is None else pcm.feed(data)]
 
     def feed(self, data: bytes, now: float) -> None:
-        stream, pcm, arrivals = self.open()
+        """ContainerDecodeError when the bytes cannot be decoded (the streams stay open)."""
+        streams, pcm, arrivals = self.open()
         before = pcm.input_frames
-        samples = pcm.feed(data)
-        arrivals.record(pcm.input_frames, now)
-        if pcm.input_frames > before and self._on_audio_seconds is not None:
-            self._on_audio_seconds((pcm.input_frames - before) / pcm.sample_rate)
-        if samples.size:
-            stream.feed_audio(samples)
+        try:
+            parts = self._decode(pcm, data)
+        finally:
+            arrivals.record(pcm.input_frames, now)
+            if pcm.input_frames > before and self._on_audio_seconds is not None:
+                self._on_audio_seconds((pcm.input_frames - before) / pcm.sample_rate)
+        for stream, samples in zip(streams, parts, strict=True):
+            if samples.size:
+                stream.feed_audio(samples)
 
     def finalize(self) -> None:
-        if self.stream is not None:
-            self.stream.finalize()
+        for stream in self.streams:
+            stream.finalize()
 
-    def stop(self, reason: str | None) -> tuple[int, int]:
-        """No more audio: flush and stop the stream. Returns (leftover bytes, frame bytes):
-        the end of the audio that was not a whole sample frame, dropped."""
-        stream, pcm, _ = self.open()
+    def set_keyterms(self, terms: tuple[str, ...]) -> None:
+        for stream in self.streams:
+            stream.set_keyterms(terms)
+
+    def set_endpoint_silence(self, ms: int) -> None:
+        for stream in self.streams:
+            stream.set_endpoint_silence(ms)
+
+    def stop(self, reason: str | None) -> tuple[int, int, str | None]:
+        """No more audio: flush and stop the streams. Returns (leftover bytes, frame bytes,
+        decode error): the end of the audio that was not a whole sample frame, dropped, and
+        why the tail could not be decoded (None when it could)."""
+        streams, pcm, _ = self.open()
         leftover = pcm.leftover_bytes
-        tail = pcm.flush()
-        if tail.size:
-            stream.feed_audio(tail)
-        stream.stop(reason)
-        return leftover, pcm.frame_bytes
+        error = None
+        try:
+            tails = self._decode(pcm, None)
+        except ContainerDecodeError as exc:
+            tails, error = [], str(exc)
+        for stream, tail in zip(streams, tails, strict=False):
+            if tail.size:
+                stream.feed_audio(tail)
+        for stream in streams:
+            stream.stop(reason)
+        return leftover, pcm.frame_bytes, error
+
+    def close(self) -> None:
+        """The connection is over: let the decoder go (a container's has a worker)."""
+        if self.pcm is not None:
+            self.pcm.close()
+
+    @property
+    def undecoded_samples(self) -> int:
+        """The most audio any of the streams holds not yet transcribed."""
+        return max((s.session.undecoded_samples for s in self.streams), default=0)
 
     def arrival_of(self, end_sample: int) -> float | None:
         return None if self.arrivals is None else self.arrivals.arrival_of(end_sample)

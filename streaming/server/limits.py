@@ -87,16 +87,17 @@ class SessionSlots:
     def full(self) -> bool:
         return self._active >= self.limit
 
-    def try_acquire(self) -> bool:
-        if self._active >= self.limit:
+    def try_acquire(self, count: int = 1) -> bool:
+        """Take `count` slots at once, or none."""
+        if self._active + count > self.limit:
             return False
-        self._active += 1
+        self._active += count
         return True
 
-    def release(self) -> None:
-        if self._active <= 0:
+    def release(self, count: int = 1) -> None:
+        if self._active < count:
             raise RuntimeError("session slot released twice")
-        self._active -= 1
+        self._active -= count
 
 
 class TokenBucket:

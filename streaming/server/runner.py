@@ -7,7 +7,9 @@ Three tasks per connection:
   here), hands it to the codec and carries out the actions; it also enforces the idle
   timeout, the maximum session length and the finish timeout (see connection.py);
 - the pump takes the engine stream's events as soon as they exist (so a slow client never
-  holds up the engine), passes them through the codec and parks the messages in the outbox;
+  holds up the engine), passes them through the codec and parks the messages in the outbox
+  (one pump per stream when the codec splits the channels into streams of their own: each
+  channel's events go to `ChannelCodec.on_channel_event`);
 - the writer sends what the outbox holds, measures each partial's and final's lag, and closes
   the connection after the codec's closing message.
 
@@ -18,6 +20,9 @@ the client down and nothing is dropped. The session's length counts in audio tim
 reason max_duration), and a session holding more audio not yet transcribed than the safety
 net allows gets an `audio_backlog` error, its finals and a close with 1008: never a silent
 loss.
+
+Audio that cannot be decoded (a container FFmpeg cannot read) gets the codec's `bad_audio`
+error, the finals of what could be decoded and a close with 1008.
 
 Failures: an unexpected exception in any task ends this connection with the codec's fatal
 error and close 1011, never the server. A peer that reads nothing while its finals pile up
@@ -42,6 +47,7 @@ from kettle.streaming.protocols.base import (
     CLOSE_INTERNAL,
     CLOSE_POLICY,
     Action,
+    ChannelCodec,
     Close,
     Codec,
     FeedAudio,
@@ -58,7 +64,7 @@ from kettle.streaming.server.connection import (
     ConnectionLimits,
     ConnectionState,
 )
-from kettle.streaming.server.ingress import AudioIngress
+from kettle.streaming.server.ingress import AudioIngress, ContainerDecodeError
 from kettle.streaming.server.outbox import Outbox
 from kettle.transcribe.types import SAMPLE_RATE
 
@@ -70,6 +76,7 @@ logger = logging.getLogger(__name__)
 
 FINAL_ARRIVALS_KEPT = 64  # finals whose revision delay can still be measured
 AUDIO_BACKLOG = "audio_backlog"  # error code and done reason: too much audio not transcribed
+BAD_AUDIO = "bad_audio"  # error code and done reason: audio that cannot be decoded
 
 
 class PeerGone(Exception):
@@ -122,12 +129,12 @@ class ConnectionRunner:
         )
         self.closed = asyncio.Event()
         self.close_code: int | None = None
-        self._pump: asyncio.Task[None] | None = None
+        self._pumps: list[asyncio.Task[None]] = []  # one per engine stream
         self._tasks: list[asyncio.Task[Any]] = []
         self._close_request: tuple[int, str] | None = None
         # When the audio at each recent final's end arrived: a revision's delay runs from it.
         self._final_arrivals: dict[int, float] = {}
-        self._refinements_counted: dict[str, int] = {}
+        self._refinements_counted: dict[tuple[int, str], int] = {}  # (stream, outcome)
 
     @property
     def stream(self) -> Stream | None:
@@ -148,14 +155,14 @@ class ConnectionRunner:
         finally:
             for task in self._tasks:
                 task.cancel()
-            if self._pump is not None:
-                self._pump.cancel()
+            for pump in self._pumps:
+                pump.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
-            if self._pump is not None:
-                await asyncio.gather(self._pump, return_exceptions=True)
+            await asyncio.gather(*self._pumps, return_exceptions=True)
             if self._close_request is not None:
                 await self._close(*self._close_request)
             self._release_stream()  # client vanished: release what the engine holds
+            self.ingress.close()
             if self.outbox.dropped_partials and self.metrics is not None:
                 self.metrics.messages_dropped.labels(kind="partial").inc(
                     self.outbox.dropped_partials
@@ -191,8 +198,9 @@ class ConnectionRunner:
 
     def _release_stream(self) -> None:
         """Nothing more is wanted from the engine: let the stream go (once)."""
-        if self.ingress.stream is not None and not self.state.finished:
-            self.ingress.stream.abort()
+        if not self.state.finished:
+            for stream in self.ingress.streams:
+                stream.abort()
         self.state.finished = True
 
     def begin_shutdown(self, code: int = CLOSE_GOING_AWAY) -> None:
@@ -260,17 +268,21 @@ class ConnectionRunner:
                     self._open_stream()
                     before = self.ingress.received.input_frames
                     now = self.clock()
-                    self.ingress.feed(action.data, now)
+                    try:
+                        self.ingress.feed(action.data, now)
+                    except ContainerDecodeError as exc:
+                        self._bad_audio(str(exc))
+                        continue
                     self._admit_audio(before, now)
             elif isinstance(action, Finalize):
                 if not self.state.stopped:
                     self.ingress.finalize()
             elif isinstance(action, Reconfigure):
-                stream = self.stream  # (None: stream_setup() has the new settings)
-                if stream is not None and action.keyterms is not None:
-                    stream.set_keyterms(action.keyterms)
-                if stream is not None and action.endpoint_silence_ms is not None:
-                    stream.set_endpoint_silence(action.endpoint_silence_ms)
+                # (No stream open yet: stream_setup() has the new settings.)
+                if action.keyterms is not None:
+                    self.ingress.set_keyterms(action.keyterms)
+                if action.endpoint_silence_ms is not None:
+                    self.ingress.set_endpoint_silence(action.endpoint_silence_ms)
             elif isinstance(action, Stop):
                 self._stop(action.reason)
             elif isinstance(action, Close):
@@ -286,12 +298,11 @@ class ConnectionRunner:
             return
         received = self.ingress.received
         admission.admit((received.input_frames - frames_before) / received.sample_rate, now)
-        stream = self.ingress.stream
         if admission.over_length():
             logger.info("session %s: maximum length of audio, stopping", self.session_id)
             self._stop(MAX_DURATION)
-        elif stream is not None:
-            backlog_s = stream.session.undecoded_samples / SAMPLE_RATE
+        elif self.ingress.streams:
+            backlog_s = self.ingress.undecoded_samples / SAMPLE_RATE
             if admission.over_backlog(backlog_s):
                 logger.warning("session %s: %.1f s not transcribed", self.session_id, backlog_s)
                 if self.metrics is not None:
@@ -306,8 +317,7 @@ class ConnectionRunner:
         if self.admission is None or self.state.stopped:
             return
         busy = self.engine.overloaded or self.engine.degradation != Level.FULL
-        stream = self.ingress.stream
-        backlog_s = 0.0 if stream is None else stream.session.undecoded_samples / SAMPLE_RATE
+        backlog_s = self.ingress.undecoded_samples / SAMPLE_RATE
         self.admission.set_overloaded(busy, self.clock(), backlog_s)
         pause = self.admission.pause_s(self.clock())
         if pause <= 0:
@@ -318,27 +328,52 @@ class ConnectionRunner:
         # The client was held by us, not idle: its idle time starts after the pause.
         self.state.on_message(self.clock())
 
-    def _open_stream(self) -> Stream:
-        stream, _, _ = self.ingress.open()
-        if self._pump is None:
-            self._pump = asyncio.create_task(self._guard(lambda: self._pump_loop(stream)))
-        return stream
+    def _open_stream(self) -> None:
+        streams, _, _ = self.ingress.open()
+        if not self._pumps:
+            split = len(streams) > 1
+            self._pumps = [
+                asyncio.create_task(self._guard(self._pump_of(stream, i if split else None)))
+                for i, stream in enumerate(streams)
+            ]
+
+    def _pump_of(self, stream: Stream, channel: int | None) -> Callable[[], Awaitable[None]]:
+        return lambda: self._pump_loop(stream, channel)
 
     def _stop(self, reason: str | None) -> None:
         if not self.state.stop(self.clock()):
             return
         self._open_stream()
-        leftover, frame_bytes = self.ingress.stop(reason)
+        leftover, frame_bytes, error = self.ingress.stop(reason)
+        if error is not None:
+            self._bad_audio(error)
         if leftover:
             self._apply(self.codec.on_leftover(leftover, frame_bytes))
 
+    def _bad_audio(self, why: str) -> None:
+        """Audio that cannot be decoded: the codec's error, the finals of what could be, and
+        a close with 1008 (as Deepgram answers undecodable audio)."""
+        logger.info("session %s: audio cannot be decoded: %s", self.session_id, why)
+        error = Error(BAD_AUDIO, f"the audio cannot be decoded: {why}")
+        self._apply(self.codec.on_event(error, self.ingress.received))
+        self.state.close_code = CLOSE_POLICY
+        self._stop(BAD_AUDIO)
+
     # -- events out ---------------------------------------------------------------------------
 
-    async def _pump_loop(self, stream: Stream) -> None:
+    async def _pump_loop(self, stream: Stream, channel: int | None) -> None:
+        """One stream's events to the codec; `channel` when the channels are split."""
+        codec = self.codec
+        for_channel = channel is not None and isinstance(codec, ChannelCodec)
         async for event in stream:
-            self._apply(self.codec.on_event(event, self.ingress.received))
+            received = self.ingress.received
+            if for_channel:
+                assert channel is not None and isinstance(codec, ChannelCodec)
+                self._apply(codec.on_channel_event(channel, event, received))
+            else:
+                self._apply(codec.on_event(event, received))
             if not isinstance(event, Partial):  # counted per final, revision, done
-                self._count_refinements(stream)
+                self._count_refinements(stream, channel or 0)
             if isinstance(event, Done):
                 return
 
@@ -389,13 +424,13 @@ class ConnectionRunner:
         if arrived is not None and self.metrics is not None:
             self.metrics.revision_delay.observe(max(0.0, self.clock() - arrived))
 
-    def _count_refinements(self, stream: Stream) -> None:
+    def _count_refinements(self, stream: Stream, index: int) -> None:
         """Add what the stream's refinement pass did since last time to the counters."""
         stats = stream.session.refinements
         if stats is None or self.metrics is None:
             return
         for outcome, total in dataclasses.asdict(stats).items():
-            new = total - self._refinements_counted.get(outcome, 0)
+            new = total - self._refinements_counted.get((index, outcome), 0)
             if new > 0:
                 self.metrics.refinements.labels(outcome=outcome).inc(new)
-                self._refinements_counted[outcome] = total
+                self._refinements_counted[(index, outcome)] = total

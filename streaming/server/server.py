@@ -363,8 +363,8 @@ class KettleServer:
         """Count a request the host guard refused (kind: "http" or "websocket")."""
         self.gate.host_refused(kind)
 
-    def release_slot(self) -> None:
-        self.gate.release_slot()
+    def release_slot(self, count: int = 1) -> None:
+        self.gate.release_slot(count)
 
     def codec_limits(self) -> Limits:
         cfg = self.config

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from kettle.streaming.engine.offline import transcribe_offline
 from kettle.streaming.server.limits import SessionSlots
-from kettle.transcribe.audio_io import RawFormat, load_audio
+from kettle.transcribe.audio_io import RawFormat, load_audio, load_audio_channels
 from kettle.transcribe.errors import AudioError, KettleError
 from kettle.transcribe.pipeline import PipelineConfig
 from kettle.transcribe.transcript import Transcript
@@ -107,13 +107,15 @@ class UploadJob(Generic[P]):
     audio: bytes
     config: PipelineConfig
     raw: RawFormat | None = None  # None: a container, found from the bytes
+    split_channels: bool = False  # each channel transcribed on its own (Transcribed.channels)
 
 
 @dataclass(frozen=True)
 class Transcribed(Generic[P]):
     parsed: P
     body: bytes
-    transcript: Transcript
+    transcript: Transcript  # (with split channels: the first channel's)
+    channels: tuple[Transcript, ...] = ()  # with split channels: one per channel
 
 
 def upload_engine(server: KettleServer) -> Engine:
@@ -220,19 +222,27 @@ async def _upload(
 ) -> Transcribed[P]:
     body = await read_body(request, limit)
     work = _transcribe(engine, body, prepare)
-    parsed, transcript = await unless_disconnected(request, work)
-    return Transcribed(parsed, body, transcript)
+    parsed, transcripts, split = await unless_disconnected(request, work)
+    return Transcribed(parsed, body, transcripts[0], transcripts if split else ())
 
 
 async def _transcribe(
     engine: Engine, body: bytes, prepare: Callable[[bytes], Awaitable[UploadJob[P]]]
-) -> tuple[P, Transcript]:
+) -> tuple[P, tuple[Transcript, ...], bool]:
+    """The transcript, or with split channels one per channel; and whether they were split."""
     job = await prepare(body)
     try:
-        audio = await asyncio.to_thread(load_audio, job.audio, job.raw)
+        if job.split_channels:
+            channels = await asyncio.to_thread(load_audio_channels, job.audio, job.raw)
+        else:
+            audio = await asyncio.to_thread(load_audio, job.audio, job.raw)
     except AudioError as exc:
         raise UnreadableAudio(str(exc)) from None
-    return job.parsed, await transcribe_offline(engine, audio, job.config)
+    if not job.split_channels:
+        return job.parsed, (await transcribe_offline(engine, audio, job.config),), False
+    # The channels share the upload's slot and queue at the engine's offline priority.
+    done = await asyncio.gather(*(transcribe_offline(engine, a, job.config) for a in channels))
+    return job.parsed, tuple(done), True
 
 
 async def read_body(request: Request, limit: int) -> bytes:

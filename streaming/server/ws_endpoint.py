@@ -4,7 +4,8 @@ One `WebSocketEndpoint` per `ProtocolRoute`. It asks the server to admit the han
 parameters, capacity, in that order); a refusal is an HTTP response through the ASGI
 "websocket.http.response" extension (so a client sees 401/400/503, not a WebSocket close).
 An admitted connection is accepted with the route's subprotocol echoed, run by the
-connection runner, and its session slot is released when the connection has closed.
+connection runner, and its session slots (one per engine stream) are released when the
+connection has closed.
 """
 
 from __future__ import annotations
@@ -119,4 +120,4 @@ class WebSocketEndpoint:
                 return  # the peer left during the handshake
             await self.server.run_connection(AsgiTransport(receive, send), decision)
         finally:
-            self.server.release_slot()
+            self.server.release_slot(decision.slots)

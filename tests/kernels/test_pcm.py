@@ -57,7 +57,7 @@ def test_decode_f32le_values_and_non_finite() -> None:
         (lambda: PcmStreamDecoder("pcm_s16le", 7999, 1), "sample_rate"),
         (lambda: PcmStreamDecoder("pcm_s16le", 48001, 1), "sample_rate"),
         (lambda: PcmStreamDecoder("pcm_s16le", 16000.0, 1), "sample_rate"),
-        (lambda: PcmStreamDecoder("pcm_s16le", 16000, 3), "channels"),
+        (lambda: PcmStreamDecoder("pcm_s16le", 16000, 9), "channels"),
         (lambda: PcmStreamDecoder("pcm_s16le", 16000, 0), "channels"),
         (lambda: PcmStreamDecoder("mulaw", 8000, 1).feed("text"), "bytes"),
     ],
@@ -213,3 +213,17 @@ def test_stream_decoder_stereo_mixdown_cancels_opposite_channels() -> None:
     decoder = PcmStreamDecoder("pcm_s16le", 48000, 2)
     out = np.concatenate([decoder.feed(stereo), decoder.flush()])
     assert out.shape == (1600,) and np.abs(out).max() < 1e-6
+
+
+@pytest.mark.parametrize("channels", [1, 2, 3])
+def test_stream_decoder_split_gives_each_channel_as_its_own_mono_decode(channels: int) -> None:
+    payload = _payload("pcm_s16le", channels, 22050, seed=2)
+    split = PcmStreamDecoder("pcm_s16le", 22050, channels)
+    cut = 1001  # mid-frame: the split keeps the partial frame as feed does
+    parts = [split.feed_channels(payload[:cut]), split.feed_channels(payload[cut:])]
+    parts.append(split.flush_channels())
+    frames = decode_s16le(payload).reshape(-1, channels)
+    for i in range(channels):
+        got = np.concatenate([p[i] for p in parts])
+        np.testing.assert_array_equal(got, resample(np.ascontiguousarray(frames[:, i]), 22050))
+    assert split.input_frames == 22050

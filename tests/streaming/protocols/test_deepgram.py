@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from deepgram.listen.v1.types import (
     ListenV1ConfigureFailure,
+    ListenV1ConfigureSuccess,
     ListenV1Error,
     ListenV1Metadata,
     ListenV1Results,
@@ -34,6 +35,7 @@ from kettle.streaming.protocols.base import (
     Finalize,
     Limits,
     ModelInfo,
+    Reconfigure,
     Send,
     Stop,
 )
@@ -53,6 +55,7 @@ MODELS: dict[str, Any] = {  # the SDK's message models, validated strictly (pyda
     "UtteranceEnd": ListenV1UtteranceEnd,
     "Error": ListenV1Error,
     "ConfigureFailure": ListenV1ConfigureFailure,
+    "ConfigureSuccess": ListenV1ConfigureSuccess,
 }
 
 
@@ -118,14 +121,44 @@ def test_control_messages() -> None:
     assert answer["from_finalize"] is True and answer["is_final"] is True
     c.on_binary(b"\x00\x00")
     assert c.on_text('{"type": "Finalize"}', ALLOW) == [Finalize()]
-    (refused,) = messages(c.on_text('{"type": "Configure", "keyterms": ["kettle"]}', ALLOW))
-    assert refused["code"] == "CONFIGURE_KEYTERMS_NOT_SUPPORTED"
+    (applied,) = messages(c.on_text('{"type": "Configure", "keyterms": ["kettle"]}', ALLOW))
+    assert applied == {"type": "ConfigureSuccess", "request_id": REQUEST_ID, "keyterms": ["kettle"]}
     for bad in ("not json", "[1]", '{"type": "Dance"}', '{"kind": "KeepAlive"}'):
         (error,) = messages(c.on_text(bad, ALLOW))
         assert error["variant"] == "SchemaError" and error["message"] == bad
     assert c.on_text('{"type": "CloseStream"}', ALLOW) == [Stop()]
     # After CloseStream nothing more is taken.
     assert c.on_text('{"type": "Finalize"}', ALLOW) == [] and c.on_binary(b"\x00\x00") == []
+
+
+def test_configure_replaces_keyterms_and_formatting() -> None:
+    c = codec("encoding=linear16&keyterm=Kettle&keywords=Whisper:2")
+    assert c.stream_setup().session.keyterms == ("Kettle", "Whisper")
+    actions = c.on_text('{"type": "Configure", "keyterms": [" Ray ", "ray", "Ray Dalio"]}', ALLOW)
+    assert actions[0] == Reconfigure(keyterms=("Ray", "Ray Dalio"))
+    assert messages(actions)[0]["keyterms"] == ["Ray", "Ray Dalio"]
+    # A stream that opens later opens with them too.
+    assert c.stream_setup().session.keyterms == ("Ray", "Ray Dalio")
+    # Absent or null keyterms keep them; features alone change the formatting.
+    actions = c.on_text(
+        '{"type": "Configure", "features": {"punctuate": true, "numerals": true}}', ALLOW
+    )
+    assert not any(isinstance(a, Reconfigure) for a in actions)
+    (success,) = messages(actions)
+    assert "keyterms" not in success and success["type"] == "ConfigureSuccess"
+    c.on_binary(b"\x00\x00")
+    (result,) = messages(c.on_event(final(0, 0.0, 1.0, "Hello, Ray.", "endpoint"), RECEIVED))
+    assert result["channel"]["alternatives"][0]["transcript"] == "Hello, Ray."
+    # [] clears them.
+    assert c.on_text('{"type": "Configure", "keyterms": []}', ALLOW)[0] == Reconfigure(keyterms=())
+    # Over the limit: a ConfigureFailure, nothing changed.
+    many = json.dumps({"type": "Configure", "keyterms": [f"t{i}" for i in range(101)]})
+    (failure,) = messages(c.on_text(many, ALLOW))
+    assert failure["code"] == "CONFIGURE_KEYTERM_LIMIT_EXCEEDED"
+    assert c.stream_setup().session.keyterms == ()
+    for bad in ('{"type": "Configure", "keyterms": "x"}', '{"type": "Configure", "features": [1]}'):
+        (error,) = messages(c.on_text(bad, ALLOW))
+        assert error["variant"] == "SchemaError"
 
 
 def test_rate_gate_and_frame_limit() -> None:
@@ -346,3 +379,34 @@ def test_utterance_end_when_the_final_comes_after_the_next_speech() -> None:
     out = messages(c2.on_event(final(0, 0.0, 1.2, "One.", "endpoint", words), RECEIVED))
     assert [m["type"] for m in out] == ["Results"]
     assert messages(c2.on_binary(SECOND * 5)) == []
+
+
+def test_multichannel_results_carry_their_channel_and_metadata_waits_for_all() -> None:
+    c = codec("encoding=linear16&channels=2&multichannel=true&vad_events=true")
+    setup = c.stream_setup().audio
+    assert (setup.channels, setup.split_channels, setup.streams) == (2, True, 2)
+    c.on_binary(b"\x00\x00" * 2)
+    (started,) = messages(c.on_channel_event(1, SpeechStarted(0), RECEIVED))
+    assert started["channel"] == [1, 2]
+    out = c.on_channel_event(1, final(0, 0.0, 1.0, "hello there", "endpoint"), RECEIVED)
+    (result,) = messages(out)
+    assert result["channel_index"] == [1, 2]
+    # Utterance 0 of channel 0 and of channel 1 are different partial slots in the outbox.
+    other = c.on_channel_event(0, final(0, 0.0, 1.0, "hi", "endpoint"), RECEIVED)
+    assert isinstance(out[0], Send) and isinstance(other[0], Send)
+    assert out[0].message.utterance != other[0].message.utterance
+    assert messages(c.on_channel_event(0, Done(SR, 1), RECEIVED)) == []
+    (meta,) = messages(c.on_channel_event(1, Done(SR, 1), RECEIVED))
+    assert meta["type"] == "Metadata" and meta["channels"] == 2
+    # A Finalize before any audio is answered per channel.
+    fresh = codec("encoding=linear16&channels=2&multichannel=true")
+    answers = messages(fresh.on_text('{"type": "Finalize"}', ALLOW))
+    assert [a["channel_index"] for a in answers] == [[0, 2], [1, 2]]
+
+
+def test_container_stream_setup_and_duration_from_the_decoded_audio() -> None:
+    c = codec("model=nova-3")
+    assert c.stream_setup().audio.encoding == "container"
+    c.on_binary(b"\x1a\x45\xdf\xa3" * 100)  # (bytes of a container: their count says nothing)
+    (meta,) = messages(c.on_event(Done(2 * SR, 0), AudioReceived(32000, 16000)))
+    assert meta["duration"] == 2.0

@@ -99,7 +99,7 @@ def test_query() -> None:
     [
         ("encoding=opus", "encoding"),
         ("encoding=linear16&sample_rate=0", "sample_rate"),
-        ("multichannel=true", "multichannel"),
+        ("multichannel=maybe", "multichannel"),
         ("language=de", "English-only"),
         ("punctuate=maybe", "punctuate"),
         ("language=en&language=de", "more than once"),

@@ -57,12 +57,11 @@ def test_query_defaults_and_every_parameter() -> None:
 @pytest.mark.parametrize(
     ("query", "match"),
     [
-        ("sample_rate=16000", "encoding is required"),
         ("encoding=opus", "encoding must be one of"),
         ("encoding=linear16&sample_rate=7000", "sample_rate"),
         ("encoding=linear16&sample_rate=fast", "sample_rate"),
-        ("encoding=linear16&channels=3", "channels"),
-        ("encoding=linear16&multichannel=true", "multichannel"),
+        ("encoding=linear16&channels=9", "channels"),
+        ("encoding=linear16&multichannel=maybe", "multichannel"),
         ("encoding=linear16&language=de", "English-only"),
         ("encoding=linear16&language=xx", "language"),
         ("encoding=linear16&interim_results=yes", "interim_results"),
@@ -75,6 +74,32 @@ def test_query_defaults_and_every_parameter() -> None:
 def test_bad_query_is_refused_with_a_reason(query: str, match: str) -> None:
     with pytest.raises(ListenParamError, match=match):
         parse(query)
+
+
+def test_containers_and_multichannel() -> None:
+    # No encoding: a container, whatever sample_rate says (its header gives the rate).
+    p = parse("sample_rate=8000&channels=2")
+    assert p.encoding is None and p.pcm_encoding is None and p.frame_bytes == 1
+    assert (p.channels, p.multichannel, p.streams) == (2, False, 1)
+    assert parse("encoding=ogg-opus&sample_rate=48000").encoding is None
+    assert parse("encoding=FLAC").encoding is None
+    p = parse("encoding=linear16&channels=3&multichannel=true")
+    assert (p.channels, p.multichannel, p.streams, p.frame_bytes) == (3, True, 3, 6)
+
+
+def test_keyterm_and_keywords_become_one_list_of_terms() -> None:
+    p = parse(
+        "encoding=linear16&keyterm=Kettle&keyterm=tiny%20en&keywords=Whisper:2"
+        "&keywords=kettle:-1.5&keywords=Ray"
+    )
+    # keyterm first, then keywords without their intensifiers; duplicates once.
+    assert p.keyterms == ("Kettle", "tiny en", "Whisper", "Ray")
+    assert p.session_config().keyterms == p.keyterms
+    assert parse("encoding=linear16").keyterms == ()
+    with pytest.raises(ListenParamError, match="at most"):
+        parse("encoding=linear16&" + "&".join(f"keyterm=t{i}" for i in range(101)))
+    with pytest.raises(ListenParamError, match="at most"):
+        parse("encoding=linear16&keyterm=" + "x" * 101)
 
 
 def test_credentials_from_header_or_subprotocols() -> None:

@@ -19,6 +19,7 @@ from kettle.transcribe.pipeline import PipelineConfig
 from kettle.transcribe.types import DecodeRequest
 from kettle.transcribe.windows import split_windows
 
+from tests.containers import encode
 from tests.streaming.conftest import StartServer
 
 KEY = "upload-key"
@@ -83,7 +84,7 @@ async def test_body_container_and_raw(make_server: Callable[..., Any]) -> None:
             "URL",
         ),
         (b"\x00\x00", "encoding=opus", {}, 400, "encoding"),
-        (b"\x00\x00", "multichannel=true", {}, 400, "multichannel"),
+        (b"\x00\x00", "multichannel=maybe", {}, 400, "multichannel"),
         (b"\x00" * 2048, "", {}, 413, "limit"),
     ],
 )
@@ -180,3 +181,34 @@ async def test_a_client_that_leaves_frees_its_slot_and_its_work(
     long_windows = [r for r in decoder.requests_seen if len(r.audio) > 5 * 16000]
     # Only the pipeline's first call reached the engine; the rest was never asked for.
     assert 0 < len(long_windows) <= first_call, "the rest of the departed upload was withdrawn"
+
+
+async def test_multichannel_and_keyterms(make_server: Callable[..., Any]) -> None:
+    def said_loudest(request: DecodeRequest) -> str:
+        # Which channel is this? The loud one says "loud", the quiet one "quiet".
+        return "loud" if float(np.abs(request.audio).max()) > 0.3 else "quiet"
+
+    decoder = FakeDecoder(text_for=said_loudest, voiced_rms=0.001, keep_requests=1000)
+    server = await make_server(decoder)
+    speech = load_audio(FLAC)[: 4 * 16000]
+    loud = speech / max(float(np.abs(speech).max()), 1e-6) * 0.9
+    quiet = loud * 0.2
+    stereo = np.stack([quiet, loud], axis=1).reshape(-1)
+    query = "encoding=linear16&sample_rate=16000&channels=2&multichannel=true&keyterm=Kettle"
+    answer = await post(server, pcm16(stereo), query + "&keywords=Whisper:2")
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    channels = body["results"]["channels"]
+    assert body["metadata"]["channels"] == 2 and len(channels) == 2
+    texts = [set(c["alternatives"][0]["transcript"].split()) for c in channels]
+    assert texts == [{"quiet"}, {"loud"}]
+    assert {r.hotwords for r in decoder.requests_seen} == {"Kettle, Whisper"}
+    # A container's channels split the same way; without multichannel they are mixed.
+    wav = encode([quiet, loud], "wav")
+    channels = (await post(server, wav, "multichannel=true")).json()["results"]["channels"]
+    assert [set(c["alternatives"][0]["transcript"].split()) for c in channels] == texts
+    mixed = (await post(server, wav)).json()["results"]["channels"]
+    assert len(mixed) == 1
+    webm = encode([quiet, loud], "webm")  # (read by PyAV, not libsndfile)
+    channels = (await post(server, webm, "multichannel=true")).json()["results"]["channels"]
+    assert [set(c["alternatives"][0]["transcript"].split()) for c in channels] == texts

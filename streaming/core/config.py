@@ -16,6 +16,8 @@ class SessionConfig:
     """How one stream is transcribed; validated on construction (ConfigError)."""
 
     language: str | None = None
+    # With no ``language``: the codes detection may choose from (OpenAI's ``languages``).
+    languages: tuple[str, ...] = ()
     partials: bool = True
     word_timestamps: bool = False
     # A second decode of each final with the audio after it (refine.py), which may send a

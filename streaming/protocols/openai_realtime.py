@@ -19,16 +19,25 @@ How kettle's stream maps onto items (the session runs with ``vad_events``):
   item of its own with an empty transcript.
 - ``clear`` drops the uncommitted audio: the open utterance is ended and its text discarded.
 - Audio and VAD settings (format, silence_duration_ms, prefix_padding_ms, threshold,
-  language, prompt) are fixed once audio flows, as a stream's are; an update that would change
-  them then is refused with an error. Switching turn detection on or off works at any time.
+  language, languages, prompt, include) are fixed once audio flows, as a stream's are; an
+  update that would change them then is refused with an error. Switching turn detection on or
+  off works at any time, and so do ``keywords`` (the stream's keyterms, changed at once).
 - Deltas of an item come only after its ``committed`` event, as OpenAI's do.
 - ``transcription.delay`` "high" or "xhigh" turns partials off: deltas then come from finals
   only (later, and independent of how fast partials were decoded); lower delays (the
   default) send stable words as they settle.
-- ``threshold`` (0..1) picks webrtcvad's aggressiveness (0.5 -> 2, kettle's default);
-  ``semantic_vad`` is taken as server_vad. ``noise_reduction`` is accepted and reported null
-  (kettle does none); ``include`` (logprobs) is accepted and ignored. Any transcription
-  ``model`` name is accepted; ``session.updated`` reports the model kettle serves.
+- Turn detection (server_vad's fields, semantic_vad's eagerness, the no-turn-detection
+  default of gpt-realtime-whisper and gpt-live-transcribe): openai_realtime_turns.py.
+  ``noise_reduction`` is accepted and reported null (kettle does none).
+- ``transcription.model`` takes the names the REST API takes (openai_realtime_settings.py);
+  ``session.updated`` reports the model kettle serves.
+- ``include: ["item.input_audio_transcription.logprobs"]``: ``logprobs`` on deltas and
+  completed events, one entry per word (openai_logprobs.py). A delta carries the final words
+  settled since the item's previous delta (a word first sent as a partial's stable text gets
+  its entry once its final is in), so an item's deltas' logprobs add up to its completed
+  event's.
+- ``completed`` carries ``languages``: the languages of the item's finals (``[]`` when it
+  holds no words).
 - Usage is ``{"type": "duration", "seconds": ...}``: the item's audio.
 """
 
@@ -39,7 +48,7 @@ import binascii
 import itertools
 import json
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from kettle.streaming.core.backlog import OTHER
@@ -55,6 +64,7 @@ from kettle.streaming.core.events import (
     SpeechStopped,
 )
 from kettle.streaming.protocols import kettle_v1_wire as proto
+from kettle.streaming.protocols import openai_realtime_events as bodies
 from kettle.streaming.protocols.base import (
     Action,
     AudioReceived,
@@ -62,42 +72,25 @@ from kettle.streaming.protocols.base import (
     CodecContext,
     FeedAudio,
     Finalize,
-    ModelInfo,
     OutMessage,
     RateGate,
+    Reconfigure,
     Send,
     StreamSetup,
 )
-from kettle.streaming.protocols.handshake import (
-    HandshakeRefused,
-    HandshakeRequest,
-    Prepared,
-    ProtocolRoute,
-    bearer_credentials,
-    choose_subprotocol,
-    subprotocol_credentials,
-)
 from kettle.streaming.protocols.openai_realtime_items import Finalizing, Item, Utterance
 from kettle.streaming.protocols.openai_realtime_settings import (
-    DELAYS,
-    DELAYS_WITHOUT_PARTIALS,
     FORMATS,
     MIN_COMMIT_MS,
     TRANSCRIBE_PREFIX,
     RealtimeSettings,
-    TurnDetection,
     UpdateRefused,
     apply_update,
 )
 from kettle.transcribe.errors import ConfigError
-from kettle.transcribe.types import SAMPLE_RATE
-
-PATH = "/v1/realtime"
-SUBPROTOCOL = "realtime"
-KEY_SUBPROTOCOL_PREFIX = "openai-insecure-api-key."
+from kettle.transcribe.types import SAMPLE_RATE, Word
 
 
-# Audio formats: OpenAI's name -> kettle's PCM decoder encoding and rate.
 class RealtimeCodec:
     """One Realtime transcription session. See the module docstring."""
 
@@ -142,15 +135,7 @@ class RealtimeCodec:
         client_event: str | None = None,
         kind: str = "invalid_request_error",
     ) -> Send:
-        body = {
-            "error": {
-                "type": kind,
-                "code": code,
-                "message": message,
-                "param": param,
-                "event_id": client_event,
-            }
-        }
+        body = bodies.error(message, code=code, kind=kind, param=param, client_event=client_event)
         return self._send("error", body, error_code=code)
 
     def _new_item_id(self) -> str:
@@ -162,29 +147,7 @@ class RealtimeCodec:
         return self._appended_bytes * 1000.0 / per_second
 
     def session_body(self) -> dict[str, Any]:
-        s = self.settings
-        fmt: dict[str, Any] = {"type": s.format}
-        if s.format == "audio/pcm":
-            fmt["rate"] = s.input_rate
-        return {
-            "type": "transcription",
-            "id": f"sess_{self._tag}",
-            "object": "realtime.transcription_session",
-            "audio": {
-                "input": {
-                    "format": fmt,
-                    "noise_reduction": None,
-                    "transcription": {
-                        "model": self.context.model.name,
-                        "language": s.language,
-                        "prompt": s.prompt or "",
-                        "delay": s.delay,
-                    },
-                    "turn_detection": s.turn_detection.body() if s.turn_detection else None,
-                }
-            },
-            "include": None,
-        }
+        return bodies.session(self.settings, f"sess_{self._tag}", self.context.model.name)
 
     # -- Codec ----------------------------------------------------------------------------
 
@@ -208,17 +171,8 @@ class RealtimeCodec:
         return []  # half a 16-bit sample at the very end: nothing a client can act on
 
     def fatal_error(self, message: str) -> str:
-        event = {
-            "event_id": f"event_{self._tag}_{next(self._events)}",
-            "type": "error",
-            "error": {
-                "type": "server_error",
-                "code": "internal_error",
-                "message": message,
-                "param": None,
-                "event_id": None,
-            },
-        }
+        body = bodies.error(message, code="internal_error", kind="server_error")
+        event = {"event_id": f"event_{self._tag}_{next(self._events)}", "type": "error", **body}
         return json.dumps(event)
 
     def on_text(self, text: str, rate: RateGate) -> list[Action]:
@@ -269,12 +223,14 @@ class RealtimeCodec:
         try:
             settings = apply_update(self.settings, session, self.context.model)
         except UpdateRefused as exc:
-            return [self._error(exc.message, param=exc.param, client_event=client_event)]
+            return [
+                self._error(exc.message, code=exc.code, param=exc.param, client_event=client_event)
+            ]
         if self.audio_started and settings.stream_fields() != self.settings.stream_fields():
             return [
                 self._error(
-                    "audio format, language, prompt and VAD parameters are fixed "
-                    "once audio has been appended; nothing was changed",
+                    "audio format, language, prompt, include and VAD parameters are "
+                    "fixed once audio has been appended; nothing was changed",
                     param="session",
                     client_event=client_event,
                 )
@@ -283,8 +239,11 @@ class RealtimeCodec:
             settings.session_config()
         except ConfigError as exc:
             return [self._error(str(exc), param="session", client_event=client_event)]
+        actions: list[Action] = []
+        if settings.keyterms != self.settings.keyterms:
+            actions.append(Reconfigure(keyterms=settings.keyterms))  # at once, mid-stream too
         self.settings = settings
-        return [self._send("session.updated", {"session": self.session_body()})]
+        return [*actions, self._send("session.updated", {"session": self.session_body()})]
 
     def _append(self, obj: Mapping[str, Any], client_event: str | None) -> list[Action]:
         audio = obj.get("audio")
@@ -356,7 +315,9 @@ class RealtimeCodec:
         if isinstance(event, Partial):
             return self._progress(self._utterance(event.start, stable=event.stable))
         if isinstance(event, Final):
-            return self._progress(self._utterance(event.start, text=event.text))
+            final = self._utterance(event.start, text=event.text, words=event.words,
+                                    language=event.language)  # fmt: skip
+            return self._progress(final)
         if isinstance(event, NoTranscript):
             return self._progress(self._utterance(event.start, text=""))
         if isinstance(event, SpeechStarted):
@@ -372,7 +333,13 @@ class RealtimeCodec:
         return []  # pragma: no cover - Event is a closed union
 
     def _utterance(
-        self, start: int, *, stable: str | None = None, text: str | None = None
+        self,
+        start: int,
+        *,
+        stable: str | None = None,
+        text: str | None = None,
+        words: tuple[Word, ...] = (),
+        language: str = "",
     ) -> Item | None:
         found = self._by_start.get(start)
         if found is None:
@@ -382,6 +349,7 @@ class RealtimeCodec:
             utt.stable = stable
         if text is not None:
             utt.text = text
+            utt.words, utt.language = words, language
             if item is None or item.completed or item.cleared:
                 del self._by_start[start]
         return item
@@ -470,29 +438,26 @@ class RealtimeCodec:
         if len(visible) > len(item.emitted) and visible.startswith(item.emitted):
             delta = visible[len(item.emitted) :]
             item.emitted = visible
-            actions.append(
-                self._send(
-                    TRANSCRIBE_PREFIX + "delta",
-                    {"item_id": item.item_id, "content_index": 0, "delta": delta},
-                )
-            )
+            body = bodies.delta(item.item_id, delta, self._new_words(item))
+            actions.append(self._send(TRANSCRIBE_PREFIX + "delta", body))
         if item.resolved:
             item.completed = True
             for u in item.utterances:
                 self._by_start.pop(u.start, None)
-            usage = {"type": "duration", "seconds": round(item.seconds, 3)}
-            actions.append(
-                self._send(
-                    TRANSCRIBE_PREFIX + "completed",
-                    {
-                        "item_id": item.item_id,
-                        "content_index": 0,
-                        "transcript": visible,
-                        "usage": usage,
-                    },
-                )
-            )
+            words = item.settled_words() if self.settings.logprobs else None
+            body = bodies.completed(item.item_id, visible, item.seconds, item.languages(), words)
+            actions.append(self._send(TRANSCRIBE_PREFIX + "completed", body))
         return actions
+
+    def _new_words(self, item: Item) -> list[Word] | None:
+        """A delta's logprobs: the final words settled since the item's last delta (a word
+        first sent as a partial's stable text has its probability only once its final is
+        in), so the deltas' logprobs add up to the completed event's."""
+        if not self.settings.logprobs:
+            return None
+        settled = item.settled_words()
+        new, item.words_sent = settled[item.words_sent :], len(settled)
+        return new
 
     def _engine_error(self, event: Error) -> list[Action]:
         if event.code in (proto.OVERLOADED, proto.RATE_LIMITED):
@@ -503,113 +468,16 @@ class RealtimeCodec:
         for _, item in list(self._by_start.values()):
             if item is not None and item.committed and not item.completed:
                 item.completed = True
-                actions.append(
-                    self._send(
-                        TRANSCRIBE_PREFIX + "failed",
-                        {
-                            "item_id": item.item_id,
-                            "content_index": 0,
-                            "error": {
-                                "type": "server_error",
-                                "code": event.code,
-                                "message": event.message,
-                                "param": None,
-                            },
-                        },
-                    )
-                )
-        body = {
-            "error": {
-                "type": "server_error",
-                "code": event.code,
-                "message": event.message,
-                "param": None,
-                "event_id": None,
-            }
-        }
+                body = bodies.failed(item.item_id, event.code, event.message)
+                actions.append(self._send(TRANSCRIBE_PREFIX + "failed", body))
+        body = bodies.error(event.message, code=event.code, kind="server_error")
         return [
             *actions,
             self._send("error", body, closing=True, fatal=True, error_code=event.code),
         ]
 
     def _done(self, event: Done) -> list[Action]:
-        reasons = {
-            "idle": ("session_expired", "the session was idle too long and has ended"),
-            "max_duration": ("session_expired", "the session hit its maximum duration"),
-            "shutdown": ("server_shutdown", "the server is shutting down"),
-        }
-        code, message = reasons.get(event.reason or "", ("session_closed", "the session ended"))
-        body = {
-            "error": {
-                "type": "server_error",
-                "code": code,
-                "message": message,
-                "param": None,
-                "event_id": None,
-            }
-        }
-        return [self._send("error", body, closing=True)]
+        return [self._send("error", bodies.done_error(event.reason), closing=True)]
 
 
-# -- the route --------------------------------------------------------------------------------
-
-
-def credentials(request: HandshakeRequest) -> Sequence[str | None]:
-    return (
-        bearer_credentials(request),
-        subprotocol_credentials(request, KEY_SUBPROTOCOL_PREFIX),
-    )
-
-
-def prepare(request: HandshakeRequest, model: ModelInfo | None) -> Prepared:
-    intent = request.query_value("intent")
-    if intent is not None and intent != "transcription":
-        raise HandshakeRefused(
-            400, f"kettle serves transcription sessions only (intent=transcription), not {intent!r}"
-        )
-
-    def make_codec(context: CodecContext) -> RealtimeCodec:
-        return RealtimeCodec(context)
-
-    return Prepared(make_codec, choose_subprotocol(request, (SUBPROTOCOL,)))
-
-
-def refusal(status: int, message: str) -> tuple[bytes, str]:
-    """OpenAI's clients read a JSON error object from a refused handshake."""
-    code = {401: "invalid_api_key", 503: "service_unavailable"}.get(status, "invalid_request")
-    body = {
-        "error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}
-    }
-    return json.dumps(body).encode(), "application/json"
-
-
-INFO: dict[str, Any] = {
-    "path": PATH,
-    "query": {"intent": "transcription"},
-    "subprotocol": SUBPROTOCOL,
-    "key_subprotocol_prefix": KEY_SUBPROTOCOL_PREFIX,
-    "formats": list(FORMATS),
-}
-
-ROUTE = ProtocolRoute(
-    path=PATH,
-    name="openai_realtime",
-    credentials=credentials,
-    prepare=prepare,
-    info=INFO,
-    refusal=refusal,
-)
-
-__all__ = [
-    "DELAYS",
-    "DELAYS_WITHOUT_PARTIALS",
-    "FORMATS",
-    "MIN_COMMIT_MS",
-    "ROUTE",
-    "TRANSCRIBE_PREFIX",
-    "RealtimeCodec",
-    "RealtimeSettings",
-    "TurnDetection",
-    "UpdateRefused",
-    "apply_update",
-]
+__all__ = ["RealtimeCodec"]

@@ -50,8 +50,17 @@ STREAM_FORMATS = ("json", "text")
 GRANULARITIES = ("word", "segment")
 MODEL_ALIAS = "whisper-1"
 # What OpenAI's SDKs and the voice-agent plugins send by default (LiveKit's openai.STT:
-# gpt-4o-mini-transcribe; Pipecat's OpenAISTTService: gpt-transcribe).
-MODEL_ALIASES = (MODEL_ALIAS, "gpt-4o-transcribe", "gpt-4o-mini-transcribe", "gpt-transcribe")
+# gpt-4o-mini-transcribe; Pipecat's OpenAISTTService: gpt-transcribe), and the Realtime-only
+# models (Pipecat's OpenAIRealtimeSTTService: gpt-realtime-whisper); one list for REST and
+# Realtime, so a name means the same on both.
+MODEL_ALIASES = (
+    MODEL_ALIAS,
+    "gpt-4o-transcribe",
+    "gpt-4o-mini-transcribe",
+    "gpt-transcribe",
+    "gpt-realtime-whisper",
+    "gpt-live-transcribe",
+)
 _DATED = re.compile(r"^(?P<name>.+)-\d{4}-\d{2}-\d{2}$")  # e.g. gpt-4o-transcribe-2025-03-20
 CONTENT_TYPES = {
     "json": "application/json",

@@ -20,8 +20,9 @@ from typing import Any
 from kettle.streaming.core.session import SessionConfig
 from kettle.streaming.protocols import openai_realtime_turns as turns
 from kettle.streaming.protocols.base import ModelInfo
+from kettle.streaming.protocols.openai_errors import OpenAIError
+from kettle.streaming.protocols.openai_models import ModelCatalog, ModelEntry
 from kettle.streaming.protocols.openai_realtime_turns import TurnDetection
-from kettle.streaming.protocols.openai_rest import ModelCatalog, ModelEntry, OpenAIError
 from kettle.transcribe import keyterms
 from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.languages import LANGUAGES

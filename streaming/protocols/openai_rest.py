@@ -34,34 +34,27 @@ Choices where OpenAI's API leaves room or does not fit kettle:
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from kettle.streaming.protocols import openai_rest_options as options
+from kettle.streaming.protocols.openai_errors import OpenAIError as OpenAIError
+from kettle.streaming.protocols.openai_errors import bad_request as bad_request
+from kettle.streaming.protocols.openai_errors import busy as busy
+from kettle.streaming.protocols.openai_errors import model_not_found as model_not_found
+from kettle.streaming.protocols.openai_errors import too_large as too_large
+from kettle.streaming.protocols.openai_errors import unauthorized as unauthorized
+from kettle.streaming.protocols.openai_models import MODEL_ALIAS as MODEL_ALIAS
+from kettle.streaming.protocols.openai_models import MODEL_ALIASES as MODEL_ALIASES
+from kettle.streaming.protocols.openai_models import ModelCatalog as ModelCatalog
+from kettle.streaming.protocols.openai_models import ModelEntry as ModelEntry
 from kettle.transcribe.languages import LANGUAGES
 from kettle.transcribe.windows import WindowConfig
 
 RESPONSE_FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
 STREAM_FORMATS = ("json", "text")
 GRANULARITIES = ("word", "segment")
-MODEL_ALIAS = "whisper-1"
-# What OpenAI's SDKs and the voice-agent plugins send by default (LiveKit's openai.STT:
-# gpt-4o-mini-transcribe; Pipecat's OpenAISTTService: gpt-transcribe), and the Realtime-only
-# models (Pipecat's OpenAIRealtimeSTTService: gpt-realtime-whisper); one list for REST and
-# Realtime, so a name means the same on both.
-MODEL_ALIASES = (
-    MODEL_ALIAS,
-    "gpt-4o-transcribe",
-    "gpt-4o-mini-transcribe",
-    "gpt-transcribe",
-    "gpt-realtime-whisper",
-    "gpt-live-transcribe",
-)
-_DATED = re.compile(r"^(?P<name>.+)-\d{4}-\d{2}-\d{2}$")  # e.g. gpt-4o-transcribe-2025-03-20
 CONTENT_TYPES = {
     "json": "application/json",
     "verbose_json": "application/json",
@@ -71,154 +64,6 @@ CONTENT_TYPES = {
 }
 SSE_CONTENT_TYPE = "text/event-stream"
 MAX_PROMPT_CHARS = 4000
-
-
-class OpenAIError(Exception):
-    """An error response: HTTP status, OpenAI's error object, and extra headers."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        *,
-        type: str = "invalid_request_error",
-        param: str | None = None,
-        code: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.type = type
-        self.param = param
-        self.code = code
-        self.headers = headers or {}
-
-    def body(self) -> dict[str, Any]:
-        return {
-            "error": {
-                "message": self.message,
-                "type": self.type,
-                "param": self.param,
-                "code": self.code,
-            }
-        }
-
-    def to_json(self) -> str:
-        return json.dumps(self.body(), ensure_ascii=False)
-
-
-def bad_request(message: str, param: str | None = None, code: str = "invalid_value") -> OpenAIError:
-    return OpenAIError(400, message, param=param, code=code)
-
-
-def unauthorized() -> OpenAIError:
-    return OpenAIError(401, "Incorrect API key provided.", code="invalid_api_key")
-
-
-def model_not_found(model: str) -> OpenAIError:
-    return OpenAIError(
-        404,
-        f"The model '{model}' does not exist or you do not have access to it.",
-        param="model",
-        code="model_not_found",
-    )
-
-
-def too_large(limit_bytes: int) -> OpenAIError:
-    return OpenAIError(
-        413,
-        f"Maximum content size limit ({limit_bytes} bytes) exceeded.",
-        param="file",
-        code="request_too_large",
-    )
-
-
-def busy(retry_after_s: int, *, unavailable: bool = False) -> OpenAIError:
-    """429 while the upload slots are full; 503 while kettle cannot take work at all."""
-    headers = {"Retry-After": str(retry_after_s)}
-    if unavailable:
-        return OpenAIError(
-            503,
-            "The server is not ready (loading its model or shutting down); retry later.",
-            type="server_error",
-            code="service_unavailable",
-            headers=headers,
-        )
-    return OpenAIError(
-        429,
-        "The server is transcribing as many uploads as it takes; retry later.",
-        type="requests",
-        code="rate_limit_exceeded",
-        headers=headers,
-    )
-
-
-# -- models -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ModelEntry:
-    id: str
-    multilingual: bool
-    created: int = 0
-    owned_by: str = "kettle"
-
-    def body(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "object": "model",
-            "created": self.created,
-            "owned_by": self.owned_by,
-        }
-
-
-@dataclass(frozen=True)
-class ModelCatalog:
-    """The models an upload may name; the first is the default (the finals model), which
-    each of ``aliases`` also names (and their dated variants, ``NAME-YYYY-MM-DD``)."""
-
-    models: tuple[ModelEntry, ...]
-    aliases: tuple[str, ...] = MODEL_ALIASES
-
-    def __post_init__(self) -> None:
-        if not self.models:
-            raise ValueError("a catalog needs at least one model")
-
-    @property
-    def default(self) -> ModelEntry:
-        return self.models[0]
-
-    def entries(self) -> list[ModelEntry]:
-        """Every id a client may use, the aliases included (under the default's properties)."""
-        default = self.default
-        ids = {m.id for m in self.models}
-        aliases = [
-            ModelEntry(alias, default.multilingual, default.created, default.owned_by)
-            for alias in self.aliases
-            if alias not in ids
-        ]
-        return [*self.models, *aliases]
-
-    def resolve(self, name: str) -> ModelEntry:
-        """The model an id names (an alias gives the default), or a 404 error."""
-        for entry in self.models:
-            if entry.id == name:
-                return entry
-        dated = _DATED.match(name)
-        if name in self.aliases or (dated is not None and dated["name"] in self.aliases):
-            return self.default
-        raise model_not_found(name)
-
-    def get_body(self, name: str) -> dict[str, Any]:
-        for entry in self.entries():
-            if entry.id == name:
-                return entry.body()
-        entry = self.resolve(name)  # a dated alias: described under its own id
-        return ModelEntry(name, entry.multilingual, entry.created, entry.owned_by).body()
-
-    def list_body(self) -> dict[str, Any]:
-        return {"object": "list", "data": [e.body() for e in self.entries()]}
 
 
 # -- requests ---------------------------------------------------------------------------------

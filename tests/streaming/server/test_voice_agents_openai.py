@@ -231,7 +231,7 @@ async def test_pipecat_realtime_stt_defaults(server: ServerThread) -> None:
     )
     turn = pipecat_turn(scripted_audio([("voice", 2.0), ("silence", 0.3)]))
     # The session is configured (session.update answered) before the first audio.
-    down, _ = await run_test(stt, frames_to_send=[SleepFrame(0.5), *turn, SleepFrame(2.0)])
+    down, _ = await run_test(stt, frames_to_send=[SleepFrame(1.0), *turn, SleepFrame(3.0)])
     (frame,) = transcriptions(down)
     assert frame.text.split() == ["alpha", "bravo", "charlie", "delta"]
     interim = "".join(f.text for f in down if isinstance(f, InterimTranscriptionFrame))

@@ -140,6 +140,37 @@ async def test_livekit_realtime_with_server_vad(server: ServerThread, fake: Fake
     assert any(r.hotwords == "Kettle" for r in fake.requests_seen)
 
 
+async def test_livekit_keywords_updated_mid_stream(server: ServerThread, fake: FakeDecoder) -> None:
+    """update_options() resends the whole session: kettle takes the new keywords at once."""
+    from livekit.agents import stt as lk_stt
+    from livekit.agents import utils
+    from livekit.plugins import openai as lk_openai
+
+    turn = scripted_audio([("silence", 0.3), ("voice", 1.5), ("silence", 1.5)])
+    async with utils.http_context.open():
+        stt = lk_openai.STT(base_url=server.url + "/v1", api_key=KEY, use_realtime=True,
+                            model="gpt-transcribe", keywords=["Kettle"])  # fmt: skip
+        stream = stt.stream()
+        finals: list[Any] = []
+        try:
+            async with asyncio.timeout(60):  # a deadlock guard only
+                for keywords in (None, ["Kettle", "Agents"]):
+                    if keywords is not None:
+                        stt.update_options(keywords=keywords)
+                        await asyncio.sleep(0.2)  # the session.update goes out first
+                    for frame in livekit_frames(turn):
+                        stream.push_frame(frame)
+                    async for event in stream:
+                        if event.type == lk_stt.SpeechEventType.FINAL_TRANSCRIPT:
+                            finals.append(event)
+                            break
+        finally:
+            await stream.aclose()
+            await stt.aclose()
+    assert len(finals) == 2
+    assert fake.requests_seen[-1].hotwords == "Kettle, Agents"
+
+
 @pytest.mark.slow
 async def test_livekit_gpt_realtime_whisper_commits_on_its_vad(
     real_server: ServerThread, eval_clip: Callable[[str], Any], wer_fn: Callable[..., float]

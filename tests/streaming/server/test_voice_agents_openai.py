@@ -125,19 +125,18 @@ async def test_livekit_rest_default_model(
         await keyed.aclose()
 
 
-async def test_livekit_realtime_with_server_vad(server: ServerThread, fake: FakeDecoder) -> None:
+async def test_livekit_realtime_with_server_vad(server: ServerThread) -> None:
+    """use_realtime=True with the default model: LiveKit sends server_vad, kettle ends turns."""
     from livekit.agents import utils
     from livekit.plugins import openai as lk_openai
 
     async with utils.http_context.open():
-        stt = lk_openai.STT(base_url=server.url + "/v1", api_key=KEY, use_realtime=True,
-                            model="gpt-transcribe", keywords=["Kettle"])  # fmt: skip
+        stt = lk_openai.STT(base_url=server.url + "/v1", api_key=KEY, use_realtime=True)
         finals = await livekit_finals(stt, scripted_audio(TURNS), 2)
         await stt.aclose()
     texts = [f.alternatives[0].text for f in finals]
     assert texts[0].split() == ["alpha", "bravo", "charlie", "delta"]
     assert all(f.alternatives[0].language == "en" for f in finals)  # completed's languages
-    assert any(r.hotwords == "Kettle" for r in fake.requests_seen)
 
 
 async def test_livekit_keywords_updated_mid_stream(server: ServerThread, fake: FakeDecoder) -> None:

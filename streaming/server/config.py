@@ -51,7 +51,8 @@ class ServerConfig:
     audio_rate: float = 2.0
     audio_burst_s: float = 10.0
     max_backlog_s: float = 120.0
-    # Model names OpenAI clients send that name the served finals model (openai_rest.py).
+    # Model names OpenAI clients send that name the served finals model (openai_models.py),
+    # on the REST and Realtime APIs alike.
     openai_aliases: tuple[str, ...] = MODEL_ALIASES
 
     def __post_init__(self) -> None:

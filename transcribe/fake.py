@@ -250,7 +250,7 @@ class FakeDecoder:
             kind=request.kind,
             text=text,
             words=words,
-            language=request.language or "en",
+            language=request.language or (request.languages or ("en",))[0],
             avg_logprob=-1.2 if fails else -0.2 if text else -1.5,
             no_speech_prob=0.05 if text else 0.9,
             encoder_cache_hit=hit,

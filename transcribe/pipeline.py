@@ -49,6 +49,7 @@ class PipelineConfig:
     batch_size: int = 8
     beam_size: int | None = None
     language: str | None = None
+    languages: tuple[str, ...] = ()  # with no language: the codes detection may choose from
     word_timestamps: bool = False
     max_cue_s: float = 7.0
     max_cue_chars: int = 84
@@ -91,6 +92,7 @@ class PipelineConfig:
         return {
             "beam_size": self.beam_size,
             "language": self.language,
+            **({"languages": list(self.languages)} if self.languages else {}),
             **({"task": self.task} if self.task != "transcribe" else {}),
             **({"prompt": self.prompt} if self.prompt else {}),
             **({"keyterms": list(self.keyterms)} if self.keyterms else {}),
@@ -274,6 +276,7 @@ def _decode(
             kind=DecodeKind.FINAL,
             request_id=i,
             language=config.language,
+            languages=config.languages,
             word_timestamps=config.word_timestamps
             or item.align
             or (config.recovers and config.recover_align_all),

@@ -68,8 +68,8 @@ class PromptBuilder:
             else:
                 unknown.append(job)
         if unknown:
-            for job, langs in zip(unknown, detect(unknown), strict=True):
-                job.language = langs[0][0][2:-2]
+            for job, ranked in zip(unknown, detect(unknown), strict=True):
+                job.language = _likeliest(ranked, job.request.languages)
 
     def build(self, job: Job) -> None:
         """Set the job's prompt, its context tokens and how many tokens are forced: the
@@ -98,3 +98,10 @@ class PromptBuilder:
         fits = [b for b in PROMPT_BUCKETS if len(hot) <= b <= total]
         keep = fits[-1] - len(hot) if fits else (len(previous) if len(hot) < 8 else 0)
         return hot + (previous[len(previous) - keep :] if keep else [])
+
+
+def _likeliest(ranked: Sequence[Any], allowed: Sequence[str]) -> str:
+    """The first of detection's ranked ``(token, prob)`` pairs whose code is allowed (any
+    code when none is named; the very first when none of them is ranked)."""
+    codes = [token[2:-2] for token, _ in ranked]
+    return next((c for c in codes if c in allowed), codes[0]) if allowed else codes[0]

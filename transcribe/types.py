@@ -50,6 +50,9 @@ class DecodeRequest:
     # Whisper's previous-text section, before ``prompt``, as faster-whisper's ``hotwords``.
     hotwords: str | None = None
     language: str | None = None
+    # With no ``language``: the codes detection may choose from (OpenAI's ``languages``);
+    # empty: any the model knows.
+    languages: tuple[str, ...] = ()
     word_timestamps: bool = False
     beam_size: int | None = None
     max_new_tokens: int | None = None

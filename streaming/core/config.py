@@ -16,6 +16,8 @@ class SessionConfig:
     """How one stream is transcribed; validated on construction (ConfigError)."""
 
     language: str | None = None
+    # With no ``language``: the codes detection may choose from (OpenAI's ``languages``).
+    languages: tuple[str, ...] = ()
     partials: bool = True
     word_timestamps: bool = False
     # A second decode of each final with the audio after it (refine.py), which may send a
@@ -92,6 +94,9 @@ class SessionConfig:
             and self.language.isalpha()
         ):
             raise ConfigError(f"language must be an ISO 639-1 code or None, not {self.language!r}")
+        for code in self.languages:
+            if not (isinstance(code, str) and 2 <= len(code) <= 3 and code.isalpha()):
+                raise ConfigError(f"languages must hold ISO 639-1 codes, not {code!r}")
         if not 0.1 <= self.partial_interval_s <= 10.0:
             raise ConfigError(
                 f"partial_interval_s must be within 0.1..10, not {self.partial_interval_s}"

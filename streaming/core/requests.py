@@ -46,6 +46,7 @@ def build_refinement(
         hotwords=keyterms.hotwords(terms),
         # An English-only live model means English, whatever model refines (base knows more).
         language=config.language or (None if config.multilingual else "en"),
+        languages=config.languages,
         word_timestamps=True,
         beam_size=config.final_beam_size,
         cache_key=(session_id, "refine", plan.target.number, plan.start, plan.end),
@@ -77,6 +78,7 @@ def build_request(
         context=plan.context.text or None,
         hotwords=keyterms.hotwords(terms),
         language=config.language,
+        languages=config.languages,
         word_timestamps=final and (config.word_timestamps or config.revisions),
         beam_size=config.final_beam_size if final else config.partial_beam_size,
         max_new_tokens=None if final else PARTIAL_MAX_TOKENS,

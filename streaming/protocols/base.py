@@ -139,6 +139,9 @@ class ModelInfo:
     multilingual: bool
     final_model: str | None = None  # a second model for finals, when there is one
     refine_model: str | None = None  # a model for refinements, when it is another one
+    # Other names clients may give these models (OpenAI's default model names, from
+    # ServerConfig.openai_aliases): the same rule for OpenAI's REST and Realtime APIs.
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

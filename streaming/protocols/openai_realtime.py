@@ -19,16 +19,25 @@ How kettle's stream maps onto items (the session runs with ``vad_events``):
   item of its own with an empty transcript.
 - ``clear`` drops the uncommitted audio: the open utterance is ended and its text discarded.
 - Audio and VAD settings (format, silence_duration_ms, prefix_padding_ms, threshold,
-  language, prompt) are fixed once audio flows, as a stream's are; an update that would change
-  them then is refused with an error. Switching turn detection on or off works at any time.
+  language, languages, prompt, include) are fixed once audio flows, as a stream's are; an
+  update that would change them then is refused with an error. Switching turn detection on or
+  off works at any time, and so do ``keywords`` (the stream's keyterms, changed at once).
 - Deltas of an item come only after its ``committed`` event, as OpenAI's do.
 - ``transcription.delay`` "high" or "xhigh" turns partials off: deltas then come from finals
   only (later, and independent of how fast partials were decoded); lower delays (the
   default) send stable words as they settle.
-- ``threshold`` (0..1) picks webrtcvad's aggressiveness (0.5 -> 2, kettle's default);
-  ``semantic_vad`` is taken as server_vad. ``noise_reduction`` is accepted and reported null
-  (kettle does none); ``include`` (logprobs) is accepted and ignored. Any transcription
-  ``model`` name is accepted; ``session.updated`` reports the model kettle serves.
+- Turn detection (server_vad's fields, semantic_vad's eagerness, the no-turn-detection
+  default of gpt-realtime-whisper and gpt-live-transcribe): openai_realtime_turns.py.
+  ``noise_reduction`` is accepted and reported null (kettle does none).
+- ``transcription.model`` takes the names the REST API takes (openai_realtime_settings.py);
+  ``session.updated`` reports the model kettle serves.
+- ``include: ["item.input_audio_transcription.logprobs"]``: ``logprobs`` on deltas and
+  completed events, one entry per word (openai_logprobs.py). A delta carries the final words
+  settled since the item's previous delta (a word first sent as a partial's stable text gets
+  its entry once its final is in), so an item's deltas' logprobs add up to its completed
+  event's.
+- ``completed`` carries ``languages``: the languages of the item's finals (``[]`` when it
+  holds no words).
 - Usage is ``{"type": "duration", "seconds": ...}``: the item's audio.
 """
 
@@ -36,155 +45,41 @@ from __future__ import annotations
 
 import base64
 import binascii
-import itertools
 import json
-from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from kettle.streaming.core.backlog import OTHER
-from kettle.streaming.core.events import (
-    Done,
-    Error,
-    Event,
-    Final,
-    Finalized,
-    NoTranscript,
-    Partial,
-    SpeechStarted,
-    SpeechStopped,
-)
-from kettle.streaming.protocols import kettle_v1_wire as proto
+from kettle.streaming.protocols import openai_realtime_events as bodies
 from kettle.streaming.protocols.base import (
     Action,
-    AudioReceived,
     AudioSetup,
-    CodecContext,
     FeedAudio,
     Finalize,
-    ModelInfo,
-    OutMessage,
     RateGate,
-    Send,
+    Reconfigure,
     StreamSetup,
 )
-from kettle.streaming.protocols.handshake import (
-    HandshakeRefused,
-    HandshakeRequest,
-    Prepared,
-    ProtocolRoute,
-    bearer_credentials,
-    choose_subprotocol,
-    subprotocol_credentials,
-)
-from kettle.streaming.protocols.openai_realtime_items import Finalizing, Item, Utterance
+from kettle.streaming.protocols.openai_realtime_items import Finalizing, Item
+from kettle.streaming.protocols.openai_realtime_ledger import ItemLedger
 from kettle.streaming.protocols.openai_realtime_settings import (
-    DELAYS,
-    DELAYS_WITHOUT_PARTIALS,
     FORMATS,
     MIN_COMMIT_MS,
-    TRANSCRIBE_PREFIX,
     RealtimeSettings,
-    TurnDetection,
     UpdateRefused,
     apply_update,
 )
 from kettle.transcribe.errors import ConfigError
-from kettle.transcribe.types import SAMPLE_RATE
-
-PATH = "/v1/realtime"
-SUBPROTOCOL = "realtime"
-KEY_SUBPROTOCOL_PREFIX = "openai-insecure-api-key."
 
 
-# Audio formats: OpenAI's name -> kettle's PCM decoder encoding and rate.
-class RealtimeCodec:
+class RealtimeCodec(ItemLedger):
     """One Realtime transcription session. See the module docstring."""
 
-    def __init__(self, context: CodecContext, settings: RealtimeSettings | None = None) -> None:
-        self.context = context
-        self.settings = settings or RealtimeSettings()
-        self._events = itertools.count(1)
-        self._items = itertools.count(1)
-        self._tag = "".join(c for c in context.session_id if c.isalnum())[-16:] or "kettle"
-        self._by_start: dict[int, tuple[Utterance, Item | None]] = {}
-        self._unassigned: list[Utterance] = []  # manual: begun since the last marker
-        self._pending: deque[Finalizing] = deque()
-        self._last_committed: str | None = None
-        self._appended_bytes = 0
-        self._boundary_ms = 0.0  # where the uncommitted buffer begins (input audio ms)
-        self._closed_by_commit = False  # a vad_commit's Finalize ended an open utterance
-        self._last_stop_ms = 0.0  # where the VAD's last utterance ended
-        self.audio_started = False
-
-    # -- helpers ----------------------------------------------------------------------------
-
-    def _send(
-        self,
-        kind: str,
-        body: dict[str, Any],
-        *,
-        closing: bool = False,
-        fatal: bool = False,
-        error_code: str | None = None,
-    ) -> Send:
-        # Every message is OTHER to the outbox: deltas only append, so none may be dropped.
-        event = {"event_id": f"event_{self._tag}_{next(self._events)}", "type": kind, **body}
-        text = json.dumps(event, ensure_ascii=False)
-        return Send(OutMessage(OTHER, text, closing=closing, fatal=fatal), error_code=error_code)
-
-    def _error(
-        self,
-        message: str,
-        *,
-        code: str = "invalid_value",
-        param: str | None = None,
-        client_event: str | None = None,
-        kind: str = "invalid_request_error",
-    ) -> Send:
-        body = {
-            "error": {
-                "type": kind,
-                "code": code,
-                "message": message,
-                "param": param,
-                "event_id": client_event,
-            }
-        }
-        return self._send("error", body, error_code=code)
-
-    def _new_item_id(self) -> str:
-        return f"item_{self._tag}_{next(self._items)}"
-
-    @property
-    def _appended_ms(self) -> float:
-        per_second = self.settings.input_rate * (2 if self.settings.format == "audio/pcm" else 1)
-        return self._appended_bytes * 1000.0 / per_second
+    # Declared again (ItemLedger sets them): mypy cannot infer them here otherwise.
+    settings: RealtimeSettings
+    _boundary_ms: float
 
     def session_body(self) -> dict[str, Any]:
-        s = self.settings
-        fmt: dict[str, Any] = {"type": s.format}
-        if s.format == "audio/pcm":
-            fmt["rate"] = s.input_rate
-        return {
-            "type": "transcription",
-            "id": f"sess_{self._tag}",
-            "object": "realtime.transcription_session",
-            "audio": {
-                "input": {
-                    "format": fmt,
-                    "noise_reduction": None,
-                    "transcription": {
-                        "model": self.context.model.name,
-                        "language": s.language,
-                        "prompt": s.prompt or "",
-                        "delay": s.delay,
-                    },
-                    "turn_detection": s.turn_detection.body() if s.turn_detection else None,
-                }
-            },
-            "include": None,
-        }
+        return bodies.session(self.settings, f"sess_{self._tag}", self.context.model.name)
 
     # -- Codec ----------------------------------------------------------------------------
 
@@ -208,17 +103,8 @@ class RealtimeCodec:
         return []  # half a 16-bit sample at the very end: nothing a client can act on
 
     def fatal_error(self, message: str) -> str:
-        event = {
-            "event_id": f"event_{self._tag}_{next(self._events)}",
-            "type": "error",
-            "error": {
-                "type": "server_error",
-                "code": "internal_error",
-                "message": message,
-                "param": None,
-                "event_id": None,
-            },
-        }
+        body = bodies.error(message, code="internal_error", kind="server_error")
+        event = {"event_id": f"event_{self._tag}_{next(self._events)}", "type": "error", **body}
         return json.dumps(event)
 
     def on_text(self, text: str, rate: RateGate) -> list[Action]:
@@ -269,12 +155,14 @@ class RealtimeCodec:
         try:
             settings = apply_update(self.settings, session, self.context.model)
         except UpdateRefused as exc:
-            return [self._error(exc.message, param=exc.param, client_event=client_event)]
+            return [
+                self._error(exc.message, code=exc.code, param=exc.param, client_event=client_event)
+            ]
         if self.audio_started and settings.stream_fields() != self.settings.stream_fields():
             return [
                 self._error(
-                    "audio format, language, prompt and VAD parameters are fixed "
-                    "once audio has been appended; nothing was changed",
+                    "audio format, language, prompt, include and VAD parameters are "
+                    "fixed once audio has been appended; nothing was changed",
                     param="session",
                     client_event=client_event,
                 )
@@ -283,8 +171,11 @@ class RealtimeCodec:
             settings.session_config()
         except ConfigError as exc:
             return [self._error(str(exc), param="session", client_event=client_event)]
+        actions: list[Action] = []
+        if settings.keyterms != self.settings.keyterms:
+            actions.append(Reconfigure(keyterms=settings.keyterms))  # at once, mid-stream too
         self.settings = settings
-        return [self._send("session.updated", {"session": self.session_body()})]
+        return [*actions, self._send("session.updated", {"session": self.session_body()})]
 
     def _append(self, obj: Mapping[str, Any], client_event: str | None) -> list[Action]:
         audio = obj.get("audio")
@@ -333,12 +224,6 @@ class RealtimeCodec:
         self._pending.append(Finalizing("commit", item))
         return [self._committed(item), Finalize()]
 
-    def _committed(self, item: Item) -> Send:
-        item.committed = True
-        body = {"previous_item_id": self._last_committed, "item_id": item.item_id}
-        self._last_committed = item.item_id
-        return self._send("input_audio_buffer.committed", body)
-
     def _clear(self) -> list[Action]:
         self._boundary_ms = self._appended_ms
         actions: list[Action] = [self._send("input_audio_buffer.cleared", {})]
@@ -350,266 +235,5 @@ class RealtimeCodec:
             actions.append(Finalize())
         return actions
 
-    # -- engine events ----------------------------------------------------------------------
 
-    def on_event(self, event: Event, received: AudioReceived) -> list[Action]:
-        if isinstance(event, Partial):
-            return self._progress(self._utterance(event.start, stable=event.stable))
-        if isinstance(event, Final):
-            return self._progress(self._utterance(event.start, text=event.text))
-        if isinstance(event, NoTranscript):
-            return self._progress(self._utterance(event.start, text=""))
-        if isinstance(event, SpeechStarted):
-            return self._speech_started(event)
-        if isinstance(event, SpeechStopped):
-            return self._speech_stopped(event)
-        if isinstance(event, Finalized):
-            return self._finalized(event.position)
-        if isinstance(event, Error):
-            return self._engine_error(event)
-        if isinstance(event, Done):
-            return self._done(event)
-        return []  # pragma: no cover - Event is a closed union
-
-    def _utterance(
-        self, start: int, *, stable: str | None = None, text: str | None = None
-    ) -> Item | None:
-        found = self._by_start.get(start)
-        if found is None:
-            return None
-        utt, item = found
-        if stable is not None and utt.text is None:
-            utt.stable = stable
-        if text is not None:
-            utt.text = text
-            if item is None or item.completed or item.cleared:
-                del self._by_start[start]
-        return item
-
-    def _speech_started(self, event: SpeechStarted) -> list[Action]:
-        utt = Utterance(event.start)
-        if self.settings.turn_detection is None:
-            self._unassigned.append(utt)
-            self._by_start[event.start] = (utt, None)
-            return []
-        item = Item(self._new_item_id(), [utt])
-        self._by_start[event.start] = (utt, item)
-        # Produced before a clear the client asked for (that clear's marker has not come).
-        if self._pending and self._pending[0].purpose == "clear":
-            item.cleared = True
-            return []
-        ms = round(event.start * 1000 / SAMPLE_RATE)
-        return [
-            self._send(
-                "input_audio_buffer.speech_started", {"audio_start_ms": ms, "item_id": item.item_id}
-            )
-        ]
-
-    def _speech_stopped(self, event: SpeechStopped) -> list[Action]:
-        end_ms = event.end * 1000 / SAMPLE_RATE
-        self._last_stop_ms = max(self._last_stop_ms, end_ms)
-        found = self._by_start.get(event.start)
-        if found is None or found[1] is None or found[1].cleared or found[1].committed:
-            return []
-        item = found[1]
-        if event.reason == "finalize" and self._pending:
-            self._closed_by_commit |= self._pending[0].purpose == "vad_commit"
-        item.seconds = (event.end - event.start) / SAMPLE_RATE
-        self._boundary_ms = max(self._boundary_ms, end_ms)
-        actions: list[Action] = [
-            self._send(
-                "input_audio_buffer.speech_stopped",
-                {"audio_end_ms": round(end_ms), "item_id": item.item_id},
-            )
-        ]
-        actions.append(self._committed(item))
-        return actions + self._progress(item)
-
-    def _finalized(self, position: int) -> list[Action]:
-        if not self._pending:
-            return []
-        done = self._pending.popleft()
-        if done.purpose == "commit" and done.item is not None:
-            item = done.item
-            item.utterances, self._unassigned = self._unassigned, []
-            item.assigned = True
-            for u in item.utterances:
-                self._by_start[u.start] = (u, item)
-            return self._progress(item)
-        if done.purpose == "clear":
-            for u in self._unassigned:
-                self._by_start.pop(u.start, None)
-            self._unassigned = []
-            return []
-        if done.purpose == "vad_commit" and done.item is not None and not self._closed_by_commit:
-            # No utterance was open: the commit holds what came after the last one, which
-            # the VAD heard as no speech. Measured now that every stop before it is known.
-            gap_ms = position * 1000 / SAMPLE_RATE - max(done.start_ms, self._last_stop_ms)
-            if gap_ms < MIN_COMMIT_MS:
-                return [self._empty_commit(gap_ms, done.client_event)]
-            item = done.item
-            item.item_id = self._new_item_id()
-            item.seconds = gap_ms / 1000
-            return [self._committed(item), *self._progress(item)]
-        return []
-
-    def _empty_commit(self, buffered_ms: float, client_event: str | None) -> Send:
-        return self._error(
-            "Error committing input audio buffer: buffer too small. Expected at least "
-            f"{MIN_COMMIT_MS:.0f}ms of audio, but buffer only has {max(buffered_ms, 0):.2f}ms "
-            "of audio.",
-            code="input_audio_buffer_commit_empty",
-            client_event=client_event,
-        )
-
-    def _progress(self, item: Item | None) -> list[Action]:
-        if item is None or not item.committed or item.cleared or item.completed:
-            return []
-        actions: list[Action] = []
-        visible = item.visible()
-        if len(visible) > len(item.emitted) and visible.startswith(item.emitted):
-            delta = visible[len(item.emitted) :]
-            item.emitted = visible
-            actions.append(
-                self._send(
-                    TRANSCRIBE_PREFIX + "delta",
-                    {"item_id": item.item_id, "content_index": 0, "delta": delta},
-                )
-            )
-        if item.resolved:
-            item.completed = True
-            for u in item.utterances:
-                self._by_start.pop(u.start, None)
-            usage = {"type": "duration", "seconds": round(item.seconds, 3)}
-            actions.append(
-                self._send(
-                    TRANSCRIBE_PREFIX + "completed",
-                    {
-                        "item_id": item.item_id,
-                        "content_index": 0,
-                        "transcript": visible,
-                        "usage": usage,
-                    },
-                )
-            )
-        return actions
-
-    def _engine_error(self, event: Error) -> list[Action]:
-        if event.code in (proto.OVERLOADED, proto.RATE_LIMITED):
-            return []  # partials skipped: deltas just come later; nothing to act on
-        if not event.fatal:
-            return [self._error(event.message, code=event.code, kind="server_error")]
-        actions: list[Action] = []
-        for _, item in list(self._by_start.values()):
-            if item is not None and item.committed and not item.completed:
-                item.completed = True
-                actions.append(
-                    self._send(
-                        TRANSCRIBE_PREFIX + "failed",
-                        {
-                            "item_id": item.item_id,
-                            "content_index": 0,
-                            "error": {
-                                "type": "server_error",
-                                "code": event.code,
-                                "message": event.message,
-                                "param": None,
-                            },
-                        },
-                    )
-                )
-        body = {
-            "error": {
-                "type": "server_error",
-                "code": event.code,
-                "message": event.message,
-                "param": None,
-                "event_id": None,
-            }
-        }
-        return [
-            *actions,
-            self._send("error", body, closing=True, fatal=True, error_code=event.code),
-        ]
-
-    def _done(self, event: Done) -> list[Action]:
-        reasons = {
-            "idle": ("session_expired", "the session was idle too long and has ended"),
-            "max_duration": ("session_expired", "the session hit its maximum duration"),
-            "shutdown": ("server_shutdown", "the server is shutting down"),
-        }
-        code, message = reasons.get(event.reason or "", ("session_closed", "the session ended"))
-        body = {
-            "error": {
-                "type": "server_error",
-                "code": code,
-                "message": message,
-                "param": None,
-                "event_id": None,
-            }
-        }
-        return [self._send("error", body, closing=True)]
-
-
-# -- the route --------------------------------------------------------------------------------
-
-
-def credentials(request: HandshakeRequest) -> Sequence[str | None]:
-    return (
-        bearer_credentials(request),
-        subprotocol_credentials(request, KEY_SUBPROTOCOL_PREFIX),
-    )
-
-
-def prepare(request: HandshakeRequest, model: ModelInfo | None) -> Prepared:
-    intent = request.query_value("intent")
-    if intent is not None and intent != "transcription":
-        raise HandshakeRefused(
-            400, f"kettle serves transcription sessions only (intent=transcription), not {intent!r}"
-        )
-
-    def make_codec(context: CodecContext) -> RealtimeCodec:
-        return RealtimeCodec(context)
-
-    return Prepared(make_codec, choose_subprotocol(request, (SUBPROTOCOL,)))
-
-
-def refusal(status: int, message: str) -> tuple[bytes, str]:
-    """OpenAI's clients read a JSON error object from a refused handshake."""
-    code = {401: "invalid_api_key", 503: "service_unavailable"}.get(status, "invalid_request")
-    body = {
-        "error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}
-    }
-    return json.dumps(body).encode(), "application/json"
-
-
-INFO: dict[str, Any] = {
-    "path": PATH,
-    "query": {"intent": "transcription"},
-    "subprotocol": SUBPROTOCOL,
-    "key_subprotocol_prefix": KEY_SUBPROTOCOL_PREFIX,
-    "formats": list(FORMATS),
-}
-
-ROUTE = ProtocolRoute(
-    path=PATH,
-    name="openai_realtime",
-    credentials=credentials,
-    prepare=prepare,
-    info=INFO,
-    refusal=refusal,
-)
-
-__all__ = [
-    "DELAYS",
-    "DELAYS_WITHOUT_PARTIALS",
-    "FORMATS",
-    "MIN_COMMIT_MS",
-    "ROUTE",
-    "TRANSCRIBE_PREFIX",
-    "RealtimeCodec",
-    "RealtimeSettings",
-    "TurnDetection",
-    "UpdateRefused",
-    "apply_update",
-]
+__all__ = ["RealtimeCodec"]

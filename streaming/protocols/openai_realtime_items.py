@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kettle.transcribe.types import Word
+
 
 @dataclass(eq=False)
 class Utterance:
     start: int
     stable: str = ""
     text: str | None = None  # the final's text once resolved ("" for no words)
+    words: tuple[Word, ...] = ()  # the final's (with probabilities when word timestamps are on)
+    language: str = ""
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,7 @@ class Item:
     completed: bool = False
     emitted: str = ""
     seconds: float = 0.0
+    words_sent: int = 0  # how many of settled_words() deltas' logprobs have carried
 
     def visible(self) -> str:
         """The text so far: finals in order, then the first open utterance's stable words."""
@@ -44,6 +49,18 @@ class Item:
             if u.text:
                 parts.append(u.text)
         return " ".join(parts)
+
+    def settled_words(self) -> list[Word]:
+        """The words of the finals visible() shows in full (the leading resolved ones)."""
+        words: list[Word] = []
+        for u in self.utterances:
+            if u.text is None:
+                break
+            words.extend(u.words)
+        return words
+
+    def languages(self) -> list[str]:
+        return [u.language for u in self.utterances if u.text]
 
     @property
     def resolved(self) -> bool:

@@ -1,4 +1,15 @@
-"""OpenAI Realtime session settings: parsing and validating ``session.update``."""
+"""OpenAI Realtime session settings: parsing and validating ``session.update``.
+
+- ``transcription.model``: the same names the audio REST API takes (openai_rest.ModelCatalog:
+  the served models, OpenAI's default names and their dated variants); any other is refused
+  with ``model_not_found``. It also picks the turn-detection default (openai_realtime_turns).
+- ``transcription.keywords`` become the stream's keyterms (Whisper hotwords); they may change
+  at any time, audio flowing or not.
+- ``transcription.languages``: one code is the language; several restrict detection to them;
+  ``language`` wins when both are sent.
+- ``include: ["item.input_audio_transcription.logprobs"]`` asks for logprobs (per word:
+  openai_logprobs.py) on deltas and completed events.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +18,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kettle.streaming.core.session import SessionConfig
+from kettle.streaming.protocols import openai_realtime_turns as turns
 from kettle.streaming.protocols.base import ModelInfo
+from kettle.streaming.protocols.openai_errors import OpenAIError
+from kettle.streaming.protocols.openai_models import ModelCatalog, ModelEntry
+from kettle.streaming.protocols.openai_realtime_turns import TurnDetection
+from kettle.transcribe import keyterms
+from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.languages import LANGUAGES
 
 FORMATS = {
@@ -19,29 +36,8 @@ MIN_COMMIT_MS = 100.0
 DELAYS = ("minimal", "low", "medium", "high", "xhigh")
 DELAYS_WITHOUT_PARTIALS = ("high", "xhigh")  # OpenAI refuses to commit less audio than this
 TRANSCRIBE_PREFIX = "conversation.item.input_audio_transcription."
-
-
-@dataclass(frozen=True)
-class TurnDetection:
-    type: str = "server_vad"
-    threshold: float = 0.5
-    prefix_padding_ms: int = 300
-    silence_duration_ms: int = 500
-    # Accepted and echoed; they concern responses, which transcription sessions have none of.
-    extra: tuple[tuple[str, Any], ...] = ()
-
-    def body(self) -> dict[str, Any]:
-        return {
-            "type": self.type,
-            "threshold": self.threshold,
-            "prefix_padding_ms": self.prefix_padding_ms,
-            "silence_duration_ms": self.silence_duration_ms,
-            **dict(self.extra),
-        }
-
-    @property
-    def aggressiveness(self) -> int:
-        return min(3, int(self.threshold * 4))
+LOGPROBS = "item.input_audio_transcription.logprobs"
+TRANSCRIPTION = "session.audio.input.transcription"
 
 
 @dataclass(frozen=True)
@@ -51,6 +47,23 @@ class RealtimeSettings:
     language: str | None = None
     prompt: str | None = None
     delay: str | None = None  # "high" / "xhigh": no partials, deltas from finals only
+    model: str | None = None  # the transcription model the client named
+    turn_detection_set: bool = False  # by the client: the model's default no longer applies
+    languages: tuple[str, ...] = ()  # two or more: detection picks among them
+    keyterms: tuple[str, ...] = ()
+    logprobs: bool = False
+
+    @property
+    def decode_language(self) -> str | None:
+        """The language decodes use: ``language``, else a ``languages`` of one."""
+        if self.language is None and len(self.languages) == 1:
+            return self.languages[0]
+        return self.language
+
+    @property
+    def decode_languages(self) -> tuple[str, ...]:
+        """The codes detection picks among (none when a language is set)."""
+        return () if self.decode_language is not None else self.languages
 
     @property
     def partials(self) -> bool:
@@ -61,19 +74,25 @@ class RealtimeSettings:
         td = self.turn_detection or TurnDetection()
         return (
             self.format,
-            self.language,
+            self.decode_language,
+            self.decode_languages,
             self.prompt,
             td.threshold,
             td.prefix_padding_ms,
             td.silence_duration_ms,
             self.partials,
+            self.logprobs,
         )
 
     def session_config(self) -> SessionConfig:
         td = self.turn_detection or TurnDetection()
         return SessionConfig(
-            language=self.language,
+            language=self.decode_language,
+            languages=self.decode_languages,
             prompt=self.prompt,
+            keyterms=self.keyterms,
+            # logprobs are the final's words' probabilities (openai_logprobs.py)
+            word_timestamps=self.logprobs,
             partials=self.partials,
             endpoint_silence_ms=td.silence_duration_ms,
             preroll_ms=td.prefix_padding_ms,
@@ -87,10 +106,18 @@ class RealtimeSettings:
 
 
 class UpdateRefused(Exception):
-    def __init__(self, message: str, param: str | None = None) -> None:
+    def __init__(self, message: str, param: str | None = None, code: str = "invalid_value") -> None:
         super().__init__(message)
         self.message = message
         self.param = param
+        self.code = code
+
+
+def catalog(model: ModelInfo) -> ModelCatalog:
+    """The names a session may give as its transcription model (REST's rule)."""
+    names = dict.fromkeys(n for n in (model.final_model, model.name) if n)
+    entries = tuple(ModelEntry(n, model.multilingual) for n in names)
+    return ModelCatalog(entries, model.aliases)
 
 
 def apply_update(
@@ -107,20 +134,35 @@ def apply_update(
             f"not {kind!r}; connect with ?intent=transcription",
             "session.type",
         )
+    changes: dict[str, Any] = {}
+    if "include" in session:
+        changes["logprobs"] = _include(session["include"])
     audio = _object(session, "audio", "session.audio")
     inp = _object(audio, "input", "session.audio.input") if audio is not None else None
     if inp is None:
-        return settings
-    changes: dict[str, Any] = {}
+        return replace(settings, **changes)
     if "format" in inp:
         changes["format"] = _format(inp["format"])
     if "turn_detection" in inp:
-        changes["turn_detection"] = _turn_detection(inp["turn_detection"], settings)
+        try:
+            changes["turn_detection"] = turns.parse(inp["turn_detection"], settings.turn_detection)
+        except turns.TurnRefused as exc:
+            raise UpdateRefused(exc.message, exc.param) from None
+        changes["turn_detection_set"] = True
     if "transcription" in inp and inp["transcription"] is not None:
-        tr = _object(inp, "transcription", "session.audio.input.transcription")
+        tr = _object(inp, "transcription", TRANSCRIPTION)
         assert tr is not None
+        if tr.get("model") is not None:
+            name = _model(tr["model"], model)
+            changes["model"] = name
+            if not settings.turn_detection_set and "turn_detection" not in inp:
+                changes["turn_detection"] = turns.model_default(name)
         if "language" in tr:
             changes["language"] = _language(tr["language"], model)
+        if "languages" in tr:
+            changes["languages"] = _languages(tr["languages"], model)
+        if "keywords" in tr:
+            changes["keyterms"] = _keywords(tr["keywords"])
         if "prompt" in tr:
             prompt = tr["prompt"]
             if prompt is not None and not isinstance(prompt, str):
@@ -162,39 +204,51 @@ def _format(value: object) -> str:
     return str(kind)
 
 
-def _turn_detection(value: object, settings: RealtimeSettings) -> TurnDetection | None:
-    param = "session.audio.input.turn_detection"
+def _include(value: object) -> bool:
     if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise UpdateRefused(f"{param} must be an object or null", param)
-    kind = value.get("type", "server_vad")
-    if kind not in ("server_vad", "semantic_vad"):
-        raise UpdateRefused(
-            f"{param}.type must be server_vad or semantic_vad, not {kind!r}", f"{param}.type"
-        )
-    base = settings.turn_detection or TurnDetection()
-    threshold = value.get("threshold", base.threshold)
-    number = isinstance(threshold, int | float) and not isinstance(threshold, bool)
-    if not number or not 0 <= threshold <= 1:
-        raise UpdateRefused(f"{param}.threshold must be a number from 0 to 1", f"{param}.threshold")
-    ints = {}
-    for name, low, high in (("prefix_padding_ms", 0, 2000), ("silence_duration_ms", 40, 10000)):
-        got = value.get(name, getattr(base, name))
-        if isinstance(got, bool) or not isinstance(got, int) or not low <= got <= high:
-            raise UpdateRefused(
-                f"{param}.{name} must be an integer from {low} to {high}", f"{param}.{name}"
-            )
-        ints[name] = got
-    known = {"type", "threshold", "prefix_padding_ms", "silence_duration_ms"}
-    extra = tuple((k, v) for k, v in value.items() if k not in known)
-    return TurnDetection(
-        str(kind), float(threshold), ints["prefix_padding_ms"], ints["silence_duration_ms"], extra
-    )
+        return False
+    if not isinstance(value, list) or any(v != LOGPROBS for v in value):
+        raise UpdateRefused(f"include must be a list of {LOGPROBS!r} or null", "session.include")
+    return bool(value)
 
 
-def _language(value: object, model: ModelInfo | None) -> str | None:
-    param = "session.audio.input.transcription.language"
+def _model(value: object, model: ModelInfo | None) -> str:
+    param = TRANSCRIPTION + ".model"
+    if not isinstance(value, str):
+        raise UpdateRefused("model must be a string", param)
+    if model is not None:
+        try:
+            catalog(model).resolve(value)
+        except OpenAIError as exc:
+            raise UpdateRefused(exc.message, param, "model_not_found") from None
+    return value
+
+
+def _languages(value: object, model: ModelInfo | None) -> tuple[str, ...]:
+    param = TRANSCRIPTION + ".languages"
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise UpdateRefused("languages must be a list of ISO-639-1 codes", param)
+    codes = (_language(v, model, param) for v in value)
+    return tuple(dict.fromkeys(c for c in codes if c is not None))
+
+
+def _keywords(value: object) -> tuple[str, ...]:
+    param = TRANSCRIPTION + ".keywords"
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise UpdateRefused("keywords must be a list of strings", param)
+    try:
+        return keyterms.normalize(value)
+    except ConfigError as exc:
+        raise UpdateRefused(f"keywords: {exc}", param) from None
+
+
+def _language(
+    value: object, model: ModelInfo | None, param: str = TRANSCRIPTION + ".language"
+) -> str | None:
     if value is None or value == "":
         return None
     if not isinstance(value, str) or value.lower() not in LANGUAGES:

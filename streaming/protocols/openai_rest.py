@@ -1,5 +1,5 @@
-"""OpenAI's audio REST API, the pure part: form fields in, a validated request out; a
-transcript in, the response body out (json, text, srt, vtt, verbose_json, or SSE events).
+"""OpenAI's audio REST API, the pure part: form fields in, a validated request out
+(openai_rest_render.py turns a transcript into the response body).
 
 No I/O: the route reads the multipart body (with its size limit) and hands the fields and the
 file's bytes here; errors are ``OpenAIError`` values that carry the HTTP status and OpenAI's
@@ -15,10 +15,18 @@ Choices where OpenAI's API leaves room or does not fit kettle:
 - The file's format is found from its bytes (the decoder sniffs the container); the file name
   is never looked at.
 - ``timestamp_granularities`` needs ``verbose_json`` (as OpenAI's API says); ``stream=true``
-  needs ``json`` or ``text`` (the formats OpenAI streams). Unknown fields are ignored, so newer
-  SDKs' extra fields do not break a request.
-- ``stream=true`` sends one ``transcript.text.delta`` per segment, then one
-  ``transcript.text.done``; the deltas concatenate to the done event's text.
+  needs ``json`` or ``text`` (the formats OpenAI streams); ``include[]=logprobs`` needs
+  ``json`` (streamed or not), as OpenAI documents. Unknown fields are ignored, so newer SDKs'
+  extra fields do not break a request.
+- ``keywords`` become the decode's keyterms (Whisper hotwords, transcribe/keyterms.py).
+- ``languages``: one code (or the same code repeated) is taken as ``language``; several
+  restrict the model's language detection to them (each window picks the likeliest of the
+  list). ``language`` wins over ``languages`` when both are sent. On an English-only model
+  any code but ``en`` is refused, as for ``language``.
+- ``chunking_strategy``: kettle always cuts a recording at its pauses (Silero VAD), so unset
+  and ``"auto"`` both mean kettle's default windows; a ``server_vad`` object sets the VAD's
+  ``threshold``, its minimum pause (``silence_duration_ms``) and the speech padding around
+  each cut (``prefix_padding_ms``); see openai_rest_options.py.
 - ``temperature`` is validated (0..1) and otherwise not used: kettle's decoder always starts
   at 0 and falls back to higher temperatures on its own checks, which is what OpenAI's
   default of 0 means.
@@ -26,25 +34,27 @@ Choices where OpenAI's API leaves room or does not fit kettle:
 
 from __future__ import annotations
 
-import json
 import math
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from kettle.streaming.protocols import openai_rest_options as options
+from kettle.streaming.protocols.openai_errors import OpenAIError as OpenAIError
+from kettle.streaming.protocols.openai_errors import bad_request as bad_request
+from kettle.streaming.protocols.openai_errors import busy as busy
+from kettle.streaming.protocols.openai_errors import model_not_found as model_not_found
+from kettle.streaming.protocols.openai_errors import too_large as too_large
+from kettle.streaming.protocols.openai_errors import unauthorized as unauthorized
+from kettle.streaming.protocols.openai_models import MODEL_ALIAS as MODEL_ALIAS
+from kettle.streaming.protocols.openai_models import MODEL_ALIASES as MODEL_ALIASES
+from kettle.streaming.protocols.openai_models import ModelCatalog as ModelCatalog
+from kettle.streaming.protocols.openai_models import ModelEntry as ModelEntry
 from kettle.transcribe.languages import LANGUAGES
-from kettle.transcribe.transcript import Segment, Transcript
-from kettle.transcribe.writers import format_srt, format_vtt
+from kettle.transcribe.windows import WindowConfig
 
 RESPONSE_FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
 STREAM_FORMATS = ("json", "text")
 GRANULARITIES = ("word", "segment")
-MODEL_ALIAS = "whisper-1"
-# What OpenAI's SDKs and the voice-agent plugins send by default (LiveKit's openai.STT:
-# gpt-4o-mini-transcribe; Pipecat's OpenAISTTService: gpt-transcribe).
-MODEL_ALIASES = (MODEL_ALIAS, "gpt-4o-transcribe", "gpt-4o-mini-transcribe", "gpt-transcribe")
-_DATED = re.compile(r"^(?P<name>.+)-\d{4}-\d{2}-\d{2}$")  # e.g. gpt-4o-transcribe-2025-03-20
 CONTENT_TYPES = {
     "json": "application/json",
     "verbose_json": "application/json",
@@ -54,173 +64,6 @@ CONTENT_TYPES = {
 }
 SSE_CONTENT_TYPE = "text/event-stream"
 MAX_PROMPT_CHARS = 4000
-
-# Whisper's language names, as OpenAI's verbose_json reports them ("english").
-_NAMES = (
-    "af afrikaans|am amharic|ar arabic|as assamese|az azerbaijani|ba bashkir|be belarusian|"
-    "bg bulgarian|bn bengali|bo tibetan|br breton|bs bosnian|ca catalan|cs czech|cy welsh|"
-    "da danish|de german|el greek|en english|es spanish|et estonian|eu basque|fa persian|"
-    "fi finnish|fo faroese|fr french|gl galician|gu gujarati|ha hausa|he hebrew|hi hindi|"
-    "hr croatian|ht haitian creole|hu hungarian|hy armenian|id indonesian|is icelandic|"
-    "it italian|ja japanese|jw javanese|ka georgian|kk kazakh|km khmer|kn kannada|ko korean|"
-    "la latin|lb luxembourgish|ln lingala|lo lao|lt lithuanian|lv latvian|mg malagasy|"
-    "mi maori|mk macedonian|ml malayalam|mn mongolian|mr marathi|ms malay|mt maltese|"
-    "my myanmar|ne nepali|nl dutch|nn nynorsk|no norwegian|oc occitan|pa punjabi|pl polish|"
-    "ps pashto|pt portuguese|ro romanian|ru russian|sa sanskrit|sd sindhi|si sinhala|"
-    "sk slovak|sl slovenian|sn shona|so somali|sq albanian|sr serbian|su sundanese|"
-    "sv swedish|sw swahili|ta tamil|te telugu|tg tajik|th thai|tk turkmen|tl tagalog|"
-    "tr turkish|tt tatar|uk ukrainian|ur urdu|uz uzbek|vi vietnamese|yi yiddish|yo yoruba|"
-    "zh chinese|yue cantonese|haw hawaiian"
-)
-LANGUAGE_NAMES = dict(pair.split(" ", 1) for pair in _NAMES.split("|"))
-
-
-class OpenAIError(Exception):
-    """An error response: HTTP status, OpenAI's error object, and extra headers."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        *,
-        type: str = "invalid_request_error",
-        param: str | None = None,
-        code: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.type = type
-        self.param = param
-        self.code = code
-        self.headers = headers or {}
-
-    def body(self) -> dict[str, Any]:
-        return {
-            "error": {
-                "message": self.message,
-                "type": self.type,
-                "param": self.param,
-                "code": self.code,
-            }
-        }
-
-    def to_json(self) -> str:
-        return json.dumps(self.body(), ensure_ascii=False)
-
-
-def bad_request(message: str, param: str | None = None, code: str = "invalid_value") -> OpenAIError:
-    return OpenAIError(400, message, param=param, code=code)
-
-
-def unauthorized() -> OpenAIError:
-    return OpenAIError(401, "Incorrect API key provided.", code="invalid_api_key")
-
-
-def model_not_found(model: str) -> OpenAIError:
-    return OpenAIError(
-        404,
-        f"The model '{model}' does not exist or you do not have access to it.",
-        param="model",
-        code="model_not_found",
-    )
-
-
-def too_large(limit_bytes: int) -> OpenAIError:
-    return OpenAIError(
-        413,
-        f"Maximum content size limit ({limit_bytes} bytes) exceeded.",
-        param="file",
-        code="request_too_large",
-    )
-
-
-def busy(retry_after_s: int, *, unavailable: bool = False) -> OpenAIError:
-    """429 while the upload slots are full; 503 while kettle cannot take work at all."""
-    headers = {"Retry-After": str(retry_after_s)}
-    if unavailable:
-        return OpenAIError(
-            503,
-            "The server is not ready (loading its model or shutting down); retry later.",
-            type="server_error",
-            code="service_unavailable",
-            headers=headers,
-        )
-    return OpenAIError(
-        429,
-        "The server is transcribing as many uploads as it takes; retry later.",
-        type="requests",
-        code="rate_limit_exceeded",
-        headers=headers,
-    )
-
-
-# -- models -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ModelEntry:
-    id: str
-    multilingual: bool
-    created: int = 0
-    owned_by: str = "kettle"
-
-    def body(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "object": "model",
-            "created": self.created,
-            "owned_by": self.owned_by,
-        }
-
-
-@dataclass(frozen=True)
-class ModelCatalog:
-    """The models an upload may name; the first is the default (the finals model), which
-    each of ``aliases`` also names (and their dated variants, ``NAME-YYYY-MM-DD``)."""
-
-    models: tuple[ModelEntry, ...]
-    aliases: tuple[str, ...] = MODEL_ALIASES
-
-    def __post_init__(self) -> None:
-        if not self.models:
-            raise ValueError("a catalog needs at least one model")
-
-    @property
-    def default(self) -> ModelEntry:
-        return self.models[0]
-
-    def entries(self) -> list[ModelEntry]:
-        """Every id a client may use, the aliases included (under the default's properties)."""
-        default = self.default
-        ids = {m.id for m in self.models}
-        aliases = [
-            ModelEntry(alias, default.multilingual, default.created, default.owned_by)
-            for alias in self.aliases
-            if alias not in ids
-        ]
-        return [*self.models, *aliases]
-
-    def resolve(self, name: str) -> ModelEntry:
-        """The model an id names (an alias gives the default), or a 404 error."""
-        for entry in self.models:
-            if entry.id == name:
-                return entry
-        dated = _DATED.match(name)
-        if name in self.aliases or (dated is not None and dated["name"] in self.aliases):
-            return self.default
-        raise model_not_found(name)
-
-    def get_body(self, name: str) -> dict[str, Any]:
-        for entry in self.entries():
-            if entry.id == name:
-                return entry.body()
-        entry = self.resolve(name)  # a dated alias: described under its own id
-        return ModelEntry(name, entry.multilingual, entry.created, entry.owned_by).body()
-
-    def list_body(self) -> dict[str, Any]:
-        return {"object": "list", "data": [e.body() for e in self.entries()]}
 
 
 # -- requests ---------------------------------------------------------------------------------
@@ -239,6 +82,10 @@ class AudioRequest:
     response_format: str = "json"
     words: bool = False
     stream: bool = False
+    logprobs: bool = False  # include[]=logprobs
+    keyterms: tuple[str, ...] = ()  # keywords[]
+    languages: tuple[str, ...] = ()  # languages[] of two or more: detection picks among them
+    windows: WindowConfig | None = None  # chunking_strategy server_vad; None: kettle's own
 
 
 def parse_audio_form(
@@ -299,6 +146,24 @@ def parse_audio_form(
     if stream and response_format not in STREAM_FORMATS:
         raise bad_request("stream=true works with response_format json or text, "
                           f"not {response_format}.", "stream")  # fmt: skip
+    listed = tuple(
+        dict.fromkeys(
+            code
+            for v in options.listed(values, "languages")
+            if (code := _language(v, model, model_name, "languages")) is not None
+        )
+    )
+    if language is None and len(listed) == 1:
+        language = listed[0]
+    try:
+        include = options.includes(values)
+        keywords = options.keywords(values)
+        default_windows = WindowConfig()
+        windows = options.chunking(values, default_windows)
+    except options.FieldError as exc:
+        raise bad_request(exc.message, exc.param) from None
+    if include and response_format != "json":
+        raise bad_request("include[]=logprobs needs response_format json.", "include")
     return AudioRequest(
         task=task,
         audio=file,
@@ -309,19 +174,25 @@ def parse_audio_form(
         response_format=response_format,
         words="word" in granularities,
         stream=stream,
+        logprobs="logprobs" in include,
+        keyterms=keywords,
+        languages=listed if language is None and len(listed) > 1 else (),
+        windows=None if windows == default_windows else windows,
     )
 
 
-def _language(value: str | None, model: ModelEntry, model_name: str) -> str | None:
+def _language(
+    value: str | None, model: ModelEntry, model_name: str, param: str = "language"
+) -> str | None:
     if value is None or not value.strip():
         return None
     code = value.strip().lower()
     if code not in LANGUAGES:
-        raise bad_request(f"language must be an ISO-639-1 code Whisper knows, not {value!r}.",
-                          "language")  # fmt: skip
+        raise bad_request(f"{param} must hold ISO-639-1 codes Whisper knows, not {value!r}.",
+                          param)  # fmt: skip
     if code != "en" and not model.multilingual:
         raise bad_request(f"Model '{model_name}' is English-only; it cannot take language "
-                          f"{code!r}.", "language")  # fmt: skip
+                          f"{code!r}.", param)  # fmt: skip
     return code
 
 
@@ -347,92 +218,3 @@ def _bool(value: str | None, param: str) -> bool:
     if text in ("false", "0", ""):
         return False
     raise bad_request(f"{param} must be true or false, not {value!r}.", param)
-
-
-# -- responses --------------------------------------------------------------------------------
-
-
-def usage(transcript: Transcript) -> dict[str, Any]:
-    # OpenAI bills whole seconds of audio, rounded up.
-    return {"type": "duration", "seconds": math.ceil(transcript.duration_s)}
-
-
-def render(transcript: Transcript, request: AudioRequest) -> tuple[str, str]:
-    """The body and content type of a non-streamed response."""
-    fmt = request.response_format
-    if fmt == "json":
-        body: dict[str, Any] = {"text": transcript.text}
-        if request.task == "transcribe":
-            body["usage"] = usage(transcript)
-        return json.dumps(body, ensure_ascii=False), CONTENT_TYPES[fmt]
-    if fmt == "verbose_json":
-        return json.dumps(verbose(transcript, request), ensure_ascii=False), CONTENT_TYPES[fmt]
-    if fmt == "text":
-        return transcript.text + "\n", CONTENT_TYPES[fmt]
-    if fmt == "srt":
-        return format_srt(transcript), CONTENT_TYPES[fmt]
-    return format_vtt(transcript), CONTENT_TYPES[fmt]
-
-
-def verbose(transcript: Transcript, request: AudioRequest) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "task": request.task,
-        "language": LANGUAGE_NAMES.get(transcript.language, transcript.language),
-        "duration": round(transcript.duration_s, 3),
-        "text": transcript.text,
-        "segments": [_segment(i, s, request.words) for i, s in enumerate(transcript.segments)],
-    }
-    if request.words:
-        body["words"] = [
-            {"word": w.word.strip(), "start": round(w.start, 3), "end": round(w.end, 3)}
-            for s in transcript.segments
-            for w in s.words
-        ]
-    if request.task == "transcribe":
-        body["usage"] = usage(transcript)
-    return body
-
-
-def _segment(index: int, seg: Segment, words: bool) -> dict[str, Any]:
-    """faster-whisper's Segment fields (seek in 10 ms frames, as Whisper counts it)."""
-    stats = seg.stats
-    out: dict[str, Any] = {
-        "id": index,
-        "seek": round(seg.start * 100),
-        "start": round(seg.start, 3),
-        "end": round(seg.end, 3),
-        "text": seg.text,
-        "tokens": list(stats.tokens) if stats else [],
-        "temperature": stats.temperature if stats else 0.0,
-        "avg_logprob": round(stats.avg_logprob, 6) if stats else 0.0,
-        "compression_ratio": round(stats.compression_ratio, 6) if stats else 0.0,
-        "no_speech_prob": round(stats.no_speech_prob, 6) if stats else 0.0,
-    }
-    if words:
-        out["words"] = [
-            {
-                "word": w.word,
-                "start": round(w.start, 3),
-                "end": round(w.end, 3),
-                "probability": round(w.probability, 4),
-            }
-            for w in seg.words
-        ]
-    return out
-
-
-def sse(event: dict[str, Any]) -> str:
-    return f"data: {json.dumps(event, ensure_ascii=False)}\n\n"
-
-
-def stream_events(transcript: Transcript) -> Iterable[str]:
-    """SSE frames: a delta per segment (joined by spaces), then the done event."""
-    texts = [s.text for s in transcript.segments if s.text]
-    for i, text in enumerate(texts):
-        yield sse({"type": "transcript.text.delta", "delta": text if i == 0 else " " + text})
-    yield sse({"type": "transcript.text.done", "text": " ".join(texts)})
-
-
-def stream_error(error: OpenAIError) -> str:
-    """An error after the stream began (the SDK raises it as an APIError)."""
-    return sse(error.body())

@@ -18,7 +18,8 @@ Layout (under kettle.streaming.server, codecs under kettle.streaming.protocols):
     protocols/base.py        the Codec interface and its actions (Send, FeedAudio, ...)
     protocols/kettle_v1.py   PROTOCOL.md version 1 on /v1/stream
 
-Adding a WebSocket protocol (e.g. `protocols/openai_realtime.py`):
+Adding a WebSocket protocol (e.g. `protocols/openai_realtime.py`, its route in
+`protocols/openai_realtime_route.py`):
 
 1. Write a codec class with the methods of `protocols.base.Codec`: `start()`,
    `on_text(text, rate)`, `on_binary(data)`, `stream_setup()`, `on_leftover(...)`,

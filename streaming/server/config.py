@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kettle.streaming.protocols.openai_rest import MODEL_ALIASES
+from kettle.streaming.protocols.openai_models import MODEL_ALIASES
 from kettle.streaming.server.audio_budget import AdmissionConfig
 from kettle.streaming.server.hosts import HostPolicy
 from kettle.streaming.server.origins import OriginPolicy
@@ -51,7 +51,8 @@ class ServerConfig:
     audio_rate: float = 2.0
     audio_burst_s: float = 10.0
     max_backlog_s: float = 120.0
-    # Model names OpenAI clients send that name the served finals model (openai_rest.py).
+    # Model names OpenAI clients send that name the served finals model (openai_models.py),
+    # on the REST and Realtime APIs alike.
     openai_aliases: tuple[str, ...] = MODEL_ALIASES
 
     def __post_init__(self) -> None:

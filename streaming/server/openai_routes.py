@@ -23,6 +23,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from typing import TYPE_CHECKING, Any
 
 from kettle.streaming.protocols import openai_rest as rest
+from kettle.streaming.protocols import openai_rest_render as render
 from kettle.streaming.protocols.handshake import bearer_token
 from kettle.streaming.server.uploads import (
     UploadFailure,
@@ -141,11 +142,11 @@ class OpenAIRest:
         parsed = done.parsed
         if parsed.stream:
             return StreamingResponse(
-                _iterate(rest.stream_events(done.transcript)),
+                _iterate(render.stream_events(done.transcript, parsed)),
                 media_type=rest.SSE_CONTENT_TYPE,
                 headers={"Cache-Control": "no-cache"},
             )
-        text, content_type = rest.render(done.transcript, parsed)
+        text, content_type = render.render(done.transcript, parsed)
         return Response(text, media_type=content_type)
 
     def _error(self, exc: Exception, task: str) -> rest.OpenAIError:
@@ -181,9 +182,13 @@ class OpenAIRest:
         parsed = rest.parse_audio_form(fields, file, task=task, catalog=self.catalog())
         config = PipelineConfig(
             language=parsed.language,
-            word_timestamps=parsed.words,
+            languages=parsed.languages,
+            # logprobs are the words' probabilities (openai_logprobs.py), so they need words
+            word_timestamps=parsed.words or parsed.logprobs,
             task=parsed.task,
             prompt=parsed.prompt,
+            keyterms=parsed.keyterms,
+            **({"windows": parsed.windows} if parsed.windows is not None else {}),
         )
         return UploadJob(parsed, parsed.audio, config)
 

@@ -260,6 +260,7 @@ class KettleServer:
             decoder.multilingual,
             finals.name if finals is not decoder else None,
             refine.name if refine is not finals else None,
+            self.config.openai_aliases,
         )
 
     @property

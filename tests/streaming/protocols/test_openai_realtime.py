@@ -20,9 +20,11 @@ from kettle.streaming.protocols.base import (
     FeedAudio,
     Finalize,
     ModelInfo,
+    Reconfigure,
     Send,
 )
 from kettle.streaming.protocols.openai_realtime import RealtimeCodec
+from kettle.streaming.protocols.openai_rest import MODEL_ALIASES
 from kettle.transcribe.fake import FakeDecoder, scripted_audio
 
 PREFIX = "conversation.item.input_audio_transcription."
@@ -37,7 +39,9 @@ class Harness:
     """Carries out the codec's actions on a real Session answered at once by a fake model."""
 
     def __init__(self, multilingual: bool = False) -> None:
-        self.codec = RealtimeCodec(CodecContext("sess1", ModelInfo("tiny.en", multilingual)))
+        model = ModelInfo("tiny.en", multilingual, aliases=MODEL_ALIASES)
+        self.codec = RealtimeCodec(CodecContext("sess1", model))
+        self.reconfigured: list[tuple[str, ...] | None] = []
         self.decoder = FakeDecoder()
         self.session: Session | None = None
         self.pcm: PcmStreamDecoder | None = None
@@ -59,6 +63,10 @@ class Harness:
                 assert self.pcm is not None
                 self.session.feed_audio(self.pcm.feed(action.data))
                 self.settle()
+            elif isinstance(action, Reconfigure):
+                self.reconfigured.append(action.keyterms)
+                if self.session is not None and action.keyterms is not None:
+                    self.session.set_keyterms(action.keyterms)
             elif isinstance(action, Finalize) and self.session is not None:
                 self.session.finalize()
                 self.settle()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from kettle.streaming.protocols import openai_rest as rest
+from kettle.streaming.protocols import openai_rest_render as out
 from kettle.transcribe.transcript import DecodeStats, Segment, Transcript
 from kettle.transcribe.types import Word
 
@@ -40,7 +42,8 @@ def test_every_field_parsed() -> None:
             ("response_format", "verbose_json"),
             ("timestamp_granularities[]", "word"),
             ("timestamp_granularities[]", "segment"),
-            ("chunking_strategy", "auto"),  # unknown fields are ignored
+            ("chunking_strategy", "auto"),
+            ("known_speaker_names[]", "agent"),  # unknown fields are ignored
         ]
     )
     assert (req.model.id, req.language, req.prompt, req.temperature) == (
@@ -116,7 +119,7 @@ def test_busy_errors_carry_retry_after() -> None:
 def test_models_listing() -> None:
     ids = [m["id"] for m in CATALOG.list_body()["data"]]
     assert ids == ["tiny.en", "base", "whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe",
-                   "gpt-transcribe"]  # fmt: skip
+                   "gpt-transcribe", "gpt-realtime-whisper", "gpt-live-transcribe"]  # fmt: skip
     assert CATALOG.get_body("whisper-1")["object"] == "model"
     assert CATALOG.get_body("gpt-4o-transcribe-2025-03-20")["id"] == "gpt-4o-transcribe-2025-03-20"
     with pytest.raises(rest.OpenAIError):
@@ -166,7 +169,7 @@ TRANSCRIPT = Transcript(
 
 def render(fmt: str, words: bool = False, task: str = "transcribe") -> str:
     req = rest.AudioRequest(task, AUDIO, CATALOG.default, response_format=fmt, words=words)
-    body, _ = rest.render(TRANSCRIPT, req)
+    body, _ = out.render(TRANSCRIPT, req)
     return body
 
 
@@ -174,6 +177,7 @@ def test_json_and_text() -> None:
     assert json.loads(render("json")) == {
         "text": "Hello there. Second one.",
         "usage": {"type": "duration", "seconds": 5},
+        "languages": [{"code": "en"}],
     }
     assert json.loads(render("json", task="translate")) == {"text": "Hello there. Second one."}
     assert render("text") == "Hello there. Second one.\n"
@@ -219,7 +223,7 @@ def test_verbose_json_words_when_asked() -> None:
 
 
 def test_stream_events_deltas_add_up_to_done() -> None:
-    frames = list(rest.stream_events(TRANSCRIPT))
+    frames = list(out.stream_events(TRANSCRIPT))
     assert all(f.startswith("data: ") and f.endswith("\n\n") for f in frames)
     events = [json.loads(f[len("data: ") :]) for f in frames]
     assert [e["type"] for e in events] == [
@@ -228,3 +232,83 @@ def test_stream_events_deltas_add_up_to_done() -> None:
         "transcript.text.done",
     ]
     assert "".join(e["delta"] for e in events[:-1]) == events[-1]["text"] == TRANSCRIPT.text
+    done = events[-1]
+    assert done["languages"] == [{"code": "en"}] and "logprobs" not in done
+    # The SDK types the done event's usage as tokens: 50 audio tokens a second, text tokens.
+    assert done["usage"] == {
+        "type": "tokens",
+        "input_tokens": 210,
+        "output_tokens": 3,
+        "total_tokens": 213,
+        "input_token_details": {"audio_tokens": 210, "text_tokens": 0},
+    }
+
+
+def test_logprobs_are_the_words_in_json_and_stream() -> None:
+    req = parse([("model", "whisper-1"), ("include[]", "logprobs")])
+    assert req.logprobs
+    body = json.loads(out.render(TRANSCRIPT, req)[0])
+    assert [p["token"] for p in body["logprobs"]] == [" Hello", " there.", " Second"]
+    assert body["logprobs"][0] == {
+        "token": " Hello",
+        "logprob": round(math.log(0.9), 6),
+        "bytes": list(b" Hello"),
+    }
+    events = [json.loads(f[6:]) for f in out.stream_events(TRANSCRIPT, req)]
+    deltas = [p for e in events[:-1] for p in e["logprobs"]]
+    assert deltas == events[-1]["logprobs"] == body["logprobs"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ([("include[]", "logprobs"), ("response_format", "text")], "include"),
+        ([("include[]", "segments")], "include"),
+        ([("keywords[]", "x" * 101)], "keywords"),
+        ([("languages[]", "xx")], "languages"),
+        ([("languages[]", "de")], "languages"),  # tiny.en is English-only
+        ([("chunking_strategy", "manual")], "chunking_strategy"),
+        ([("chunking_strategy[type]", "semantic_vad")], "chunking_strategy.type"),
+        ([("chunking_strategy[type]", "server_vad"), ("chunking_strategy[threshold]", "2")],
+         "chunking_strategy.threshold"),
+        ([("chunking_strategy[type]", "server_vad"),
+          ("chunking_strategy[silence_duration_ms]", "1.5")],
+         "chunking_strategy.silence_duration_ms"),
+        ([("chunking_strategy", '{"type": "server_vad", "eagerness": "low"}')],
+         "chunking_strategy"),
+    ],
+)  # fmt: skip
+def test_new_fields_refused_with_their_param(fields: list[tuple[str, str]], param: str) -> None:
+    with pytest.raises(rest.OpenAIError) as info:
+        parse([("model", "whisper-1"), *fields])
+    assert info.value.status == 400 and info.value.param == param
+
+
+def test_keywords_languages_and_chunking() -> None:
+    req = parse(
+        [
+            ("model", "base"),
+            ("keywords[]", " Kettle "),
+            ("keywords[]", "kettle"),
+            ("keywords[]", "CTranslate2"),
+            ("languages[]", "DE"),
+            ("languages[]", "fr"),
+            ("chunking_strategy[type]", "server_vad"),
+            ("chunking_strategy[threshold]", "1"),
+            ("chunking_strategy[silence_duration_ms]", "300"),
+            ("chunking_strategy[prefix_padding_ms]", "200"),
+        ]
+    )
+    assert req.keyterms == ("Kettle", "CTranslate2")
+    assert (req.language, req.languages) == (None, ("de", "fr"))
+    assert req.windows is not None
+    assert (req.windows.vad_threshold, req.windows.min_silence_ms) == (0.99, 300)
+    assert req.windows.speech_pad_ms == 200
+    one = parse([("model", "base"), ("languages[]", "de"), ("languages", "de")])
+    assert (one.language, one.languages) == ("de", ())
+    named = parse([("model", "base"), ("language", "fr"), ("languages[]", "de"),
+                   ("languages[]", "en")])  # fmt: skip
+    assert (named.language, named.languages) == ("fr", ())
+    as_json = parse([("model", "base"), ("chunking_strategy", '{"type": "server_vad"}')])
+    assert as_json.windows is None  # server_vad with kettle's own settings
+    assert parse([("model", "base"), ("chunking_strategy", "auto")]).windows is None

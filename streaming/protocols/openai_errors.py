@@ -1,0 +1,89 @@
+"""OpenAI's error responses: an HTTP status and the error object
+``{"error": {"message", "type", "param", "code"}}`` (the REST API's; Realtime errors reuse the
+messages)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+class OpenAIError(Exception):
+    """An error response: HTTP status, OpenAI's error object, and extra headers."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.param = param
+        self.code = code
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.body(), ensure_ascii=False)
+
+
+def bad_request(message: str, param: str | None = None, code: str = "invalid_value") -> OpenAIError:
+    return OpenAIError(400, message, param=param, code=code)
+
+
+def unauthorized() -> OpenAIError:
+    return OpenAIError(401, "Incorrect API key provided.", code="invalid_api_key")
+
+
+def model_not_found(model: str) -> OpenAIError:
+    return OpenAIError(
+        404,
+        f"The model '{model}' does not exist or you do not have access to it.",
+        param="model",
+        code="model_not_found",
+    )
+
+
+def too_large(limit_bytes: int) -> OpenAIError:
+    return OpenAIError(
+        413,
+        f"Maximum content size limit ({limit_bytes} bytes) exceeded.",
+        param="file",
+        code="request_too_large",
+    )
+
+
+def busy(retry_after_s: int, *, unavailable: bool = False) -> OpenAIError:
+    """429 while the upload slots are full; 503 while kettle cannot take work at all."""
+    headers = {"Retry-After": str(retry_after_s)}
+    if unavailable:
+        return OpenAIError(
+            503,
+            "The server is not ready (loading its model or shutting down); retry later.",
+            type="server_error",
+            code="service_unavailable",
+            headers=headers,
+        )
+    return OpenAIError(
+        429,
+        "The server is transcribing as many uploads as it takes; retry later.",
+        type="requests",
+        code="rate_limit_exceeded",
+        headers=headers,
+    )

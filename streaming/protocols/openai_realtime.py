@@ -158,7 +158,10 @@ class RealtimeCodec(ItemLedger):
             return [
                 self._error(exc.message, code=exc.code, param=exc.param, client_event=client_event)
             ]
-        if self.audio_started and settings.stream_fields() != self.settings.stream_fields():
+        multilingual = self.context.model.multilingual
+        if self.audio_started and settings.stream_fields(
+            multilingual
+        ) != self.settings.stream_fields(multilingual):
             return [
                 self._error(
                     "audio format, language, prompt, include and VAD parameters are "

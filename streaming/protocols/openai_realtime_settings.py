@@ -69,13 +69,14 @@ class RealtimeSettings:
     def partials(self) -> bool:
         return self.delay not in DELAYS_WITHOUT_PARTIALS
 
-    def stream_fields(self) -> tuple[Any, ...]:
-        """What a stream is opened with (fixed once audio flows)."""
+    def stream_fields(self, multilingual: bool = True) -> tuple[Any, ...]:
+        """What a stream is opened with (fixed once audio flows). An English-only model
+        decodes English whatever the language says, so there no language is a change."""
         td = self.turn_detection or TurnDetection()
         return (
             self.format,
-            self.decode_language,
-            self.decode_languages,
+            self.decode_language if multilingual else "en",
+            self.decode_languages if multilingual else (),
             self.prompt,
             td.threshold,
             td.prefix_padding_ms,

@@ -152,3 +152,15 @@ def test_no_logprobs_unless_asked() -> None:
     h.append(TWO)
     assert all("logprobs" not in e for e in h.of(PREFIX + "delta") + h.of(PREFIX + "completed"))
     assert h.out[0]["session"]["include"] is None
+
+
+def test_english_after_audio_changes_nothing_on_an_english_only_model() -> None:
+    # Pipecat's OpenAIRealtimeSTTService appends audio before its update (language "en").
+    h = Harness()
+    h.append(TWO[:3200])
+    h.send(type="session.update", session=transcription(language="en"))
+    assert h.out[-1]["type"] == "session.updated"
+    multilingual = Harness(multilingual=True)
+    multilingual.append(TWO[:3200])
+    multilingual.send(type="session.update", session=transcription(language="en"))
+    assert multilingual.out[-1]["type"] == "error"  # there it would change the decodes

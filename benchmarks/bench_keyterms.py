@@ -13,7 +13,9 @@ synthesized with espeak-ng in two voices:
 
 Reported: term recall (a term counts when the hypothesis holds it spelled as given, case and
 punctuation aside), WER on the sentences' other words (what the hint may cost), and false
-terms (vocabulary terms in a hypothesis whose sentence does not hold them).
+terms (vocabulary terms in a hypothesis whose sentence does not hold them). The hotwords'
+form was chosen here: a comma list ("A, B, C") against one sentence per term ("A. B. C."),
+figures in RESULTS.md.
 
     python benchmarks/bench_keyterms.py [--no-write]
 """
@@ -70,13 +72,6 @@ def has_term(hypothesis: str, term: str) -> bool:
     return re.search(rf"\b{re.escape(_norm(term).strip())}\b", _norm(hypothesis)) is not None
 
 
-def other_words(text: str, terms: tuple[str, ...]) -> str:
-    out = _norm(text)
-    for term in terms:
-        out = re.sub(rf"\b{re.escape(_norm(term).strip())}\b", " ", out)
-    return " ".join(out.split())
-
-
 def score(rows: list[tuple[str, tuple[str, ...], str]]) -> dict[str, Any]:
     """rows: (reference, its terms, hypothesis)."""
     import jiwer
@@ -84,13 +79,16 @@ def score(rows: list[tuple[str, tuple[str, ...], str]]) -> dict[str, Any]:
     said = sum(len(terms) for _, terms, _ in rows)
     found = sum(has_term(hyp, t) for _, terms, hyp in rows for t in terms)
     false = sum(has_term(hyp, t) for _, terms, hyp in rows for t in VOCABULARY if t not in terms)
-    refs = [other_words(ref, terms) for ref, terms, _ in rows]
-    hyps = [other_words(hyp, terms) or "<empty>" for _, terms, hyp in rows]
+    from whisper_normalizer.english import EnglishTextNormalizer
+
+    norm = EnglishTextNormalizer()
+    refs = [norm(ref) for ref, _, _ in rows]
+    hyps = [norm(hyp) or "<empty>" for _, _, hyp in rows]
     return {
         "sentences": len(rows),
         "term_recall": round(100 * found / said, 1),
         "terms_found": f"{found}/{said}",
-        "other_wer": round(100 * float(jiwer.wer(refs, hyps)), 1),
+        "wer": round(100 * float(jiwer.wer(refs, hyps)), 1),
         "false_terms": false,
     }
 
@@ -117,6 +115,11 @@ def file(decoder: Any, audio: np.ndarray, keyterms: tuple[str, ...]) -> str:
     return transcribe_audio(audio, decoder, PipelineConfig(keyterms=keyterms)).text
 
 
+def comma_list(terms: Any) -> str | None:
+    """The rejected hotwords form, for the side-by-side row."""
+    return ", ".join(t for t in terms if t) or None
+
+
 def main(argv: list[str] | None = None) -> int:
     from bench_accuracy import espeak
     from kettle.transcribe import keyterms as kt
@@ -138,8 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     silence = np.zeros(SR // 2, np.float32)
     vocabulary = kt.normalize(VOCABULARY)
     table, details = [], []
+    sentences_form = kt.hotwords
     for path in ("live", "file"):
-        for name, terms in (("none", ()), ("keyterms", vocabulary)):
+        for name, terms in (("none", ()), ("keyterms", vocabulary), ("comma list", vocabulary)):
+            # transcribe.keyterms' own form, or the comma list it was measured against
+            kt.hotwords = sentences_form if name != "comma list" else comma_list
             rows = []
             for audio, text, said in clips:
                 padded = np.concatenate([silence, audio, silence])
@@ -159,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         "sentences",
         "term_recall",
         "terms_found",
-        "other_wer",
+        "wer",
         "false_terms",
     ]
     info = machine_info()
@@ -174,8 +180,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(VOCABULARY)} rare names and terms, espeak-ng voices "
             f"{', '.join(v for v, _ in VOICES)}. `keyterms`: the whole vocabulary as keyterms "
             "(Whisper hotwords, transcribe/keyterms.py). Recall: terms spelled as given; "
-            "other_wer: WER on the remaining words; false_terms: vocabulary terms in a sentence "
-            "that does not hold them.\n\n" + markdown_table(table, columns)
+            "wer: the sentences' WER (whisper normalizer); false_terms: vocabulary terms in a "
+            "sentence that does not hold them. `comma list`: the hotwords as one list "
+            '("A, B, C"), the form kettle does not use.\n\n' + markdown_table(table, columns)
         )
         write_section("bench_keyterms", body)
     return 0

@@ -33,7 +33,9 @@ def test_limits_are_config_errors(terms: list[object]) -> None:
 
 
 def test_hotwords_join_the_terms() -> None:
-    assert keyterms.hotwords(("Kettle", "CTranslate2")) == "Kettle, CTranslate2"
+    assert keyterms.hotwords(("Kettle", "CTranslate2", "Acme Inc.")) == (
+        "Kettle. CTranslate2. Acme Inc."
+    )
     assert keyterms.hotwords(()) is None
 
 
@@ -67,9 +69,9 @@ def test_previous_section_without_hotwords_is_the_bucketed_prompt() -> None:
 def test_hotwords_come_first_whole_and_the_prompt_fills_the_bucket() -> None:
     tok = _WordTokenizer()
     prompt = " ".join(f"p{i}" for i in range(40))
-    tokens = PromptBuilder.previous(_request(prompt, "Kettle, Ilya"), tok)
+    tokens = PromptBuilder.previous(_request(prompt, "Kettle. Ilya."), tok)
     assert len(tokens) == 32
-    assert tok.words(tokens[:2]) == ["Kettle,", "Ilya"]
+    assert tok.words(tokens[:2]) == ["Kettle.", "Ilya."]
     assert tok.words(tokens[2:]) == [f"p{i}" for i in range(10, 40)]  # the most recent
 
 

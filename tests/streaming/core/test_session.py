@@ -732,8 +732,8 @@ def test_keyterms_are_every_requests_hotwords_and_change_for_later_requests() ->
             session.on_result(dec.decode_batch([request])[0])
         session.poll_events()
     assert session.keyterms == ("Pipecat",)
-    assert "Kettle, Ilya" in seen and seen[-1] == "Pipecat"
-    assert seen.index("Pipecat") > len(seen) - seen[::-1].index("Kettle, Ilya") - 1
+    assert "Kettle. Ilya." in seen and seen[-1] == "Pipecat."
+    assert seen.index("Pipecat.") > len(seen) - seen[::-1].index("Kettle. Ilya.") - 1
 
 
 def test_endpoint_silence_changes_for_the_pauses_after_it() -> None:

@@ -44,7 +44,7 @@ def normalize(terms: Iterable[str], *, weighted: bool = False) -> tuple[str, ...
 def hotwords(terms: Iterable[str]) -> str | None:
     """The decoder's hotwords text for ``terms`` (None for none): each term a sentence of its
     own. A comma list made tiny.en continue the list into the transcript ("Siobhan Siobhan
-    ..."): 17 false terms in 40 files against 6, and 64 % recall against 78 %
+    ..."): 15 false terms in 40 files against 6, and 62 % recall against 78 %
     (benchmarks/RESULTS.md, "bench_keyterms")."""
     sentences = [t.rstrip(".").strip() for t in terms]
     joined = " ".join(f"{t}." for t in sentences if t)

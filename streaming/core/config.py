@@ -33,7 +33,7 @@ class SessionConfig:
     speculative_final: bool = True
     # Silence after the last voiced frame at which the speculative final is asked for
     # (vad.SegmenterConfig.hush_ms; at most the 200 ms that make a pause).
-    hush_ms: int = 200
+    hush_ms: int = 60
     # Text the first utterance is conditioned on (names, vocabulary); later ones get the
     # stream's previous finals.
     prompt: str | None = None

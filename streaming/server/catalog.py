@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kettle.streaming.protocols import deepgram, kettle_v1, openai_realtime
+from kettle.streaming.protocols import deepgram, deepgram_flux, kettle_v1, openai_realtime
 from kettle.streaming.protocols.handshake import ProtocolRoute
 from kettle.streaming.server import deepgram_routes, openai_routes
 
 
 def websocket_protocols() -> list[ProtocolRoute]:
     """Every WebSocket protocol the server speaks, one path each."""
-    return [kettle_v1.ROUTE, deepgram.ROUTE, openai_realtime.ROUTE]
+    return [kettle_v1.ROUTE, deepgram.ROUTE, deepgram_flux.ROUTE, openai_realtime.ROUTE]
 
 
 def rest_apis() -> dict[str, Mapping[str, Any]]:

@@ -205,7 +205,7 @@ async def tiny_server(start_server: StartServer, tiny_decoder: Any) -> KettleSer
 
 @pytest.mark.slow
 async def test_livekit_stt_v2_real_speech(
-    tiny_server: KettleServer, wer_fn: Callable[[str, str], float]
+    tiny_server: KettleServer, wer_fn: Callable[[list[str], list[str]], float]
 ) -> None:
     from livekit.agents import stt
 
@@ -218,4 +218,4 @@ async def test_livekit_stt_v2_real_speech(
         "And so my fellow Americans, ask not what your country can do for you, "
         "ask what you can do for your country."
     )
-    assert finals and wer_fn(reference, text) < 0.25
+    assert finals and wer_fn([reference], [text]) < 0.25

@@ -46,6 +46,8 @@ from kettle.streaming.protocols.deepgram_flux_wire import parse_flux_query
 from kettle.streaming.protocols.handshake import HandshakeRefused, HandshakeRequest
 from kettle.transcribe.types import SAMPLE_RATE, Word
 
+from tests.streaming.protocols.test_deepgram import Gate
+
 SR = SAMPLE_RATE
 SESSION = "0123456789abcdef0123456789abcdef"
 MODELS: dict[str, Any] = {
@@ -57,14 +59,6 @@ MODELS: dict[str, Any] = {
     "Error": ListenV2FatalError,
 }
 BASE = "model=flux-general-en&encoding=linear16&sample_rate=16000"
-
-
-class Gate:
-    def __init__(self, verdict: str = "allow") -> None:
-        self.verdict = verdict
-
-    def check(self) -> str:
-        return self.verdict
 
 
 ALLOW = Gate()

@@ -1,7 +1,8 @@
-"""Deepgram Flux (``/v2/listen``) against the voice-agent plugins that speak it, unchanged but
-for their base URL and key: LiveKit Agents' ``deepgram.STTv2`` (its STT stream API, with an
-aiohttp session) and Pipecat's ``DeepgramFluxSTTService`` (in a minimal Pipeline). The fake
-model serves where text need not be real; one test reads a real clip with tiny.en.
+"""Deepgram Flux (``/v2/listen``) against the clients that speak it, unchanged but for their
+base URL and key: LiveKit Agents' ``deepgram.STTv2`` (its STT stream API, with an aiohttp
+session), Pipecat's ``DeepgramFluxSTTService`` (in a minimal pipeline) and the deepgram
+SDK's ``listen.v2``. The fake model serves where text need not be real; one test reads a real
+clip with tiny.en.
 
 Audio is paced at twice real time: the end-of-turn decisions run on the audio clock, but the
 speculative final that makes an EagerEndOfTurn must come back while the pause is still on.
@@ -219,3 +220,50 @@ async def test_livekit_stt_v2_real_speech(
         "ask what you can do for your country."
     )
     assert finals and wer_fn([reference], [text]) < 0.25
+
+
+# -- the deepgram SDK ---------------------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+async def test_deepgram_sdk_listen_v2_force_end_turn_configure_and_close(
+    fake_server: KettleServer,
+) -> None:
+    from deepgram import AsyncDeepgramClient
+    from deepgram.environment import DeepgramClientEnvironment
+
+    ws = fake_server.url.replace("http", "ws", 1)
+    environment = DeepgramClientEnvironment(
+        base=fake_server.url, production=ws, agent=ws, agent_rest=fake_server.url
+    )
+    client = AsyncDeepgramClient(api_key=KEY, environment=environment)
+    seen: list[Any] = []
+    started, configured = asyncio.Event(), asyncio.Event()
+    async with client.listen.v2.connect(
+        model="flux-general-en", encoding="linear16", sample_rate="16000", keyterm="Kettle"
+    ) as socket:
+
+        async def read() -> None:
+            async for message in socket:  # ends cleanly only on a normal close
+                seen.append(message)
+                if getattr(message, "event", None) == "StartOfTurn":
+                    started.set()
+                if getattr(message, "type", None) == "ConfigureSuccess":
+                    configured.set()
+
+        reader = asyncio.create_task(read())
+        voice = pcm16(scripted_audio([("silence", 0.3), ("voice", 2.0)]))
+        for piece in chunks(voice):
+            await socket.send_media(piece)
+        await asyncio.wait_for(started.wait(), GUARD)
+        await socket.send_configure({"type": "Configure", "thresholds": {"eot_threshold": 0.9}})
+        await asyncio.wait_for(configured.wait(), GUARD)
+        await socket.send_force_end_turn()
+        await socket.send_close_stream()
+        await asyncio.wait_for(reader, GUARD)
+    types = [m.type for m in seen]
+    assert types[0] == "Connected" and "ConfigureSuccess" in types
+    ends = [m for m in seen if getattr(m, "event", None) == "EndOfTurn"]
+    assert len(ends) == 1 and ends[0].trigger == "manual"
+    assert ends[0].transcript.split()[0] == "alpha" and ends[0].words
+    assert [m.sequence_id for m in seen] == sorted(m.sequence_id for m in seen)

@@ -392,6 +392,8 @@ class DeepgramFluxCodec:
         """An utterance got its Final (``end`` set) or NoTranscript."""
         self._unresolved.discard(start)
         self._last_partial = ""
+        if not self._unresolved and self._speech_end is None and end is not None:
+            self._speech_end = end  # (cut or finalized mid-speech) silent since, until speech
         out: list[Action] = []
         turn = self._turn
         if text.strip():

@@ -305,6 +305,19 @@ def test_a_turn_outlives_a_vad_endpoint_before_its_end() -> None:
     assert flux.turn_events() == ["StartOfTurn", "EndOfTurn"]
 
 
+def test_after_an_utterance_cut_mid_speech_the_silence_counts_from_its_end() -> None:
+    flux = Flux()
+    flux.event(SpeechStarted(0))
+    flux.audio(1.0)
+    flux.event(Partial(0, 0, flux.now, "a long one", ""))
+    flux.event(
+        SpeechStopped(0, flux.now, "max_length"), final(0, flux.now, "A long one", "max_length")
+    )
+    assert "EndOfTurn" not in flux.turn_events()
+    flux.audio(1.0)  # nothing more was said
+    assert flux.last("EndOfTurn")["transcript"] == "A long one"
+
+
 def test_force_end_turn_finalizes_and_ends_manually() -> None:
     flux = Flux()
     flux.event(SpeechStarted(0))

@@ -43,6 +43,8 @@ class SessionConfig:
     # Also emit SpeechStarted / SpeechStopped / NoTranscript / Finalized (protocols that
     # report the VAD or group utterances by the client's commits).
     vad_events: bool = False
+    # Also emit Paused / Resumed (a protocol that decides turn ends itself: Deepgram Flux).
+    pause_events: bool = False
     # Seconds of the stream before an utterance a decode may hold as context (at most what
     # fits in a 30 s window); 0 decodes every utterance alone. The context's text is bounded
     # too, in characters, for finals and for partials (see planner.PlannerConfig).

@@ -19,6 +19,9 @@ class Partial:
     end: int
     text: str
     stable: str
+    # The text of the speculative final decoded at a pause (speculation.py): what the Final
+    # will say if the endpoint confirms the pause. Not part of equality: it says how, not what.
+    speculative: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -104,8 +107,29 @@ class Finalized:
     position: int
 
 
+@dataclass(frozen=True)
+class Paused:
+    """Silence began in the open utterance that began at ``start`` (``SessionConfig.
+    pause_events`` only): its last voiced frame ended at ``speech_end``; if no speech comes
+    back the utterance ends at ``end``."""
+
+    start: int
+    speech_end: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """Speech came back at ``at`` in the paused utterance that began at ``start``
+    (pause_events only): the pause's speculative final is void."""
+
+    start: int
+    at: int
+
+
 VadEvent = SpeechStarted | SpeechStopped | NoTranscript | Finalized
-Event = Partial | Final | Revision | Error | Done | VadEvent
+PauseEvent = Paused | Resumed
+Event = Partial | Final | Revision | Error | Done | VadEvent | PauseEvent
 
 
 def samples_to_seconds(samples: int) -> float:

@@ -59,6 +59,8 @@ from kettle.streaming.core.events import (
     Finalized,
     NoTranscript,
     Partial,
+    Paused,
+    Resumed,
     SpeechStarted,
     SpeechStopped,
 )
@@ -77,6 +79,7 @@ from kettle.streaming.core.requests import PARTIAL_MAX_TOKENS, build_request, wi
 from kettle.streaming.core.results import final_words, usable
 from kettle.streaming.core.utterances import Utterance, UtteranceTracker
 from kettle.streaming.core.vad import (
+    FRAME_SAMPLES,
     FrameClassifier,
     Pause,
     Resume,
@@ -475,10 +478,18 @@ class Session:
                 if self.config.vad_events:
                     self._events.append(SpeechStarted(d.start))
             elif isinstance(d, Pause):
-                pass  # the planner reads the pause state from the segmenter
+                # The planner reads the pause state from the segmenter.
+                utt = self._utts.open
+                if self.config.pause_events and utt is not None:
+                    # The pause is heard tail_frames after the last voiced frame.
+                    tail = self._segmenter.config.tail_frames * FRAME_SAMPLES
+                    self._events.append(Paused(utt.start, max(utt.start, d.end - tail), d.end))
             elif isinstance(d, Resume):
                 if self._utts.open is not None:
                     self._utts.open.speculation.invalidate()  # speech is back
+                    if self.config.pause_events:
+                        at = self._segmenter.position
+                        self._events.append(Resumed(self._utts.open.start, at))
             elif isinstance(d, SpeechEnd):
                 # The final's window keeps the silence after the speech, up to the final's
                 # tail; only audio known to be silence (a cut, or a finalize mid-speech, keeps
@@ -535,7 +546,9 @@ class Session:
             self._backoff = max(1.0, self._backoff / 2)
         self._show(utt, pending.plan, result)
 
-    def _show(self, utt: Utterance, plan: Plan, result: DecodeResult) -> None:
+    def _show(
+        self, utt: Utterance, plan: Plan, result: DecodeResult, *, speculative: bool = False
+    ) -> None:
         """A new hypothesis of the open utterance: agreement, then a Partial if not empty.
         One the model doubts is speech shows its words but makes none stable: a stable word
         is forced into the final, and on babble the final found no speech."""
@@ -548,7 +561,9 @@ class Session:
             return
         number = self._utts.number(utt)
         utt.last_partial_text = hyp.text
-        self._events.append(Partial(number, utt.start, plan.heard_until, hyp.text, hyp.stable))
+        self._events.append(
+            Partial(number, utt.start, plan.heard_until, hyp.text, hyp.stable, speculative)
+        )
 
     def _on_final(self, pending: _Pending, result: DecodeResult) -> None:
         utt, plan = pending.utterance, pending.plan
@@ -560,7 +575,7 @@ class Session:
             if utt.end is None:
                 if self.config.partials:
                     # Show the whole utterance's text now: the final will start with it.
-                    self._show(utt, plan, result)
+                    self._show(utt, plan, result, speculative=True)
                 return
             if utt.speculation.ready(utt.end, utt.speech_end) is None:
                 return  # the utterance ended elsewhere: the real final is asked for

@@ -43,7 +43,9 @@ class OutMessage:
     text: str
     utterance: int = -1
     end: int = 0
-    closing: bool = False  # the connection closes after this message (done, fatal error)
+    # The connection closes after this message (done, fatal error); a closing message with no
+    # text is not sent (a protocol with nothing to say at the end: Deepgram Flux).
+    closing: bool = False
     fatal: bool = False  # ... with 1011
     close_code: int | None = None  # ... with this code instead (a protocol's own, e.g. 3006)
 

@@ -6,14 +6,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kettle.streaming.protocols import assemblyai, deepgram, kettle_v1, openai_realtime_route
+from kettle.streaming.protocols import (
+    assemblyai,
+    deepgram,
+    deepgram_flux,
+    kettle_v1,
+    openai_realtime_route,
+)
 from kettle.streaming.protocols.handshake import ProtocolRoute
 from kettle.streaming.server import deepgram_routes, openai_routes
 
 
 def websocket_protocols() -> list[ProtocolRoute]:
     """Every WebSocket protocol the server speaks, one path each."""
-    return [kettle_v1.ROUTE, deepgram.ROUTE, openai_realtime_route.ROUTE, assemblyai.ROUTE]
+    return [
+        kettle_v1.ROUTE,
+        deepgram.ROUTE,
+        deepgram_flux.ROUTE,
+        openai_realtime_route.ROUTE,
+        assemblyai.ROUTE,
+    ]
 
 
 def rest_apis() -> dict[str, Mapping[str, Any]]:

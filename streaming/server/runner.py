@@ -392,7 +392,8 @@ class ConnectionRunner:
     async def _write_loop(self) -> None:
         while True:
             message = await self.outbox.get()
-            await self.transport.send(message.text)
+            if message.text or not message.closing:  # an empty closing one: just close
+                await self.transport.send(message.text)
             if message.kind in (PARTIAL, FINAL):
                 self._observe_lag(message)
             elif message.kind == REVISION:

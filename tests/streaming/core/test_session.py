@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from kettle.streaming.core.agreement import normalized, split_words
 from kettle.streaming.core.events import Done, Error, Event, Final, Partial
 from kettle.streaming.core.session import Session, SessionConfig
+from kettle.streaming.core.speculation import fill_tail
 from kettle.streaming.core.vad import EnergyClassifier
 from kettle.transcribe.errors import AudioError, ConfigError
 from kettle.transcribe.fake import FakeDecoder, scripted_audio, synth_voice
@@ -105,16 +106,17 @@ def test_exact_events_for_one_utterance() -> None:
         Partial(0, start, start + 16000, "alpha", ""),
         Partial(0, start, start + 24000, "alpha bravo", "alpha"),
         Partial(0, start, start + 32000, "alpha bravo charlie", "alpha bravo"),
-        # At the pause the speculative final runs over [start, speech end + tail]; its text
-        # is shown as a partial at once, and it is the final when the endpoint confirms.
-        Partial(0, start, end, "alpha bravo charlie delta", "alpha bravo charlie"),
+        # At the hush (60 ms of silence) the speculative final runs over [start, speech end +
+        # tail]; its text is shown at once as a partial of the audio heard (3.06 s), and it
+        # is the final when the endpoint confirms.
+        Partial(0, start, int(3.06 * SR), "alpha bravo charlie delta", "alpha bravo charlie"),
         Final(0, start, end, "alpha bravo charlie delta", (), "en"),
         Done(4 * SR, 1, None),
     ]
     kinds = [(r.kind, r.cache_key) for r in run.requests]
     # The last partial (2.76 s) ended before the speech (3.0 s): no window to reuse.
     assert kinds[-2] == (DecodeKind.PARTIAL, ("t", 0, start, start + 32000))
-    assert kinds[-1] == (DecodeKind.FINAL, ("t", 0, start, end))
+    assert kinds[-1] == (DecodeKind.FINAL, ("t", 0, start, end, "filled from", int(3.06 * SR)))
     assert all(r.stream_key == ("t", 0) for r in run.requests)
     assert run.requests[-1].prefix == "alpha bravo"  # stable when it was asked for
 
@@ -164,25 +166,26 @@ def test_no_speculation_when_off() -> None:
     assert len(finals) == 1 and len(run.finals) == 1
 
 
-def test_speculative_final_asked_at_the_pause_fills_the_tail_not_heard_yet() -> None:
-    # Defaults: a final's window keeps 300 ms after the last voiced frame (3.0 s), the pause
-    # begins at 200 ms. The speculation is asked for then, its last 100 ms mirrored from the
-    # pause heard so far, and it is the final (no second final decode) once the endpoint
+def test_speculative_final_asked_at_the_hush_fills_the_tail_not_heard_yet() -> None:
+    # Defaults: a final's window keeps 300 ms after the last voiced frame (3.0 s), the hush
+    # comes at 60 ms. The speculation is asked for then, its last 240 ms filled from the
+    # silence heard so far, and it is the final (no second final decode) once the endpoint
     # confirms the silence.
     run = drive(ONE, SessionConfig())
     (spec,) = [r for r in run.requests if r.kind is DecodeKind.FINAL]
     _, _, start, end, *filled = spec.cache_key
-    assert (end, filled) == (int(3.3 * SR), ["filled from", int(3.2 * SR)])
+    hush = int(3.06 * SR)
+    assert (end, filled) == (int(3.3 * SR), ["filled from", hush])
     assert spec.speculative and len(spec.audio) == end - start
-    heard = ONE[start : int(3.2 * SR)]
-    np.testing.assert_array_equal(spec.audio[: len(heard)], heard)
-    np.testing.assert_array_equal(spec.audio[len(heard) :], heard[-1601:-1][::-1])
+    heard = ONE[start:hush]
+    expected = fill_tail(heard, silence=hush - 3 * SR, missing=end - hush)
+    np.testing.assert_array_equal(spec.audio, expected)
     (final,) = run.finals
     assert final.text == "alpha bravo charlie delta"
-    # Asked for in the step that completed the pause: before the tail's last 100 ms came.
+    # Asked for in the step that completed the hush: before the tail's last 240 ms came.
     asked = run.log.index(("request", "final", spec.cache_key))
     pause_partials = [e for e in run.log[asked:] if isinstance(e, Partial)]
-    assert pause_partials and pause_partials[0].end == int(3.2 * SR)
+    assert pause_partials and pause_partials[0].end == hush
 
 
 def test_a_filled_speculation_is_dropped_when_speech_resumes_in_the_tail() -> None:
@@ -565,8 +568,9 @@ def test_max_length_cuts_in_context_lose_and_double_nothing(config: SessionConfi
     if config.context_s > 0:
         # One word per 0.5 s of voice (27 in all): none lost or said twice at a cut.
         assert len(" ".join(f.text for f in finals).split()) == 27
-    # A cut's final window ends at the cut: the next utterance's audio is not in it.
-    for r in _requests_of(run, DecodeKind.FINAL)[:-1]:
+    # A cut's final window ends at the cut: the next utterance's audio is not in it (the
+    # speculations at hushes end in their own silence).
+    for r in [r for r in _requests_of(run, DecodeKind.FINAL) if not r.speculative][:-1]:
         assert r.cache_key is not None and r.cache_key[3] in {f.end for f in finals}
 
 

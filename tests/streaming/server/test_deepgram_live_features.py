@@ -99,8 +99,8 @@ async def test_keyterms_reach_the_decoder_and_configure_replaces_them(
     (success,) = [m for m in messages if m["type"] == "ConfigureSuccess"]
     assert success["keyterms"] == ["Ray Dalio"]
     hotwords = [r.hotwords for r in decoder.requests_seen]
-    assert hotwords[0] == "Kettle, Whisper"
-    assert hotwords[-1] == "Ray Dalio" and set(hotwords) == {"Kettle, Whisper", "Ray Dalio"}
+    assert hotwords[0] == "Kettle. Whisper."
+    assert hotwords[-1] == "Ray Dalio." and set(hotwords) == {"Kettle. Whisper.", "Ray Dalio."}
 
 
 async def test_bad_keyterms_are_refused_in_deepgram_shape(make_server: Callable[..., Any]) -> None:

@@ -202,7 +202,7 @@ async def test_multichannel_and_keyterms(make_server: Callable[..., Any]) -> Non
     assert body["metadata"]["channels"] == 2 and len(channels) == 2
     texts = [set(c["alternatives"][0]["transcript"].split()) for c in channels]
     assert texts == [{"quiet"}, {"loud"}]
-    assert {r.hotwords for r in decoder.requests_seen} == {"Kettle, Whisper"}
+    assert {r.hotwords for r in decoder.requests_seen} == {"Kettle. Whisper."}
     # A container's channels split the same way; without multichannel they are mixed.
     wav = encode([quiet, loud], "wav")
     channels = (await post(server, wav, "multichannel=true")).json()["results"]["channels"]

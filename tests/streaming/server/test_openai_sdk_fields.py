@@ -94,7 +94,7 @@ def test_keywords_languages_and_chunking_reach_the_decoder(
     )
     assert result.text
     seen = fake.requests_seen[-1]
-    assert (seen.hotwords, seen.language) == ("Kettle, Whisper", "en")
+    assert (seen.hotwords, seen.language) == ("Kettle. Whisper.", "en")
     auto = client.audio.transcriptions.create(
         model="gpt-transcribe", file=speech, chunking_strategy="auto"
     )
@@ -174,7 +174,7 @@ async def test_realtime_languages_keywords_and_logprobs(
     deltas = [e for e in events if e.type == TRANSCRIBED + "delta"]
     joined = [p.model_dump() for d in deltas for p in d.logprobs or []]
     assert joined == [p.model_dump() for p in completed.logprobs or []] != []
-    assert any(r.hotwords == "Kettle" for r in fake.requests_seen)
+    assert any(r.hotwords == "Kettle." for r in fake.requests_seen)
 
 
 async def test_realtime_unknown_model_is_refused(server: ServerThread) -> None:

@@ -91,7 +91,7 @@ async def test_livekit_stream_with_keyterm_and_recognize(
         finals = [e for e in events if e.type == agents_stt.SpeechEventType.FINAL_TRANSCRIPT]
         assert finals and all(TEXT in e.alternatives[0].text for e in finals)
         assert agents_stt.SpeechEventType.START_OF_SPEECH in {e.type for e in events}
-        assert {r.hotwords for r in decoder.requests_seen} == {"Kettle, Ray Dalio"}
+        assert {r.hotwords for r in decoder.requests_seen} == {"Kettle. Ray Dalio."}
         # recognize(): the plugin's prerecorded POST of a WAV buffer.
         samples = s16(SPEECH[: 4 * 16000])
         frame = rtc.AudioFrame(samples, 16000, 1, len(samples) // 2)
@@ -144,4 +144,4 @@ async def test_pipecat_deepgram_stt_service_in_a_pipeline(
     await task.queue_frame(EndFrame())
     await asyncio.wait_for(running, GUARD)
     assert texts and all(TEXT in t for t in texts)
-    assert {r.hotwords for r in decoder.requests_seen} == {"Kettle"}
+    assert {r.hotwords for r in decoder.requests_seen} == {"Kettle."}

@@ -120,7 +120,7 @@ async def test_livekit_rest_default_model(
                               keywords=["Kettle", "LiveKit"])  # fmt: skip
         event = await keyed.recognize(livekit_frames(speech))
         assert event.alternatives[0].text and event.alternatives[0].language == "en"
-        assert fake.requests_seen[-1].hotwords == "Kettle, LiveKit"
+        assert fake.requests_seen[-1].hotwords == "Kettle. LiveKit."
         await stt.aclose()
         await keyed.aclose()
 
@@ -167,7 +167,7 @@ async def test_livekit_keywords_updated_mid_stream(server: ServerThread, fake: F
             await stream.aclose()
             await stt.aclose()
     assert len(finals) == 2
-    assert fake.requests_seen[-1].hotwords == "Kettle, Agents"
+    assert fake.requests_seen[-1].hotwords == "Kettle. Agents."
 
 
 @pytest.mark.slow

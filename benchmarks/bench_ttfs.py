@@ -302,12 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         json.dumps({"machine": info, "runs": runs}, indent=2)
     )
     if not args.no_write:
-        command = "python benchmarks/bench_ttfs.py " + " ".join(
-            argv if argv is not None else sys.argv[1:]
-        )
-        machine = f"{info['cpu']}, {info['cores']} cores; commit {info.get('git')}; {info['date']}"
         body = (
-            f"Machine: {machine}.\nCommand: `{command.strip()}`\n"
             f"{data_line}; clips up to {args.max_s:g} s: {len(samples)} samples.\n\n"
             "Pipecat stt-benchmark's method: real-time 20 ms frames, Finalize (Deepgram) or\n"
             f"commit (OpenAI Realtime, turn detection none) {STOP_S} s after the end of speech\n"

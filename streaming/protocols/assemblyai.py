@@ -94,6 +94,7 @@ from kettle.streaming.protocols.base import (
     Send,
     Stop,
     StreamSetup,
+    compact_json,
 )
 from kettle.streaming.protocols.deepgram_wire import (
     ListenParamError,
@@ -116,10 +117,6 @@ MAX_CHUNK_MS = 1000  # AssemblyAI's bound on one audio message
 _ECHO_LIMIT = 200  # characters of a refused client message quoted in its Error
 _TERMINAL = (".", "?", "!", "。", "？", "！")
 _CLOSERS = "\"')]}»” "
-
-
-def _json(obj: Mapping[str, Any]) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
 def _ms(samples: int) -> int:
@@ -253,11 +250,11 @@ class AssemblyAICodec:
         return [Send(self._error_message(code, message), error_code=counted)]
 
     def _error_message(self, code: int, message: str) -> OutMessage:
-        body = _json({"type": "Error", "error_code": code, "error": message})
+        body = compact_json({"type": "Error", "error_code": code, "error": message})
         return OutMessage(OTHER, body, closing=True, close_code=code)
 
     def fatal_error(self, message: str) -> str:
-        return _json({"type": "Error", "error_code": SERVER_ERROR, "error": message})
+        return compact_json({"type": "Error", "error_code": SERVER_ERROR, "error": message})
 
     # -- engine side -------------------------------------------------------------------------
 
@@ -316,7 +313,7 @@ class AssemblyAICodec:
             confidence=partial_confidence(event.text, stable == len(display)),
             words=words,
         )
-        return [Send(OutMessage(PARTIAL, _json(body), event.utterance, event.end))]
+        return [Send(OutMessage(PARTIAL, compact_json(body), event.utterance, event.end))]
 
     def _on_final(self, event: Final) -> list[Action]:
         if not split_words(event.text):
@@ -352,7 +349,7 @@ class AssemblyAICodec:
                 utterance=utterance,
                 extra=language,
             )
-            out.append(Send(OutMessage(FINAL, _json(body), event.utterance, event.end)))
+            out.append(Send(OutMessage(FINAL, compact_json(body), event.utterance, event.end)))
         return out
 
     def _turn_body(
@@ -407,11 +404,11 @@ class AssemblyAICodec:
             "audio_duration_seconds": round(self.audio_seconds),
             "session_duration_seconds": round(self._clock() - self._opened_at),
         }
-        return Send(OutMessage(OTHER, _json(body), closing=True))
+        return Send(OutMessage(OTHER, compact_json(body), closing=True))
 
 
 def _send(obj: Mapping[str, Any]) -> Send:
-    return Send(OutMessage(OTHER, _json(obj)))
+    return Send(OutMessage(OTHER, compact_json(obj)))
 
 
 def _word(text: str, start: float, end: float, confidence: float, final: bool) -> dict[str, Any]:
@@ -451,7 +448,7 @@ def prepare(request: HandshakeRequest, model: ModelInfo | None) -> Prepared:
 
 def refusal(status: int, message: str) -> tuple[bytes, str]:
     """AssemblyAI's error body: ``{"error": ...}``."""
-    return _json({"error": message}).encode(), "application/json"
+    return compact_json({"error": message}).encode(), "application/json"
 
 
 INFO: dict[str, Any] = {

@@ -20,8 +20,10 @@ internal failures); the codec owns the wire format and the protocol's own rules.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from kettle.streaming.core.events import Event
 from kettle.streaming.core.session import SessionConfig
@@ -33,6 +35,11 @@ CLOSE_POLICY = 1008
 CLOSE_TOO_BIG = 1009
 CLOSE_INTERNAL = 1011
 CLOSE_SERVICE_RESTART = 1012  # a drained replica: reconnect (to another one)
+
+
+def compact_json(obj: Mapping[str, Any]) -> str:
+    """A server message's JSON text: UTF-8 as is, no spaces (what every codec sends)."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
 @dataclass(frozen=True)

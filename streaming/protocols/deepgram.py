@@ -85,6 +85,7 @@ from kettle.streaming.protocols.base import (
     Send,
     Stop,
     StreamSetup,
+    compact_json,
 )
 from kettle.streaming.protocols.deepgram_channel import ChannelState
 from kettle.streaming.protocols.deepgram_configure import (
@@ -115,12 +116,8 @@ from kettle.transcribe.types import SAMPLE_RATE, Word
 _ECHO_LIMIT = 1000  # characters of a refused client message echoed back in its Error
 
 
-def _json(obj: Mapping[str, Any]) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-
-
 def _send(obj: Mapping[str, Any], error_code: str | None = None) -> Send:
-    return Send(OutMessage(OTHER, _json(obj)), error_code=error_code)
+    return Send(OutMessage(OTHER, compact_json(obj)), error_code=error_code)
 
 
 def kettle_version() -> str:
@@ -293,7 +290,7 @@ class DeepgramLiveCodec:
         return _send({"type": "Error", "variant": variant, "description": description}, code)
 
     def fatal_error(self, message: str) -> str:
-        return _json({"type": "Error", "variant": "InternalError", "description": message})
+        return compact_json({"type": "Error", "variant": "InternalError", "description": message})
 
     # -- engine side -------------------------------------------------------------------------
 
@@ -378,7 +375,7 @@ class DeepgramLiveCodec:
             return []  # Deepgram has no such notice; finals still come
         variant = _ERROR_VARIANTS.get(event.code, event.code)
         obj = {"type": "Error", "variant": variant, "description": event.message}
-        message = OutMessage(OTHER, _json(obj), closing=event.fatal, fatal=event.fatal)
+        message = OutMessage(OTHER, compact_json(obj), closing=event.fatal, fatal=event.fatal)
         return [Send(message, error_code=event.code)]
 
     def _on_done(self, channel: int, event: Done) -> list[Action]:
@@ -392,7 +389,7 @@ class DeepgramLiveCodec:
         # The runner closes after this: 1000, or 1001 at shutdown; an idle connection gets
         # 1011, as Deepgram's timeout gives (its finals and Metadata came first all the same).
         idle = event.reason == "idle"
-        out.append(Send(OutMessage(OTHER, _json(self.metadata()), closing=True, fatal=idle)))
+        out.append(Send(OutMessage(OTHER, compact_json(self.metadata()), closing=True, fatal=idle)))
         return out
 
     def _utterance_end_due(self, channel: int) -> list[Action]:
@@ -448,7 +445,7 @@ class DeepgramLiveCodec:
             if len(self._channels) == 1 or utterance < 0
             else utterance * len(self._channels) + channel
         )
-        return Send(OutMessage(FINAL if final else PARTIAL, _json(obj), key, end))
+        return Send(OutMessage(FINAL if final else PARTIAL, compact_json(obj), key, end))
 
     def metadata(self) -> dict[str, Any]:
         """The Metadata message that ends a stream."""
@@ -500,7 +497,7 @@ def prepare(request: HandshakeRequest, model: ModelInfo | None) -> Prepared:
 def refusal(status: int, message: str) -> tuple[bytes, str]:
     """Deepgram's error body shape for a refused handshake."""
     body = {"err_code": _ERR_CODES.get(status, "REQUEST_REFUSED"), "err_msg": message}
-    return _json(body).encode(), "application/json"
+    return compact_json(body).encode(), "application/json"
 
 
 _ERR_CODES = {400: "Bad Request", 401: "INVALID_AUTH", 503: "SERVICE_UNAVAILABLE"}

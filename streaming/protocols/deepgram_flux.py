@@ -86,6 +86,7 @@ from kettle.streaming.protocols.base import (
     Send,
     Stop,
     StreamSetup,
+    compact_json,
 )
 from kettle.streaming.protocols.deepgram import credentials, kettle_version, refusal, request_id
 from kettle.streaming.protocols.deepgram_flux_eot import (
@@ -120,10 +121,6 @@ from kettle.transcribe.types import SAMPLE_RATE, Word
 UPDATE_EVERY_S = 0.25  # Flux: an Update for about every 0.25 s of audio
 _UPDATE_SAMPLES = int(UPDATE_EVERY_S * SAMPLE_RATE)
 _ECHO_LIMIT = 200  # characters of an unknown message quoted back
-
-
-def _json(obj: Mapping[str, Any]) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
 @dataclass
@@ -578,7 +575,7 @@ class DeepgramFluxCodec:
         self._sequence += 1
         if kind != PARTIAL:
             self._epoch += 1
-        return Send(OutMessage(kind, _json(full), self._epoch, end), error_code=error_code)
+        return Send(OutMessage(kind, compact_json(full), self._epoch, end), error_code=error_code)
 
     def _warning(self, code: str, description: str, error_code: str | None = None) -> Send:
         return self._send({"type": "Warning", "code": code, "description": description}, error_code)
@@ -591,7 +588,7 @@ class DeepgramFluxCodec:
             "description": description,
         }
         self._sequence += 1
-        return _json(obj)
+        return compact_json(obj)
 
 
 def _utterance_of(event: Event) -> int | None:

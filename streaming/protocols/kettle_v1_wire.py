@@ -23,6 +23,7 @@ from kettle.streaming.core.events import (
     Revision,
     samples_to_seconds,
 )
+from kettle.streaming.protocols.base import compact_json
 from kettle.transcribe.errors import KettleError
 from kettle.transcribe.languages import LANGUAGES
 
@@ -318,10 +319,6 @@ def parse_query(query: str) -> QueryParams:
 # -- server messages ------------------------------------------------------------------------
 
 
-def _dumps(obj: Mapping[str, Any]) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-
-
 def _ms(seconds: float) -> float:
     """Seconds rounded to the millisecond (the protocol's resolution)."""
     return round(float(seconds), 3) if math.isfinite(seconds) else 0.0
@@ -346,7 +343,7 @@ def encode_ready(
         obj["multilingual"] = multilingual  # addition: lets a page offer a language choice
     if final_model is not None:
         obj["final_model"] = final_model  # addition: a second model refines the finals
-    return _dumps(obj)
+    return compact_json(obj)
 
 
 def partial_fields(event: Partial) -> dict[str, Any]:
@@ -402,19 +399,19 @@ def done_fields(audio_seconds: float, utterances: int, reason: str | None = None
 
 
 def encode_partial(event: Partial) -> str:
-    return _dumps(partial_fields(event))
+    return compact_json(partial_fields(event))
 
 
 def encode_revision(event: Revision, *, word_timestamps: bool) -> str:
-    return _dumps(final_fields(event, word_timestamps=word_timestamps))
+    return compact_json(final_fields(event, word_timestamps=word_timestamps))
 
 
 def encode_final(event: Final, *, word_timestamps: bool) -> str:
-    return _dumps(final_fields(event, word_timestamps=word_timestamps))
+    return compact_json(final_fields(event, word_timestamps=word_timestamps))
 
 
 def encode_error(code: str, message: str, *, fatal: bool = False) -> str:
-    return _dumps(error_fields(code, message, fatal=fatal))
+    return compact_json(error_fields(code, message, fatal=fatal))
 
 
 def encode_error_event(event: Error) -> str:
@@ -422,7 +419,7 @@ def encode_error_event(event: Error) -> str:
 
 
 def encode_done(audio_seconds: float, utterances: int, reason: str | None = None) -> str:
-    return _dumps(done_fields(audio_seconds, utterances, reason))
+    return compact_json(done_fields(audio_seconds, utterances, reason))
 
 
 def audio_seconds(input_frames: int, sample_rate: int) -> float:

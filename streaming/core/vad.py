@@ -254,10 +254,6 @@ class Segmenter:
         return self._last_voiced_end if self._open else None
 
     @property
-    def pause_end(self) -> int | None:
-        return self._end_after_speech() if self.paused else None
-
-    @property
     def hush_end(self) -> int | None:
         """Where the open utterance ends if no speech comes back, once ``hush_ms`` of silence
         followed its last voiced frame (None before): its endpoint's end, maybe not heard yet."""

@@ -182,7 +182,7 @@ def test_the_hush_comes_before_the_pause_and_speech_back_in_it_says_resume() -> 
     assert seg.hush_end is None  # 40 ms of silence: not yet
     events += seg.feed(quiet[:FRAME_SAMPLES])
     # 60 ms: the end the endpoint would give (200 ms of tail), though not heard yet.
-    assert seg.hush_end == voice_end + 200 * 16 and seg.pause_end is None
+    assert seg.hush_end == voice_end + 200 * 16 and not seg.paused
     events += seg.feed(scripted_audio([("voice", 0.1)]))
     assert seg.hush_end is None and events[-1] == Resume()
     assert [type(e) for e in events] == [SpeechStart, Resume]

@@ -120,8 +120,9 @@ class Paused:
 
 @dataclass(frozen=True)
 class Resumed:
-    """Speech came back at ``at`` in the paused utterance that began at ``start``
-    (pause_events only): the pause's speculative final is void."""
+    """Speech came back at ``at`` in the utterance that began at ``start``, after a hush
+    (SessionConfig.hush_ms of silence, maybe short of a Paused) or a pause (pause_events
+    only): the speculative final asked for in that silence is void."""
 
     start: int
     at: int

@@ -277,13 +277,16 @@ def synth_voice(seconds: float, *, f0: float = 140.0, amplitude: float = 0.3) ->
 
 
 def scripted_audio(pattern: Sequence[tuple[str, float]], *, seed: int = 0) -> np.ndarray:
-    """Concatenate ("voice" | "silence" | "noise", seconds) pieces into one clip."""
+    """Concatenate ("voice" | "silence" | "noise", seconds) pieces into one clip; "voice@F"
+    is a voice of pitch F Hz (another speaker, for speaker_fake.PitchSpeakerEncoder)."""
     rng = np.random.default_rng(seed)
     parts = []
     for what, seconds in pattern:
         n = round(seconds * SAMPLE_RATE)
         if what == "voice":
             parts.append(synth_voice(seconds))
+        elif what.startswith("voice@"):
+            parts.append(synth_voice(seconds, f0=float(what[6:])))
         elif what == "silence":
             parts.append(np.zeros(n, dtype=np.float32))
         elif what == "noise":

@@ -161,6 +161,13 @@ def register_serve(sub: Any) -> None:
         "(default %(default)s)",
     )
     parser.add_argument(
+        "--diarize",
+        choices=("auto", "on", "off"),
+        default=_DEFAULTS.diarize,
+        help="speaker labels for clients that ask (the diarize extra): auto (default) when "
+        "installed, loaded at the first such client; on: load now, fail without it; off",
+    )
+    parser.add_argument(
         "--max-uploads",
         type=positive_int,
         default=_DEFAULTS.max_uploads,
@@ -243,6 +250,7 @@ def _serve(args: argparse.Namespace) -> int:
         audio_burst_s=args.audio_burst,
         max_backlog_s=args.max_backlog_seconds,
         openai_aliases=args.openai_aliases,
+        diarize=args.diarize,
     )
     engine_config = _engine_config(args)
     fake, model, final_model, threads = args.fake_model, args.model, args.final_model, args.threads

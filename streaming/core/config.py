@@ -24,6 +24,10 @@ class SessionConfig:
     # Revision; finals then always take word timestamps (the revision's words are taken
     # back by their times, and the final's word probabilities guard against churn).
     revisions: bool = False
+    # Label each final (and revision) with its speaker (transcribe/speakers.py); the engine
+    # needs a speaker encoder for it. ``max_speakers`` caps the speakers of this stream.
+    diarize: bool = False
+    max_speakers: int = 16
     partial_interval_s: float = 0.5
     endpoint_silence_ms: int = 500
     preroll_ms: int = 250
@@ -124,6 +128,8 @@ class SessionConfig:
             raise ConfigError(f"stable_agree must be within 2..10, not {self.stable_agree}")
         if not 0 <= self.stable_holdback <= 10:
             raise ConfigError(f"stable_holdback must be within 0..10, not {self.stable_holdback}")
+        if not 1 <= self.max_speakers <= 16:
+            raise ConfigError(f"max_speakers must be within 1..16, not {self.max_speakers}")
         if self.keyterms != keyterms.normalize(self.keyterms):
             raise ConfigError("keyterms must be normalized (transcribe.keyterms.normalize)")
         self.segmenter_config()  # validates the VAD fields

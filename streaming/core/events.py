@@ -35,6 +35,10 @@ class Final:
     # Why the utterance ended: "endpoint" (the VAD heard the pause), "max_length",
     # "finalize" or "stop"; None where unknown. Not part of equality: it says how, not what.
     reason: str | None = field(default=None, compare=False)
+    # With SessionConfig.diarize: who spoke (0, 1, ... in the order first heard), and how
+    # sure the label is (0..1); None otherwise. Every word of the final has this speaker.
+    speaker: int | None = None
+    speaker_confidence: float | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,9 @@ class Revision:
     language: str
     replaced: str = field(default="", compare=False)
     refinement: int = field(default=1, compare=False)  # which pass read it: 1, 2, ...
+    # With diarize: the speaker of its final (the audio is the same utterance's).
+    speaker: int | None = None
+    speaker_confidence: float | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -140,6 +140,8 @@ class Session:
         )
         self._in_flight: str | None = None
         self._keyterms = self.config.keyterms  # changed by set_keyterms
+        # With diarize: each published final's audio, until the engine's labeler takes it.
+        self._speech: dict[int, np.ndarray] = {}
         # The refinement pass has a lane of its own (refine_lane.py), beside the live request.
         self._refine = RefineLane(self.config, session_id) if self.config.revisions else None
         self._pending: dict[str, _Pending] = {}
@@ -262,6 +264,10 @@ class Session:
     @property
     def keyterms(self) -> tuple[str, ...]:
         return self._keyterms
+
+    def take_speech(self, number: int) -> np.ndarray | None:
+        """Final ``number``'s audio (with diarize, once: the speaker labeler embeds it)."""
+        return self._speech.pop(number, None)
 
     def set_keyterms(self, terms: tuple[str, ...]) -> None:
         """Keyterms for every decode asked from now on (a request in flight keeps its own);
@@ -617,6 +623,8 @@ class Session:
     def _publish(self, utt: Utterance, text: str, words: tuple[Word, ...], language: str) -> None:
         assert utt.end is not None
         number = self._utts.published(utt)
+        if self.config.diarize:
+            self._speech[number] = self._buf.slice(utt.start, utt.end)
         self._history.add(Spoken(utt.start, utt.end, text, language, utt.sealed, utt.voice))
         self._events.append(
             Final(number, utt.start, utt.end, text, words, language, utt.end_reason)

@@ -44,6 +44,7 @@ from kettle.streaming.engine.records import StreamRecord
 from kettle.streaming.engine.report import BatchReport, BatchStats, EngineObserver, notify
 from kettle.streaming.engine.routing import Router
 from kettle.streaming.engine.scheduling.scheduler import Priority, Scheduler, Ticket
+from kettle.streaming.engine.speakers import SpeakerService
 from kettle.streaming.engine.stream import Stream
 from kettle.streaming.engine.worker import InferenceWorker
 from kettle.transcribe.costs import CostProfile
@@ -68,10 +69,13 @@ class Engine:
         observer: EngineObserver | None = None,
         clock: Clock | None = None,
         release_memory: Callable[[], None] | None = None,
+        speakers: SpeakerService | None = None,
     ) -> None:
         """``final_decoder`` decodes live finals and ``refine_decoder`` refinements (each
         default: the one before it). ``release_memory``: what returns free memory to the OS
-        when ``config.release_memory_s`` is set (default: glibc's malloc_trim, where present)."""
+        when ``config.release_memory_s`` is set (default: glibc's malloc_trim, where present).
+        ``speakers`` labels the finals of streams opened with diarize (engine/speakers.py)."""
+        self.speakers = speakers
         self._decoder = decoder
         self._final_decoder = final_decoder
         self._refine_decoder = refine_decoder
@@ -177,9 +181,11 @@ class Engine:
         ):
             # The model detects each window's language: no context (see SessionConfig).
             config = dataclasses.replace(config, multilingual=True)
+        if config.diarize and self.speakers is None:
+            raise KettleError("diarize needs a speaker model (the engine has none)")
         session = Session(config, session_id=stream_id)
         session.interval_hint_s = self._load.cadence_s
-        stream = Stream(self, stream_id, session, self.config.event_queue_size)
+        stream = Stream(self, stream_id, session, self.config.event_queue_size, self.speakers)
         self._records[stream_id] = StreamRecord(stream)
         self._load.update_cadence()
         return stream

@@ -18,6 +18,7 @@ import numpy as np
 from kettle.streaming.core.backlog import FINAL, OTHER, PARTIAL, Backlog
 from kettle.streaming.core.events import Done, Error, Event, Final, Partial
 from kettle.streaming.core.session import Session
+from kettle.streaming.engine.speakers import SpeakerService, StreamLabeler
 
 
 class StreamHost(Protocol):
@@ -31,7 +32,14 @@ class StreamHost(Protocol):
 class Stream:
     """One live stream. Created by ``Engine.open_stream``."""
 
-    def __init__(self, host: StreamHost, stream_id: str, session: Session, queue_size: int) -> None:
+    def __init__(
+        self,
+        host: StreamHost,
+        stream_id: str,
+        session: Session,
+        queue_size: int,
+        speakers: SpeakerService | None = None,
+    ) -> None:
         self.stream_id = stream_id
         self._host = host
         self._session = session
@@ -41,6 +49,12 @@ class Stream:
         self._aborted = False
         self._idle = asyncio.Event()  # set while no decode of this stream is pending
         self._idle.set()
+        # With diarize: finals wait for their speaker label (engine/speakers.py).
+        self._labeler = (
+            StreamLabeler(speakers, session.take_speech, self._queue, session.config.max_speakers)
+            if speakers is not None and session.config.diarize
+            else None
+        )
 
     # --- inputs --------------------------------------------------------------------------
     @property
@@ -95,6 +109,8 @@ class Stream:
         if self._aborted:
             return
         self._aborted = True
+        if self._labeler is not None:
+            self._labeler.close()
         self._events.clear()
         self._idle.set()
         self._host.stream_aborted(self)
@@ -136,6 +152,14 @@ class Stream:
     def deliver(self, events: list[Event]) -> None:
         """Queue events for the reader under the backlog policy (stale partials are replaced;
         finals, errors and done never dropped)."""
+        if self._aborted:
+            return
+        if self._labeler is not None:
+            self._labeler.push(events)
+        else:
+            self._queue(events)
+
+    def _queue(self, events: list[Event]) -> None:
         if self._aborted:
             return
         for event in events:

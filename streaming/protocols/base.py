@@ -151,6 +151,9 @@ class ModelInfo:
     # Other names clients may give these models (OpenAI's default model names, from
     # ServerConfig.openai_aliases): the same rule for OpenAI's REST and Realtime APIs.
     aliases: tuple[str, ...] = ()
+    # A speaker model labels finals for clients that ask (diarize); False: such asks are
+    # refused in the protocol's own shape.
+    speakers: bool = False
 
 
 @dataclass(frozen=True)

@@ -133,7 +133,7 @@ class KettleV1Codec:
         settings = self.settings.apply(update)
         model = self.context.model
         try:
-            settings.check_model(model.multilingual, model.name)
+            settings.check_model(model.multilingual, model.name, model.speakers)
         except proto.ProtocolError as exc:
             return [_error(exc.code, "config refused, nothing changed: " + exc.message)]
         self.settings = settings
@@ -148,6 +148,8 @@ class KettleV1Codec:
                 partials=s.partials,
                 word_timestamps=s.word_timestamps,
                 revisions=s.revisions,
+                diarize=s.diarize,
+                max_speakers=s.max_speakers,
             ),
         )
 
@@ -209,7 +211,7 @@ def prepare(request: HandshakeRequest, model: ModelInfo | None) -> Prepared:
         params = proto.parse_query(request.query)
         settings = proto.StreamSettings().apply(params.update)
         if model is not None:
-            settings.check_model(model.multilingual, model.name)
+            settings.check_model(model.multilingual, model.name, model.speakers)
     except proto.ProtocolError as exc:
         raise HandshakeRefused(400, exc.message) from None
 

@@ -131,15 +131,18 @@ class StreamSettings:
                 changes[name] = getattr(update, name)
         return replace(self, **changes)
 
-    def check_model(self, multilingual: bool, model: str) -> None:
+    def check_model(self, multilingual: bool, model: str, speakers: bool = False) -> None:
         """Refuse a language the model cannot transcribe (English-only models know only en)."""
         if self.language is not None and not multilingual and self.language != "en":
             raise ProtocolError(
                 BAD_MESSAGE,
                 f"language {self.language!r} is not available: model {model} is English-only",
             )
-        if self.diarize:
-            raise ProtocolError(BAD_MESSAGE, "diarize is not available: no speaker model")
+        if self.diarize and not speakers:
+            raise ProtocolError(
+                BAD_MESSAGE,
+                "diarize is not available: this server has no speaker model (kettle[diarize])",
+            )
 
 
 # -- client messages ------------------------------------------------------------------------
@@ -366,6 +369,7 @@ def final_fields(event: Final | Revision, *, word_timestamps: bool) -> dict[str,
         "end": samples_to_seconds(event.end),
         "text": event.text,
     }
+    speaker = {} if event.speaker is None else {"speaker": event.speaker}
     if word_timestamps:
         obj["words"] = [
             {
@@ -374,10 +378,11 @@ def final_fields(event: Final | Revision, *, word_timestamps: bool) -> dict[str,
                 "end": _ms(w.end),
                 "probability": _ms(w.probability),
             }
+            | speaker
             for w in event.words
         ]
     obj["language"] = event.language
-    return obj
+    return obj | speaker
 
 
 def error_fields(code: str, message: str, *, fatal: bool = False) -> dict[str, Any]:

@@ -54,11 +54,16 @@ class ServerConfig:
     # Model names OpenAI clients send that name the served finals model (openai_models.py),
     # on the REST and Realtime APIs alike.
     openai_aliases: tuple[str, ...] = MODEL_ALIASES
+    # Speaker labels (the diarize extra): "auto" when installed, loaded at the first
+    # client that asks; "on" loads it at start (and fails without it); "off" refuses.
+    diarize: str = "auto"
 
     def __post_init__(self) -> None:
         problems = []
         if not 0 <= self.port <= 65535:
             problems.append(f"port {self.port} is outside 0..65535")
+        if self.diarize not in ("auto", "on", "off"):
+            problems.append(f"diarize must be auto, on or off, not {self.diarize!r}")
         if self.max_sessions < 1:
             problems.append("max_sessions must be at least 1")
         if self.max_frame_bytes < 1:

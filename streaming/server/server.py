@@ -24,9 +24,10 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 import uvicorn
+from kettle.streaming.engine.speakers import SpeakerService
 from kettle.streaming.protocols.base import (
     CLOSE_GOING_AWAY,
     CLOSE_SERVICE_RESTART,
@@ -58,6 +59,7 @@ from kettle.transcribe.types import Decoder
 if TYPE_CHECKING:
     from kettle.streaming.engine.engine import Engine, EngineConfig
 
+T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 # The uvicorn WebSocket implementation: websockets, through its sans-I/O protocol (uvicorn's
@@ -94,8 +96,11 @@ class KettleServer:
         engine_config: EngineConfig | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
+        speakers: SpeakerService | None = None,
     ) -> None:
+        """``speakers``: the speaker service to use (tests); default per config.diarize."""
         self.config = config
+        self._speakers = speakers
         self.clock = clock  # every connection's timers and audio budget run on it
         self.metrics = ServerMetrics()
         self.authenticator = Authenticator.from_keys(config.api_keys)
@@ -171,6 +176,18 @@ class KettleServer:
         self._uvicorn = server
         self._main_loop = asyncio.create_task(server.main_loop())
 
+    def _speaker_service(self) -> SpeakerService | None:
+        """Per ``config.diarize``: "on" loads the speaker model now (and fails without it),
+        "auto" loads it at the first diarizing client if installed, "off" has none."""
+        from kettle.transcribe import speaker_encoder
+
+        mode = self.config.diarize
+        if mode == "off" or (mode == "auto" and not speaker_encoder.available()):
+            return None
+        if mode == "on":
+            return SpeakerService(speaker_encoder.shared_encoder())
+        return SpeakerService(speaker_encoder.shared_encoder)
+
     async def load(self) -> None:
         from kettle.streaming.engine.engine import Engine, EngineConfig
 
@@ -185,6 +202,7 @@ class KettleServer:
             final_decoder=final_decoder,
             refine_decoder=refine_decoder,
             observer=self.metrics,
+            speakers=self._speakers or await _load_in_thread(self._speaker_service),
         )
         await engine.start()
         self._engine = engine
@@ -261,6 +279,7 @@ class KettleServer:
             finals.name if finals is not decoder else None,
             refine.name if refine is not finals else None,
             self.config.openai_aliases,
+            speakers=engine.speakers is not None,
         )
 
     @property
@@ -409,7 +428,7 @@ class KettleServer:
             self._runners.discard(runner)
 
 
-async def _load_in_thread(load: Callable[[], DecoderLoad]) -> DecoderLoad:
+async def _load_in_thread(load: Callable[[], T]) -> T:
     """`load()` in a worker thread of its own, so the event loop goes on serving meanwhile."""
     pool = ThreadPoolExecutor(1, thread_name_prefix="kettle-load")
     try:

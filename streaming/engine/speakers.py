@@ -1,0 +1,127 @@
+"""Speaker labels for live streams: embeddings beside the model's thread, labels in order.
+
+``SpeakerService`` owns the speaker encoder and one thread of its own (not the model's: a
+final's decode never waits for an embedding, nor an embedding for a decode batch).
+``StreamLabeler`` sits between a stream's session and its event queue: a Final waits there
+for its label (the embedding of its audio, clustered with the stream's earlier speakers), and
+every event after it waits behind it, so the client still gets events in the session's order.
+A Revision takes the label of its final. An embedding that fails labels the final with the
+last speaker heard at confidence 0: a final is never lost or held for good.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+import numpy as np
+from kettle.streaming.core.events import Event, Final, Revision
+from kettle.transcribe.speaker_encoder import SpeakerEncoder
+from kettle.transcribe.speakers import SpeakerClusters, SpeakerLabel
+from kettle.transcribe.types import SAMPLE_RATE
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class SpeakerService:
+    """The encoder and its thread, shared by every stream of an engine."""
+
+    def __init__(self, encoder: SpeakerEncoder | Callable[[], SpeakerEncoder]) -> None:
+        # A callable loads the encoder on first use, on the speaker thread (torch's import
+        # takes seconds; a server with no diarizing client never pays it).
+        self._encoder = encoder if not callable(encoder) else None
+        self._load = encoder if callable(encoder) else None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kettle-speaker")
+
+    def encoder(self) -> SpeakerEncoder:
+        """The encoder, loaded if need be (call on the speaker thread: ``run``)."""
+        if self._encoder is None:
+            assert self._load is not None
+            self._encoder = self._load()
+        return self._encoder
+
+    async def embed(self, audio: np.ndarray) -> np.ndarray:
+        return await self.run(lambda encoder: encoder.embed(audio))
+
+    async def run(self, fn: Callable[[SpeakerEncoder], T]) -> T:
+        """``fn(encoder)`` on the speaker thread (a file's spans: diarize.label_spans)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, lambda: fn(self.encoder()))
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+class StreamLabeler:
+    """One stream's speakers, and the events held until their final is labeled."""
+
+    def __init__(
+        self,
+        service: SpeakerService,
+        speech: Callable[[int], np.ndarray | None],
+        release: Callable[[list[Event]], None],
+        max_speakers: int,
+    ) -> None:
+        self._service = service
+        self._speech = speech  # Session.take_speech
+        self._release = release
+        self.clusters = SpeakerClusters(max_speakers=max_speakers)
+        self._held: deque[Event] = deque()
+        self._labels: dict[int, SpeakerLabel] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def holding(self) -> int:
+        return len(self._held)
+
+    def push(self, events: list[Event]) -> None:
+        self._held.extend(events)
+        self._drain()
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        self._held.clear()
+
+    def _drain(self) -> None:
+        """Release events up to the first final not labeled yet, and start its label."""
+        if self._task is not None:
+            return
+        ready: list[Event] = []
+        while self._held:
+            event = self._held[0]
+            if isinstance(event, Final) and event.utterance not in self._labels:
+                self._task = asyncio.ensure_future(self._label(event))
+                break
+            ready.append(self._labeled(self._held.popleft()))
+        if ready:
+            self._release(ready)
+
+    async def _label(self, final: Final) -> None:
+        audio = self._speech(final.utterance)
+        embedding: np.ndarray | None = None
+        if audio is not None and len(audio):
+            try:
+                embedding = await self._service.embed(audio)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("speaker embedding of utterance %d failed", final.utterance)
+        seconds = (final.end - final.start) / SAMPLE_RATE
+        self._labels[final.utterance] = self.clusters.assign(embedding, seconds)
+        self._task = None
+        self._drain()
+
+    def _labeled(self, event: Event) -> Event:
+        if isinstance(event, Final | Revision) and event.utterance in self._labels:
+            label = self._labels[event.utterance]
+            return dataclasses.replace(
+                event, speaker=label.speaker, speaker_confidence=round(label.confidence, 3)
+            )
+        return event

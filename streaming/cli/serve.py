@@ -274,8 +274,17 @@ def _serve(args: argparse.Namespace) -> int:
     def announce(server: Any) -> None:
         print(f"kettle serving on {server.url}", flush=True)
 
+    speakers = None
+    if fake and args.diarize != "off":
+        # The fake model's voices differ by pitch: the pitch stand-in labels them.
+        from kettle.streaming.engine.speakers import SpeakerService
+        from kettle.transcribe.speaker_fake import PitchSpeakerEncoder
+
+        speakers = SpeakerService(PitchSpeakerEncoder())
     try:
-        return asyncio.run(serve_until_signalled(config, load, engine_config, on_ready=announce))
+        return asyncio.run(
+            serve_until_signalled(config, load, engine_config, on_ready=announce, speakers=speakers)
+        )
     except OSError as exc:
         raise ConfigError(
             f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}"

@@ -452,6 +452,7 @@ async def serve_until_signalled(
     engine_config: EngineConfig | None = None,
     *,
     on_ready: Callable[[KettleServer], None] | None = None,
+    speakers: SpeakerService | None = None,
 ) -> int:
     """Run a server until a signal; returns 0.
 
@@ -459,7 +460,7 @@ async def serve_until_signalled(
     or a second signal during a drain, shuts down now: open sessions get their finals and
     1001 (1012 when the drain had begun), uploads still running 503.
     """
-    server = KettleServer(config, load, engine_config)
+    server = KettleServer(config, load, engine_config, speakers=speakers)
     with caught_signals() as signals:
         await _serve(server, signals, on_ready)
     return 0

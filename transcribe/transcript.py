@@ -35,6 +35,9 @@ class Segment:
     words: tuple[Word, ...] = ()
     # Left out of equality: a transcript from the result cache equals the one decoded.
     stats: DecodeStats | None = field(default=None, compare=False)
+    # With diarization (transcribe/diarize.py): who spoke, 0, 1, ... in order first heard.
+    speaker: int | None = None
+    speaker_confidence: float | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ class Transcript:
                     "start": round(s.start, 3),
                     "end": round(s.end, 3),
                     "text": s.text,
+                    **({} if s.speaker is None else {"speaker": s.speaker}),
                     **(
                         {
                             "words": [
@@ -101,6 +105,7 @@ class Transcript:
                         )
                         for w in s.get("words", ())
                     ),
+                    speaker=None if s.get("speaker") is None else int(s["speaker"]),
                 )
                 for s in data["segments"]
             ),

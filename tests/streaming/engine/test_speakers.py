@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,9 +11,12 @@ from kettle.streaming.core.events import Done, Event, Final, Partial
 from kettle.streaming.core.session import SessionConfig
 from kettle.streaming.engine.engine import Engine, EngineConfig
 from kettle.streaming.engine.speakers import SpeakerService
+from kettle.transcribe import speaker_encoder
+from kettle.transcribe.audio_io import load_audio
 from kettle.transcribe.errors import KettleError
 from kettle.transcribe.fake import FakeDecoder, scripted_audio
 from kettle.transcribe.speaker_fake import PitchSpeakerEncoder
+from kettle.transcribe.types import SAMPLE_RATE
 
 from tests.streaming.engine.test_engine import collect, play
 
@@ -113,3 +117,38 @@ async def test_the_encoder_loads_lazily_on_the_speaker_thread() -> None:
         events = await run(engine, scripted_audio(CONVERSATION[:3]), diarize=True)
     assert [e.speaker for e in events if isinstance(e, Final)] == [0]
     assert len(loaded) == 1 and loaded[0].startswith("kettle-speaker")
+
+
+SPEECH = Path(__file__).resolve().parents[2] / "data" / "speech" / "audio"
+# LibriSpeech readers turn by turn: 1089 (male) with 4507, then 1995 (two women).
+TURNS = [
+    ("A", "ls__1089-134686-0001.flac"),
+    ("B", "ls__4507-16021-0012.wav"),
+    ("A", "ls__1089-134691-0000.flac"),
+    ("C", "ls__1995-1837-0001.wav"),
+    ("A", "ls__1089-134691-0001.flac"),
+]
+
+
+@pytest.mark.skipif(not speaker_encoder.available(), reason="the diarize extra is not here")
+async def test_a_three_reader_conversation_is_labeled_turn_by_turn() -> None:
+    """The real GE2E encoder on real voices (the fake decoder hears words in any speech)."""
+    gap = np.zeros(SAMPLE_RATE, np.float32)
+    pieces, spans, at = [], [], 0
+    for who, name in TURNS:
+        clip = load_audio((SPEECH / name).read_bytes())
+        pieces += [clip, gap]
+        spans.append((who, at, at + len(clip)))
+        at += len(clip) + len(gap)
+    service = SpeakerService(speaker_encoder.ResemblyzerEncoder())
+    async with Engine(FakeDecoder(), EngineConfig(), speakers=service) as engine:
+        events = await run(engine, np.concatenate(pieces), diarize=True)
+    finals = [e for e in events if isinstance(e, Final)]
+    assert len(finals) >= len(TURNS)
+    mapping: dict[str, int] = {}
+    for final in finals:
+        middle = (final.start + final.end) // 2
+        who = next(w for w, start, end in spans if start <= middle < end + SAMPLE_RATE)
+        assert final.speaker is not None
+        assert mapping.setdefault(who, final.speaker) == final.speaker, (who, final)
+    assert sorted(mapping.values()) == [0, 1, 2]

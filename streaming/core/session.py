@@ -140,8 +140,10 @@ class Session:
         )
         self._in_flight: str | None = None
         self._keyterms = self.config.keyterms  # changed by set_keyterms
-        # With diarize: each published final's audio, until the engine's labeler takes it.
+        # With diarize: each published final's audio, until the engine's labeler takes it,
+        # and each closed utterance's (start, audio), so its embedding starts at once.
         self._speech: dict[int, np.ndarray] = {}
+        self._closed_speech: list[tuple[int, np.ndarray]] = []
         # The refinement pass has a lane of its own (refine_lane.py), beside the live request.
         self._refine = RefineLane(self.config, session_id) if self.config.revisions else None
         self._pending: dict[str, _Pending] = {}
@@ -268,6 +270,12 @@ class Session:
     def take_speech(self, number: int) -> np.ndarray | None:
         """Final ``number``'s audio (with diarize, once: the speaker labeler embeds it)."""
         return self._speech.pop(number, None)
+
+    def take_closed_speech(self) -> list[tuple[int, np.ndarray]]:
+        """(start, audio) of the utterances closed since the last call (with diarize): what
+        their finals will cover, unless a final ends elsewhere."""
+        closed, self._closed_speech = self._closed_speech, []
+        return closed
 
     def set_keyterms(self, terms: tuple[str, ...]) -> None:
         """Keyterms for every decode asked from now on (a request in flight keeps its own);
@@ -507,6 +515,8 @@ class Session:
                     continue
                 utt.end_reason = d.reason
                 utt.speech_end = d.speech_end
+                if self.config.diarize and utt.end is not None and utt.end > utt.start:
+                    self._closed_speech.append((utt.start, self._buf.slice(utt.start, utt.end)))
                 utt.sealed = d.reason in ("endpoint", "max_length") or d.silent_until > d.end
                 if not utt.speculation.matches(d.end, d.speech_end):
                     utt.speculation.invalidate()

@@ -5,7 +5,9 @@ final's decode never waits for an embedding, nor an embedding for a decode batch
 ``StreamLabeler`` sits between a stream's session and its event queue: a Final waits there
 for its label (the embedding of its audio, clustered with the stream's earlier speakers), and
 every event after it waits behind it, so the client still gets events in the session's order.
-A Revision takes the label of its final. An embedding that fails labels the final with the
+The embedding starts when the utterance closes (``Session.take_closed_speech``), beside its
+final's decode, so the label is usually ready before the final is. A Revision takes the label
+of its final. An embedding that fails labels the final with the
 last speaker heard at confidence 0: a final is never lost or held for good.
 """
 
@@ -65,28 +67,38 @@ class StreamLabeler:
         self,
         service: SpeakerService,
         speech: Callable[[int], np.ndarray | None],
+        closed: Callable[[], list[tuple[int, np.ndarray]]],
         release: Callable[[list[Event]], None],
         max_speakers: int,
     ) -> None:
         self._service = service
         self._speech = speech  # Session.take_speech
+        self._closed = closed  # Session.take_closed_speech
+        # Embeddings started at an utterance's close: start sample -> (samples, embedding).
+        self._early: dict[int, tuple[int, asyncio.Future[np.ndarray]]] = {}
         self._release = release
         self.clusters = SpeakerClusters(max_speakers=max_speakers)
         self._held: deque[Event] = deque()
         self._labels: dict[int, SpeakerLabel] = {}
         self._task: asyncio.Task[None] | None = None
+        self.early_labels = 0  # labels whose embedding started at the utterance's close
 
     @property
     def holding(self) -> int:
         return len(self._held)
 
     def push(self, events: list[Event]) -> None:
+        for start, audio in self._closed():
+            self._early[start] = (len(audio), asyncio.ensure_future(self._service.embed(audio)))
         self._held.extend(events)
         self._drain()
 
     def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
+        for _, future in self._early.values():
+            future.cancel()
+        self._early.clear()
         self._held.clear()
 
     def _drain(self) -> None:
@@ -105,18 +117,33 @@ class StreamLabeler:
 
     async def _label(self, final: Final) -> None:
         audio = self._speech(final.utterance)
+        early = self._take_early(final)
         embedding: np.ndarray | None = None
-        if audio is not None and len(audio):
-            try:
+        try:
+            if early is not None:
+                self.early_labels += 1
+                embedding = await early
+            elif audio is not None and len(audio):
                 embedding = await self._service.embed(audio)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                logger.exception("speaker embedding of utterance %d failed", final.utterance)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("speaker embedding of utterance %d failed", final.utterance)
         seconds = (final.end - final.start) / SAMPLE_RATE
         self._labels[final.utterance] = self.clusters.assign(embedding, seconds)
         self._task = None
         self._drain()
+
+    def _take_early(self, final: Final) -> asyncio.Future[np.ndarray] | None:
+        """The embedding started at this final's close, if it covers the same audio; those
+        of earlier starts (utterances that gave no final) are dropped."""
+        for start in [s for s in self._early if s < final.start]:
+            self._early.pop(start)[1].cancel()
+        samples, future = self._early.pop(final.start, (0, None))
+        if future is not None and samples != final.end - final.start:
+            future.cancel()
+            return None
+        return future
 
     def _labeled(self, event: Event) -> Event:
         if isinstance(event, Final | Revision) and event.utterance in self._labels:

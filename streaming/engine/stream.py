@@ -51,7 +51,13 @@ class Stream:
         self._idle.set()
         # With diarize: finals wait for their speaker label (engine/speakers.py).
         self._labeler = (
-            StreamLabeler(speakers, session.take_speech, self._queue, session.config.max_speakers)
+            StreamLabeler(
+                speakers,
+                session.take_speech,
+                session.take_closed_speech,
+                self._queue,
+                session.config.max_speakers,
+            )
             if speakers is not None and session.config.diarize
             else None
         )
@@ -68,6 +74,11 @@ class Stream:
     @property
     def aborted(self) -> bool:
         return self._aborted
+
+    @property
+    def labeler(self) -> StreamLabeler | None:
+        """The speaker labeler (with diarize and a speaker model), else None."""
+        return self._labeler
 
     @property
     def partials_dropped(self) -> int:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from kettle.streaming.core.events import Done, Event, Final, Partial
 from kettle.streaming.core.session import SessionConfig
-from kettle.streaming.engine.engine import Engine, EngineConfig
+from kettle.streaming.engine.engine import Engine, EngineConfig, Stream
 from kettle.streaming.engine.speakers import SpeakerService
 from kettle.transcribe import speaker_encoder
 from kettle.transcribe.audio_io import load_audio
@@ -34,19 +34,26 @@ CONVERSATION = [
 
 
 async def run(engine: Engine, audio: np.ndarray, **kw: object) -> list[Event]:
+    events, _ = await run_stream(engine, audio, **kw)
+    return events
+
+
+async def run_stream(engine: Engine, audio: np.ndarray, **kw: object) -> tuple[list[Event], Stream]:
     stream = engine.open_stream(SessionConfig(**kw))
     feeder = asyncio.create_task(play(stream, audio))
     events = await asyncio.wait_for(collect(stream), 30)
     await feeder
-    return events
+    return events, stream
 
 
 async def test_finals_carry_the_speaker_in_the_order_first_heard() -> None:
     encoder = PitchSpeakerEncoder()
     async with Engine(FakeDecoder(), EngineConfig(), speakers=SpeakerService(encoder)) as engine:
-        events = await run(engine, scripted_audio(CONVERSATION), diarize=True)
+        events, stream = await run_stream(engine, scripted_audio(CONVERSATION), diarize=True)
     finals = [e for e in events if isinstance(e, Final)]
     assert [f.speaker for f in finals] == [0, 1, 0, 2]
+    # Each embedding started when its utterance closed, beside the final's decode.
+    assert stream.labeler is not None and stream.labeler.early_labels == 4
     assert all(f.speaker_confidence is not None and f.speaker_confidence > 0.5 for f in finals)
     assert encoder.calls == 4
     assert isinstance(events[-1], Done)

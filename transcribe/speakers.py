@@ -66,6 +66,14 @@ class SpeakerClusters:
         self._last = best
         return SpeakerLabel(best, _confidence(sims, best, self.threshold))
 
+    def nearest(self, embedding: np.ndarray) -> SpeakerLabel | None:
+        """The known speaker nearest ``embedding`` now (no update); None before any."""
+        if not self._sums:
+            return None
+        sims = self.centroids() @ embedding
+        best = int(np.argmax(sims))
+        return SpeakerLabel(best, _confidence(sims, best, self.threshold))
+
     def _open(self, embedding: np.ndarray | None, seconds: float) -> int:
         vector = embedding if embedding is not None else np.zeros(1, np.float32)
         self._sums.append(vector * max(seconds, 1e-3))

@@ -6,9 +6,11 @@ final's decode never waits for an embedding, nor an embedding for a decode batch
 for its label (the embedding of its audio, clustered with the stream's earlier speakers), and
 every event after it waits behind it, so the client still gets events in the session's order.
 The embedding starts when the utterance closes (``Session.take_closed_speech``), beside its
-final's decode, so the label is usually ready before the final is. A Revision takes the label
-of its final. An embedding that fails labels the final with the
-last speaker heard at confidence 0: a final is never lost or held for good.
+final's decode, so the label is usually ready before the final is. A Revision is labeled
+again against the speakers as they are now (they have heard more): it may move its
+utterance to another speaker, and says so, as PROTOCOL.md lets a revision do. An embedding
+that fails labels the final with the last speaker heard at confidence 0: a final is never
+lost or held for good.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -29,6 +31,7 @@ from kettle.transcribe.types import SAMPLE_RATE
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+KEEP_LABELS = 256
 
 
 class SpeakerService:
@@ -79,7 +82,9 @@ class StreamLabeler:
         self._release = release
         self.clusters = SpeakerClusters(max_speakers=max_speakers)
         self._held: deque[Event] = deque()
-        self._labels: dict[int, SpeakerLabel] = {}
+        # Utterance -> its label and embedding, for the last KEEP_LABELS finals (revisions
+        # come soon after their final).
+        self._labels: OrderedDict[int, tuple[SpeakerLabel, np.ndarray | None]] = OrderedDict()
         self._task: asyncio.Task[None] | None = None
         self.early_labels = 0  # labels whose embedding started at the utterance's close
 
@@ -130,7 +135,9 @@ class StreamLabeler:
         except Exception:
             logger.exception("speaker embedding of utterance %d failed", final.utterance)
         seconds = (final.end - final.start) / SAMPLE_RATE
-        self._labels[final.utterance] = self.clusters.assign(embedding, seconds)
+        self._labels[final.utterance] = (self.clusters.assign(embedding, seconds), embedding)
+        while len(self._labels) > KEEP_LABELS:
+            self._labels.popitem(last=False)
         self._task = None
         self._drain()
 
@@ -147,7 +154,9 @@ class StreamLabeler:
 
     def _labeled(self, event: Event) -> Event:
         if isinstance(event, Final | Revision) and event.utterance in self._labels:
-            label = self._labels[event.utterance]
+            label, embedding = self._labels[event.utterance]
+            if isinstance(event, Revision) and embedding is not None:
+                label = self.clusters.nearest(embedding) or label
             return dataclasses.replace(
                 event, speaker=label.speaker, speaker_confidence=round(label.confidence, 3)
             )

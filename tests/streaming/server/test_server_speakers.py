@@ -78,3 +78,13 @@ async def test_a_server_without_a_speaker_model_refuses_diarize(
     assert reply["type"] == "error" and reply["code"] == "bad_message"
     assert "speaker model" in reply["message"]
     await ws.close()
+
+
+async def test_revisions_carry_their_utterances_speaker(server: KettleServer) -> None:
+    messages = await run(server, {"diarize": True, "revisions": True, "word_timestamps": True})
+    finals = check_finals(messages)
+    revisions = [m for m in messages if m["type"] == "revision"]
+    assert revisions  # the fake model's refinement respells "alpha"
+    for revision in revisions:
+        assert revision["speaker"] == finals[revision["utterance"]]["speaker"]
+        assert all(w["speaker"] == revision["speaker"] for w in revision["words"])

@@ -312,6 +312,7 @@ class AssemblyAICodec:
             transcript=transcript,
             confidence=partial_confidence(event.text, stable == len(display)),
             words=words,
+            extra=self._speaker_fields(None),
         )
         return [Send(OutMessage(PARTIAL, compact_json(body), event.utterance, event.end))]
 
@@ -327,13 +328,18 @@ class AssemblyAICodec:
             (w["punctuated_word"], w["start"], w["end"], 0.0)
             for w in spread_words(event.text, event.start / SAMPLE_RATE, event.end / SAMPLE_RATE)
         ]
-        formatted_words = [_word(t, s, e, p, True) for t, s, e, p in timed]
+        label = speaker_label(event.speaker)
+        word_speaker = {"speaker": label} if self.params.speaker_labels and label else {}
+        formatted_words = [_word(t, s, e, p, True) | word_speaker for t, s, e, p in timed]
         language = {"language_code": event.language} if self.params.language_detection else {}
+        language |= self._speaker_fields(label)
         out: list[Action] = []
         if self.params.u3:
             bodies = [(True, event.text.strip(), formatted_words, event.text.strip())]
         else:
-            plain_words = [_word(normalize_word(t), s, e, p, True) for t, s, e, p in timed]
+            plain_words = [
+                _word(normalize_word(t), s, e, p, True) | word_speaker for t, s, e, p in timed
+            ]
             plain_words = [w for w in plain_words if w["text"]]
             bodies = [(False, plain, plain_words, plain)]
             if self.params.format_turns:
@@ -351,6 +357,11 @@ class AssemblyAICodec:
             )
             out.append(Send(OutMessage(FINAL, compact_json(body), event.utterance, event.end)))
         return out
+
+    def _speaker_fields(self, label: str | None) -> dict[str, Any]:
+        """``speaker_label`` with speaker_labels on: null while a turn is open (its speaker
+        is decided with its final), as AssemblyAI sends it when unsure."""
+        return {"speaker_label": label} if self.params.speaker_labels else {}
 
     def _turn_body(
         self,
@@ -407,6 +418,11 @@ class AssemblyAICodec:
         return Send(OutMessage(OTHER, compact_json(body), closing=True))
 
 
+def speaker_label(speaker: int | None) -> str | None:
+    """AssemblyAI's speaker letters: 0 -> "A", 1 -> "B", ... (kettle caps at 16)."""
+    return None if speaker is None else chr(ord("A") + speaker)
+
+
 def _send(obj: Mapping[str, Any]) -> Send:
     return Send(OutMessage(OTHER, compact_json(obj)))
 
@@ -435,7 +451,9 @@ def credentials(request: HandshakeRequest) -> Sequence[str | None]:
 def prepare(request: HandshakeRequest, model: ModelInfo | None) -> Prepared:
     try:
         params = parse_query(
-            request.query, multilingual=model.multilingual if model is not None else True
+            request.query,
+            multilingual=model.multilingual if model is not None else True,
+            speakers=model.speakers if model is not None else True,
         )
     except ListenParamError as exc:
         raise HandshakeRefused(400, str(exc)) from None

@@ -53,6 +53,8 @@ _SINGLE = frozenset(
         "max_turn_silence",
         "language_detection",
         "language_code",
+        "speaker_labels",
+        "max_speakers",
     }
 )
 
@@ -89,6 +91,9 @@ class TurnSettings:
         return min(max(ms, MIN_ENDPOINT_MS), MAX_ENDPOINT_MS)
 
 
+MAX_SPEAKERS = 16  # kettle's cap per stream (SessionConfig.max_speakers)
+
+
 @dataclass(frozen=True)
 class StreamParams:
     """The settings of one ``/v3/ws`` connection, from its query string."""
@@ -101,6 +106,9 @@ class StreamParams:
     language_detection: bool = False
     keyterms: tuple[str, ...] = ()
     turns: TurnSettings = TurnSettings()
+    # Streaming diarization: ``speaker_label`` on every Turn, ``speaker`` on final words.
+    speaker_labels: bool = False
+    max_speakers: int = MAX_SPEAKERS
 
     @property
     def u3(self) -> bool:
@@ -119,6 +127,8 @@ class StreamParams:
             vad_events=True,  # SpeechStarted, and utterances without words
             endpoint_silence_ms=self.turns.endpoint_ms(self.u3),
             keyterms=self.keyterms,
+            diarize=self.speaker_labels,
+            max_speakers=self.max_speakers,
         )
 
     def with_update(self, turns: TurnSettings, terms: tuple[str, ...] | None) -> StreamParams:
@@ -216,10 +226,10 @@ def stream_language(codes: Sequence[str], family_detects: bool, multilingual: bo
     return None if family_detects else "en"
 
 
-def parse_query(query: str, *, multilingual: bool) -> StreamParams:
-    """The handshake's query string; AssemblyAIParamError (HTTP 400) names what is wrong.
-    Parameters kettle has no use for (prompt, speaker_labels, vad_threshold, ...) are
-    accepted and ignored."""
+def parse_query(query: str, *, multilingual: bool, speakers: bool = True) -> StreamParams:
+    """The handshake's query string; AssemblyAIParamError (HTTP 400) names what is wrong
+    (``speaker_labels=true`` on a server without a speaker model, ``speakers`` False, too).
+    Parameters kettle has no use for (prompt, vad_threshold, ...) are accepted and ignored."""
     one = query_values(query, _SINGLE)
     try:
         many = parse_qs(query, keep_blank_values=True, errors="strict")
@@ -238,8 +248,15 @@ def parse_query(query: str, *, multilingual: bool) -> StreamParams:
         raise AssemblyAIParamError(f"speech_model {model!r} is not a streaming model")
     flags = {
         name: parse_flag(name, one[name]) if name in one else False
-        for name in ("format_turns", "language_detection")
+        for name in ("format_turns", "language_detection", "speaker_labels")
     }
+    if flags["speaker_labels"] and not speakers:
+        raise AssemblyAIParamError(
+            "speaker_labels is not available: this server has no speaker model"
+        )
+    cap = MAX_SPEAKERS
+    if "max_speakers" in one:
+        cap = parse_int("max_speakers", one["max_speakers"], 1, MAX_SPEAKERS)
     codes = _language_codes(many.get("language_codes", []) + many.get("language_code", []))
     family_detects = model != "universal-streaming-english"
     return StreamParams(
@@ -249,6 +266,7 @@ def parse_query(query: str, *, multilingual: bool) -> StreamParams:
         language=stream_language(codes, family_detects, multilingual),
         keyterms=parse_terms(many.get("keyterms_prompt", [])),
         turns=turn_settings(one),
+        max_speakers=cap,
         **flags,
     )
 

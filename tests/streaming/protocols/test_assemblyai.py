@@ -464,3 +464,36 @@ def test_stream_setup() -> None:
     assert setup.session.endpoint_silence_ms == 700 and setup.session.word_timestamps
     assert setup.session.vad_events and setup.session.partials
     assert isinstance(c.params, StreamParams)
+
+
+# -- streaming diarization (speaker_labels) -------------------------------------------------
+
+
+def test_speaker_labels_letter_every_turn_and_final_word() -> None:
+    p = parse_query("speaker_labels=true&max_speakers=3", multilingual=False)
+    assert (p.session_config().diarize, p.session_config().max_speakers) == (True, 3)
+    c = codec("speaker_labels=true&format_turns=true")
+    (open_turn,) = sent(c.on_event(Partial(0, 0, 2 * SR, " Hello,", " Hello,"), RECEIVED))
+    assert open_turn["speaker_label"] is None  # decided with the turn's final
+    labeled = Final(0, 0, 2 * SR, " Hello, world.", HELLO, "en", reason="endpoint", speaker=1)
+    plain, formatted = sent(c.on_event(labeled, RECEIVED))
+    for turn in (plain, formatted):
+        assert turn["speaker_label"] == "B"
+        assert [w["speaker"] for w in turn["words"]] == ["B", "B"]
+
+
+def test_without_speaker_labels_no_speaker_fields() -> None:
+    c = codec()
+    labeled = Final(0, 0, 2 * SR, " Hello, world.", HELLO, "en", reason="endpoint", speaker=0)
+    (turn,) = sent(c.on_event(labeled, RECEIVED))
+    assert "speaker_label" not in turn and all("speaker" not in w for w in turn["words"])
+
+
+def test_speaker_labels_need_a_speaker_model_and_a_sane_cap() -> None:
+    with pytest.raises(ListenParamError, match="speaker model"):
+        parse_query("speaker_labels=true", multilingual=False, speakers=False)
+    with pytest.raises(ListenParamError, match="max_speakers"):
+        parse_query("speaker_labels=true&max_speakers=0", multilingual=False)
+    assert not parse_query(
+        "speaker_labels=false", multilingual=False, speakers=False
+    ).speaker_labels

@@ -106,6 +106,47 @@ async def test_live_words_carry_two_speakers_in_turn_order(
     assert all(0.0 <= getattr(w, "speaker_confidence") <= 1.0 for w in words)  # noqa: B009
 
 
+async def test_live_multichannel_labels_each_channels_speakers_on_their_own(
+    make_server: Callable[..., Any],
+) -> None:
+    server = await make_server()
+    left = scripted_audio([*TURNS[:4], ("silence", 2.0)])  # 140 Hz, then 230 Hz
+    right = scripted_audio([("silence", 0.3), ("voice@310", 2.0), ("silence", 3.2)])
+    n = max(len(left), len(right))
+    stereo = np.zeros((n, 2), dtype=np.float32)
+    stereo[: len(left), 0], stereo[: len(right), 1] = left, right
+    seen: list[Any] = []
+    async with client(server).listen.v1.connect(
+        model="nova-3",
+        encoding="linear16",
+        sample_rate=16000,
+        channels=2,
+        multichannel=True,
+        diarize=True,
+    ) as socket:
+
+        async def read() -> None:
+            async for message in socket:
+                seen.append(message)
+
+        reader = asyncio.create_task(read())
+        for piece in chunks(s16(stereo.reshape(-1)), 6400):
+            await socket.send_media(piece)
+        await socket.send_close_stream()
+        await asyncio.wait_for(reader, GUARD)
+    by_channel = [
+        [
+            w
+            for m in seen
+            if m.type == "Results" and m.is_final and m.channel_index == [i, 2]
+            for w in m.channel.alternatives[0].words
+        ]
+        for i in range(2)
+    ]
+    assert turns(by_channel[0]) == [0, 1]
+    assert turns(by_channel[1]) == [0]  # the channel's own first speaker
+
+
 def conversation() -> np.ndarray:
     """Three turns of real speech (Silero VAD, which cuts uploads into windows, hears the
     synthetic voice only in bits), each with a voice of its own pitch over it (the pitch

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
+from kettle.transcribe.diarize import diarize_transcript
 from kettle.transcribe.errors import KettleError
 from kettle.transcribe.pipeline import PipelineConfig, transcribe_audio
 from kettle.transcribe.transcript import Transcript
@@ -98,9 +99,19 @@ async def transcribe_offline(
         raise
 
 
+async def diarize_offline(engine: Engine, audio: np.ndarray, transcript: Transcript) -> Transcript:
+    """The transcript with each segment's speaker, embedded on the engine's speaker thread.
+
+    Raises KettleError when the engine has no speaker model."""
+    speakers = engine.speakers
+    if speakers is None:
+        raise KettleError("diarize needs a speaker model (the engine has none)")
+    return await speakers.run(lambda encoder: diarize_transcript(encoder, audio, transcript))
+
+
 def _consume(task: asyncio.Future[Transcript]) -> None:
     if not task.cancelled():
         task.exception()  # the cancelled caller's outcome: retrieved, so never logged
 
 
-__all__ = ["Cancelled", "EngineDecoder", "transcribe_offline"]
+__all__ = ["Cancelled", "EngineDecoder", "diarize_offline", "transcribe_offline"]

@@ -43,6 +43,9 @@ Choices where kettle differs from Deepgram's service (documented, not hidden):
 - ``punctuate`` / ``smart_format`` false gives Deepgram's plain transcript (lowercase words,
   no punctuation); Whisper's formatted text is ``punctuated_word`` and, with either on, the
   transcript. ``model`` is accepted and the model that really served is reported.
+- ``diarize`` (or ``diarize_model``) labels each final's words with ``speaker`` (0, 1, ... in
+  the order first heard, per channel) and ``speaker_confidence``; a final is one speaker's,
+  and interim results carry none. Without a speaker model the handshake is refused (400).
 - Interim words carry times spread evenly over the hypothesis window and ``confidence`` 0:
   partials are decoded without word alignment, and 0 says so rather than inventing a score.
 """
@@ -101,6 +104,7 @@ from kettle.streaming.protocols.deepgram_wire import (
     ListenParamError,
     ListenParams,
     ModelIdentity,
+    check_speakers,
     listen_credentials,
     parse_listen_query,
 )
@@ -334,6 +338,8 @@ class DeepgramLiveCodec:
                 event.utterance,
                 speech_final=self.params.endpointing and event.reason == "endpoint",
                 from_finalize=from_finalize,
+                speaker=event.speaker,
+                speaker_confidence=event.speaker_confidence,
             )
         ]
         if self.params.utterance_end_ms is not None:
@@ -423,6 +429,8 @@ class DeepgramLiveCodec:
         *,
         speech_final: bool = False,
         from_finalize: bool = False,
+        speaker: int | None = None,
+        speaker_confidence: float | None = None,
     ) -> Send:
         """A Results message; ``words`` None means interim (untimed hypothesis words)."""
         final = words is not None
@@ -438,6 +446,8 @@ class DeepgramLiveCodec:
             model=model,
             speech_final=speech_final,
             from_finalize=from_finalize,
+            speaker=speaker,
+            speaker_confidence=speaker_confidence,
         )
         # The outbox keeps partials per utterance: channels' utterance numbers must not meet.
         key = (
@@ -481,6 +491,8 @@ def prepare(request: HandshakeRequest, model: ModelInfo | None) -> Prepared:
             multilingual=model.multilingual if model is not None else True,
             model_name=model.name if model is not None else "",
         )
+        if model is not None:  # (while the model loads the gate answers 503)
+            check_speakers(params.diarize, model.speakers)
     except ListenParamError as exc:
         raise HandshakeRefused(400, str(exc)) from None
     created = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")

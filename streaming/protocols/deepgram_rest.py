@@ -21,6 +21,7 @@ from kettle.streaming.protocols.deepgram_wire import (
     ModelIdentity,
     parse_int,
     plain_transcript,
+    query_diarize,
     query_flag,
     query_keyterms,
     query_language,
@@ -45,6 +46,7 @@ class PrerecordedParams:
     detect_language: bool = False
     multichannel: bool = False  # results per channel, each transcribed on its own
     keyterms: tuple[str, ...] = ()  # keyterm and keywords, keyterms.normalize's form
+    diarize: bool = False  # every word carries its segment's speaker
 
     @property
     def formatted(self) -> bool:
@@ -83,6 +85,7 @@ def parse_prerecorded_query(
         detect_language=detect,
         multichannel=multichannel,
         keyterms=query_keyterms(query),
+        diarize=query_diarize(one),
     )
 
 
@@ -115,9 +118,17 @@ def render_prerecorded(
 
 
 def _channel(transcript: Transcript, params: PrerecordedParams) -> dict[str, Any]:
-    """One channel's ``alternatives`` (and detected language)."""
+    """One channel's ``alternatives`` (and detected language). With diarize each word takes
+    its segment's speaker (diarize.diarize_transcript labels segments)."""
     words = [
-        word_fields(w.word, w.start, w.end, w.probability)
+        word_fields(
+            w.word,
+            w.start,
+            w.end,
+            w.probability,
+            segment.speaker if params.diarize else None,
+            segment.speaker_confidence,
+        )
         for segment in transcript.segments
         for w in segment.words
         if w.word.strip()

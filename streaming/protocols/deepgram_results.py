@@ -27,13 +27,20 @@ def results_body(
     model: ModelIdentity,
     speech_final: bool = False,
     from_finalize: bool = False,
+    speaker: int | None = None,
+    speaker_confidence: float | None = None,
 ) -> dict[str, Any]:
     """A Results message over 16 kHz samples ``start``..``end``; ``words`` None means an
-    interim result (its words timed evenly over the window, with no claimed confidence)."""
+    interim result (its words timed evenly over the window, with no claimed confidence).
+    ``speaker`` (with diarize, finals only): every word's, as the final is one speaker's."""
     final = words is not None
     begin, finish = samples_to_seconds(start), samples_to_seconds(end)
     shown = (
-        [word_fields(w.word, w.start, w.end, w.probability) for w in words if w.word.strip()]
+        [
+            word_fields(w.word, w.start, w.end, w.probability, speaker, speaker_confidence)
+            for w in words
+            if w.word.strip()
+        ]
         if words is not None
         else spread_words(text, begin, finish)
     )

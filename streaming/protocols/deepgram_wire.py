@@ -39,6 +39,8 @@ _SHARED_PARAMETERS = frozenset(
         "language",
         "punctuate",
         "smart_format",
+        "diarize",
+        "diarize_model",
     }
 )
 LIVE_PARAMETERS = _SHARED_PARAMETERS | {
@@ -89,6 +91,7 @@ class ListenParams:
     punctuate: bool = False
     smart_format: bool = False
     keyterms: tuple[str, ...] = ()  # keyterm and keywords, keyterms.normalize's form
+    diarize: bool = False  # every final word carries its speaker
 
     @property
     def pcm_encoding(self) -> str | None:
@@ -123,6 +126,7 @@ class ListenParams:
             word_timestamps=True,  # every final Results carries words
             vad_events=True,
             keyterms=self.keyterms,
+            diarize=self.diarize,
             **extra,
         )
 
@@ -196,6 +200,20 @@ def query_flag(one: Mapping[str, str], name: str) -> bool:
     return parse_flag(name, one[name]) if name in one else False
 
 
+def query_diarize(one: Mapping[str, str]) -> bool:
+    """``diarize=true``, or ``diarize_model`` (any version: Deepgram's newer way to ask)."""
+    return query_flag(one, "diarize") or bool(one.get("diarize_model", "").strip())
+
+
+NO_SPEAKER_MODEL = "diarize is not available: this server has no speaker model (kettle[diarize])"
+
+
+def check_speakers(diarize: bool, speakers: bool) -> None:
+    """ListenParamError (HTTP 400) when diarize is asked of a server with no speaker model."""
+    if diarize and not speakers:
+        raise ListenParamError(NO_SPEAKER_MODEL)
+
+
 def query_language(
     one: Mapping[str, str], *, multilingual: bool, model_name: str, detect: bool = False
 ) -> str | None:
@@ -212,7 +230,7 @@ def query_language(
 def parse_listen_query(query: str, *, multilingual: bool, model_name: str) -> ListenParams:
     """The handshake's query string; ListenParamError (HTTP 400) names what is wrong.
 
-    Parameters kettle does not implement (diarize, numerals, ...) are ignored, as Deepgram
+    Parameters kettle does not implement (numerals, redact, ...) are ignored, as Deepgram
     ignores those a model does not support. Without ``encoding`` the audio is in a
     container (its header says the rest), as Deepgram takes it; ``sample_rate`` is then
     not looked at.
@@ -258,6 +276,7 @@ def parse_listen_query(query: str, *, multilingual: bool, model_name: str) -> Li
         multichannel=query_flag(one, "multichannel"),
         model=one.get("model"),
         language=language,
+        diarize=query_diarize(one),
         endpointing_ms=endpointing_ms,
         endpointing=endpointing,
         utterance_end_ms=utterance_end_ms,
@@ -286,15 +305,27 @@ def listen_credentials(
     return None, None
 
 
-def word_fields(raw: str, start: float, end: float, confidence: float) -> dict[str, Any]:
+def word_fields(
+    raw: str,
+    start: float,
+    end: float,
+    confidence: float,
+    speaker: int | None = None,
+    speaker_confidence: float | None = None,
+) -> dict[str, Any]:
+    """A word as Deepgram gives it; with diarize, its ``speaker`` and ``speaker_confidence``."""
     display = raw.strip()
-    return {
+    fields: dict[str, Any] = {
         "word": normalize_word(display),
         "start": round(start, 3),
         "end": round(end, 3),
         "confidence": round(confidence, 4),
         "punctuated_word": display,
     }
+    if speaker is not None:
+        fields["speaker"] = speaker
+        fields["speaker_confidence"] = round(speaker_confidence or 0.0, 4)
+    return fields
 
 
 def plain_transcript(text: str) -> str:
@@ -318,15 +349,18 @@ __all__ = [
     "DEFAULT_SAMPLE_RATES",
     "ENCODINGS",
     "LISTEN_PATH",
+    "NO_SPEAKER_MODEL",
     "ListenParamError",
     "ListenParams",
     "ModelIdentity",
+    "check_speakers",
     "listen_credentials",
     "parse_flag",
     "parse_int",
     "parse_language",
     "parse_listen_query",
     "plain_transcript",
+    "query_diarize",
     "query_keyterms",
     "spread_words",
     "word_fields",

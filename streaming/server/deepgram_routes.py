@@ -10,6 +10,8 @@ Retry-After while the upload slots are full, 503 with Retry-After while the mode
 the server drains (an upload in flight when a drain begins is answered within the drain's
 timeout; one still running when a shutdown or the drain's end cuts it short gets this 503),
 500 when the transcription fails otherwise (the statuses are uploads.py's, as OpenAI's).
+With ``diarize`` each word
+carries its segment's speaker (offline.diarize_offline; 400 without a speaker model).
 A JSON body asks kettle to fetch a URL, which it does not do (400). The slot, the body's
 limit and the decode are uploads.py's, shared with OpenAI's upload routes: a
 client that goes away cancels the rest of its work and frees its slot.
@@ -35,6 +37,7 @@ from kettle.streaming.protocols.deepgram_wire import (
     LISTEN_PATH,
     ListenParamError,
     ModelIdentity,
+    check_speakers,
     listen_credentials,
 )
 from kettle.streaming.server.uploads import (
@@ -111,6 +114,7 @@ async def _transcribe(server: KettleServer, request: Request, request_id: str) -
             multilingual=engine.decoder.multilingual,
             model_name=engine.decoder.name,
         )
+        check_speakers(params.diarize, engine.speakers is not None)
     except ListenParamError as exc:
         raise _Refused(400, "Bad Request", str(exc)) from None
     if request.headers.get("content-type", "").split(";")[0].strip() == "application/json":
@@ -147,4 +151,6 @@ async def _job(body: bytes, params: PrerecordedParams) -> UploadJob[None]:
     config = PipelineConfig(
         word_timestamps=True, language=params.language, keyterms=params.keyterms
     )
-    return UploadJob(None, body, config, params.raw, split_channels=params.multichannel)
+    return UploadJob(
+        None, body, config, params.raw, split_channels=params.multichannel, diarize=params.diarize
+    )

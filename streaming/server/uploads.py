@@ -7,7 +7,8 @@ share (openai_routes.py, deepgram_http.py), so both hold and free their slots th
 2. the body, read up to the limit (`UploadTooLarge`: 413; Content-Length is checked first);
 3. the route's own reading of the body (`prepare`, which raises its API's errors);
 4. the audio decoded from the bytes it names (`UnreadableAudio`: 400);
-5. the transcription on the engine at offline priority (offline.py; `KettleError` on failure).
+5. the transcription on the engine at offline priority (offline.py; `KettleError` on failure),
+   with `UploadJob.diarize` its segments' speakers from the engine's speaker thread.
 
 From the end of the body on, a client that goes away (the next ASGI message is the
 disconnect) cancels steps 3-5, withdraws what is still queued and frees the slot at once;
@@ -28,7 +29,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from kettle.streaming.engine.offline import transcribe_offline
+import numpy as np
+from kettle.streaming.engine.offline import diarize_offline, transcribe_offline
 from kettle.streaming.server.limits import SessionSlots
 from kettle.transcribe.audio_io import RawFormat, load_audio, load_audio_channels
 from kettle.transcribe.errors import AudioError, KettleError
@@ -108,6 +110,7 @@ class UploadJob(Generic[P]):
     config: PipelineConfig
     raw: RawFormat | None = None  # None: a container, found from the bytes
     split_channels: bool = False  # each channel transcribed on its own (Transcribed.channels)
+    diarize: bool = False  # segments labeled with their speaker (per channel when split)
 
 
 @dataclass(frozen=True)
@@ -239,10 +242,15 @@ async def _transcribe(
     except AudioError as exc:
         raise UnreadableAudio(str(exc)) from None
     if not job.split_channels:
-        return job.parsed, (await transcribe_offline(engine, audio, job.config),), False
+        return job.parsed, (await _transcript(engine, audio, job),), False
     # The channels share the upload's slot and queue at the engine's offline priority.
-    done = await asyncio.gather(*(transcribe_offline(engine, a, job.config) for a in channels))
+    done = await asyncio.gather(*(_transcript(engine, a, job) for a in channels))
     return job.parsed, tuple(done), True
+
+
+async def _transcript(engine: Engine, audio: np.ndarray, job: UploadJob[P]) -> Transcript:
+    transcript = await transcribe_offline(engine, audio, job.config)
+    return await diarize_offline(engine, audio, transcript) if job.diarize else transcript
 
 
 async def read_body(request: Request, limit: int) -> bytes:

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+import numpy as np
 from kettle.streaming.engine.offline import transcribe_offline
 from kettle.streaming.server.limits import SessionSlots
 from kettle.transcribe.audio_io import RawFormat, load_audio, load_audio_channels
@@ -108,6 +109,8 @@ class UploadJob(Generic[P]):
     config: PipelineConfig
     raw: RawFormat | None = None  # None: a container, found from the bytes
     split_channels: bool = False  # each channel transcribed on its own (Transcribed.channels)
+    # Work on the decoded audio and its transcript within the upload's slot (diarization)
+    finish: Callable[[np.ndarray, Transcript], Awaitable[Transcript]] | None = None
 
 
 @dataclass(frozen=True)
@@ -239,7 +242,10 @@ async def _transcribe(
     except AudioError as exc:
         raise UnreadableAudio(str(exc)) from None
     if not job.split_channels:
-        return job.parsed, (await transcribe_offline(engine, audio, job.config),), False
+        transcript = await transcribe_offline(engine, audio, job.config)
+        if job.finish is not None:
+            transcript = await job.finish(audio, transcript)
+        return job.parsed, (transcript,), False
     # The channels share the upload's slot and queue at the engine's offline priority.
     done = await asyncio.gather(*(transcribe_offline(engine, a, job.config) for a in channels))
     return job.parsed, tuple(done), True

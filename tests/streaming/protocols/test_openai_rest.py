@@ -119,7 +119,7 @@ def test_busy_errors_carry_retry_after() -> None:
 def test_models_listing() -> None:
     ids = [m["id"] for m in CATALOG.list_body()["data"]]
     assert ids == ["tiny.en", "base", "whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe",
-                   "gpt-transcribe", "gpt-realtime-whisper", "gpt-live-transcribe"]  # fmt: skip
+                   "gpt-4o-transcribe-diarize", "gpt-transcribe", "gpt-realtime-whisper", "gpt-live-transcribe"]  # fmt: skip
     assert CATALOG.get_body("whisper-1")["object"] == "model"
     assert CATALOG.get_body("gpt-4o-transcribe-2025-03-20")["id"] == "gpt-4o-transcribe-2025-03-20"
     with pytest.raises(rest.OpenAIError):

@@ -119,7 +119,8 @@ def test_busy_errors_carry_retry_after() -> None:
 def test_models_listing() -> None:
     ids = [m["id"] for m in CATALOG.list_body()["data"]]
     assert ids == ["tiny.en", "base", "whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe",
-                   "gpt-4o-transcribe-diarize", "gpt-transcribe", "gpt-realtime-whisper", "gpt-live-transcribe"]  # fmt: skip
+                   "gpt-4o-transcribe-diarize", "gpt-transcribe", "gpt-realtime-whisper",
+                   "gpt-live-transcribe"]  # fmt: skip
     assert CATALOG.get_body("whisper-1")["object"] == "model"
     assert CATALOG.get_body("gpt-4o-transcribe-2025-03-20")["id"] == "gpt-4o-transcribe-2025-03-20"
     with pytest.raises(rest.OpenAIError):
@@ -316,8 +317,14 @@ def test_keywords_languages_and_chunking() -> None:
 
 def test_diarized_json_parses_with_known_speakers() -> None:
     url = "data:audio/wav;base64,UklGRg=="
-    req = parse([("model", "gpt-4o-transcribe-diarize"), ("response_format", "diarized_json"),
-                 ("known_speaker_names[]", "agent"), ("known_speaker_references[]", url)])  # fmt: skip
+    req = parse(
+        [
+            ("model", "gpt-4o-transcribe-diarize"),
+            ("response_format", "diarized_json"),
+            ("known_speaker_names[]", "agent"),
+            ("known_speaker_references[]", url),
+        ]
+    )
     assert req.model.id == "tiny.en" and req.diarize
     assert req.known_speakers == (("agent", b"RIFF"),)
     assert not parse([("model", "gpt-4o-transcribe-diarize")]).diarize  # json: text only

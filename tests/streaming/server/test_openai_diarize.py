@@ -35,7 +35,10 @@ def data_url(audio: np.ndarray) -> str:
     return "data:audio/wav;base64," + base64.b64encode(wav(audio)).decode()
 
 
-TWO_VOICES = ("two.wav", wav(scripted_audio([("voice@140", 2.0), ("silence", 1.5), ("voice@180", 2.0)])))
+TWO_VOICES = (
+    "two.wav",
+    wav(scripted_audio([("voice@140", 2.0), ("silence", 1.5), ("voice@180", 2.0)])),
+)
 
 
 @pytest.fixture(scope="module")

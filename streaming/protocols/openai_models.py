@@ -19,6 +19,7 @@ MODEL_ALIASES = (
     MODEL_ALIAS,
     "gpt-4o-transcribe",
     "gpt-4o-mini-transcribe",
+    "gpt-4o-transcribe-diarize",  # diarized_json answers need the server's speaker model
     "gpt-transcribe",
     "gpt-realtime-whisper",
     "gpt-live-transcribe",

@@ -27,6 +27,12 @@ Choices where OpenAI's API leaves room or does not fit kettle:
   and ``"auto"`` both mean kettle's default windows; a ``server_vad`` object sets the VAD's
   ``threshold``, its minimum pause (``silence_duration_ms``) and the speech padding around
   each cut (``prefix_padding_ms``); see openai_rest_options.py.
+- ``response_format=diarized_json`` (with any served model or alias, OpenAI's
+  ``gpt-4o-transcribe-diarize`` among them) labels each segment with its speaker; ``json`` and
+  ``text`` with the diarize model give text only, as OpenAI's do. ``known_speaker_names[]``
+  and ``known_speaker_references[]`` (base64 data URLs, up to 4) are checked here and used
+  for ``diarized_json`` (openai_speakers.py). ``chunking_strategy`` is not required for long
+  inputs with the diarize model (kettle always cuts at pauses).
 - ``temperature`` is validated (0..1) and otherwise not used: kettle's decoder always starts
   at 0 and falls back to higher temperatures on its own checks, which is what OpenAI's
   default of 0 means.
@@ -39,6 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kettle.streaming.protocols import openai_rest_options as options
+from kettle.streaming.protocols import openai_speakers as speaker_fields
 from kettle.streaming.protocols.openai_errors import OpenAIError as OpenAIError
 from kettle.streaming.protocols.openai_errors import bad_request as bad_request
 from kettle.streaming.protocols.openai_errors import busy as busy
@@ -52,11 +59,12 @@ from kettle.streaming.protocols.openai_models import ModelEntry as ModelEntry
 from kettle.transcribe.languages import LANGUAGES
 from kettle.transcribe.windows import WindowConfig
 
-RESPONSE_FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
-STREAM_FORMATS = ("json", "text")
+RESPONSE_FORMATS = ("json", "text", "srt", "vtt", "verbose_json", "diarized_json")
+STREAM_FORMATS = ("json", "text", "diarized_json")
 GRANULARITIES = ("word", "segment")
 CONTENT_TYPES = {
     "json": "application/json",
+    "diarized_json": "application/json",
     "verbose_json": "application/json",
     "text": "text/plain; charset=utf-8",
     "srt": "text/plain; charset=utf-8",
@@ -86,6 +94,12 @@ class AudioRequest:
     keyterms: tuple[str, ...] = ()  # keywords[]
     languages: tuple[str, ...] = ()  # languages[] of two or more: detection picks among them
     windows: WindowConfig | None = None  # chunking_strategy server_vad; None: kettle's own
+    # known_speaker_names[] with their known_speaker_references[] (the data URLs' bytes)
+    known_speakers: tuple[tuple[str, bytes], ...] = ()
+
+    @property
+    def diarize(self) -> bool:
+        return self.response_format == "diarized_json"
 
 
 def parse_audio_form(
@@ -164,6 +178,16 @@ def parse_audio_form(
         raise bad_request(exc.message, exc.param) from None
     if include and response_format != "json":
         raise bad_request("include[]=logprobs needs response_format json.", "include")
+    if response_format == "diarized_json" and task != "transcribe":
+        raise bad_request("diarized_json is a transcription format, not a translation's.",
+                          "response_format")  # fmt: skip
+    try:
+        known = speaker_fields.known_speakers(
+            options.listed(values, "known_speaker_names"),
+            options.listed(values, "known_speaker_references"),
+        )
+    except speaker_fields.SpeakerFieldError as exc:
+        raise bad_request(exc.message, exc.param) from None
     return AudioRequest(
         task=task,
         audio=file,
@@ -178,6 +202,7 @@ def parse_audio_form(
         keyterms=keywords,
         languages=listed if language is None and len(listed) > 1 else (),
         windows=None if windows == default_windows else windows,
+        known_speakers=known,
     )
 
 

@@ -9,13 +9,17 @@ srt, vtt, verbose_json, or SSE events).
   ``transcript.text.done``; the deltas concatenate to the done event's text, and their
   ``logprobs`` to the done event's. The done event's ``usage`` is the token shape the SDK
   types it with (openai_logprobs.token_usage).
+- ``diarized_json`` is OpenAI's ``TranscriptionDiarized``: ``task``, ``duration``, ``text``,
+  ``segments`` (``type`` "transcript.text.segment", ``id`` "seg_N", ``start``, ``end``,
+  ``text``, ``speaker``: a known speaker's name or "A", "B", ...) and ``usage``; streamed, a
+  ``transcript.text.segment`` event follows each segment's delta, before the done event.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kettle.streaming.protocols.openai_logprobs import languages, token_usage, word_logprobs
@@ -51,9 +55,15 @@ def usage(transcript: Transcript) -> dict[str, Any]:
     return {"type": "duration", "seconds": math.ceil(transcript.duration_s)}
 
 
-def render(transcript: Transcript, request: AudioRequest) -> tuple[str, str]:
-    """The body and content type of a non-streamed response."""
+def render(
+    transcript: Transcript, request: AudioRequest, speakers: Sequence[str] = ()
+) -> tuple[str, str]:
+    """The body and content type of a non-streamed response (``speakers``: each segment's
+    label, for diarized_json)."""
     fmt = request.response_format
+    if fmt == "diarized_json":
+        labeled = diarized(transcript, speakers)
+        return json.dumps(labeled, ensure_ascii=False), CONTENT_TYPES[fmt]
     if fmt == "json":
         body: dict[str, Any] = {"text": transcript.text}
         if request.task == "transcribe":
@@ -118,14 +128,46 @@ def _segment(index: int, seg: Segment, words: bool) -> dict[str, Any]:
     return out
 
 
+def diarized(transcript: Transcript, speakers: Sequence[str]) -> dict[str, Any]:
+    """OpenAI's ``TranscriptionDiarized``."""
+    return {
+        "task": "transcribe",
+        "duration": round(transcript.duration_s, 3),
+        "text": transcript.text,
+        "segments": diarized_segments(transcript, speakers),
+        "usage": usage(transcript),
+    }
+
+
+def diarized_segments(transcript: Transcript, speakers: Sequence[str]) -> list[dict[str, Any]]:
+    """``TranscriptionDiarizedSegment``s (the said ones), ids ``seg_0``, ``seg_1``, ..."""
+    said = [(s, n) for s, n in zip(transcript.segments, speakers, strict=True) if s.text]
+    return [
+        {
+            "type": "transcript.text.segment",
+            "id": f"seg_{i}",
+            "start": round(seg.start, 3),
+            "end": round(seg.end, 3),
+            "text": seg.text,
+            "speaker": speaker,
+        }
+        for i, (seg, speaker) in enumerate(said)
+    ]
+
+
 def sse(event: dict[str, Any]) -> str:
     return f"data: {json.dumps(event, ensure_ascii=False)}\n\n"
 
 
-def stream_events(transcript: Transcript, request: AudioRequest | None = None) -> Iterable[str]:
-    """SSE frames: a delta per segment (joined by spaces), then the done event."""
+def stream_events(
+    transcript: Transcript, request: AudioRequest | None = None, speakers: Sequence[str] = ()
+) -> Iterable[str]:
+    """SSE frames: a delta per segment (joined by spaces), then the done event; diarized, each
+    delta names its segment (``segment_id``) and is followed by that segment's
+    ``transcript.text.segment`` event."""
     logprobs = request is not None and request.logprobs
     segments = [s for s in transcript.segments if s.text]
+    labeled = diarized_segments(transcript, speakers) if request and request.diarize else []
     for i, seg in enumerate(segments):
         delta: dict[str, Any] = {
             "type": "transcript.text.delta",
@@ -133,7 +175,11 @@ def stream_events(transcript: Transcript, request: AudioRequest | None = None) -
         }
         if logprobs:
             delta["logprobs"] = word_logprobs(seg.words)
+        if labeled:
+            delta["segment_id"] = labeled[i]["id"]
         yield sse(delta)
+        if labeled:
+            yield sse(labeled[i])
     done: dict[str, Any] = {
         "type": "transcript.text.done",
         "text": " ".join(s.text for s in segments),

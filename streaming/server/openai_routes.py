@@ -18,13 +18,17 @@ upload route: a client that goes away cancels the rest of its work and frees its
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from kettle.streaming.protocols import openai_rest as rest
 from kettle.streaming.protocols import openai_rest_render as render
 from kettle.streaming.protocols.handshake import bearer_token
+from kettle.streaming.server import openai_diarize
 from kettle.streaming.server.uploads import (
     UploadFailure,
     UploadJob,
@@ -33,6 +37,7 @@ from kettle.streaming.server.uploads import (
     upload_failure,
 )
 from kettle.transcribe.pipeline import PipelineConfig
+from kettle.transcribe.transcript import Transcript
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import ClientDisconnect, Request
@@ -139,14 +144,14 @@ class OpenAIRest:
             return Response(status_code=499)  # nobody is listening any more
         except Exception as exc:
             return error_response(self._error(exc, task))
-        parsed = done.parsed
+        parsed, speakers = done.parsed.request, done.parsed.speakers
         if parsed.stream:
             return StreamingResponse(
-                _iterate(render.stream_events(done.transcript, parsed)),
+                _iterate(render.stream_events(done.transcript, parsed, speakers)),
                 media_type=rest.SSE_CONTENT_TYPE,
                 headers={"Cache-Control": "no-cache"},
             )
-        text, content_type = render.render(done.transcript, parsed)
+        text, content_type = render.render(done.transcript, parsed, speakers)
         return Response(text, media_type=content_type)
 
     def _error(self, exc: Exception, task: str) -> rest.OpenAIError:
@@ -175,11 +180,25 @@ class OpenAIRest:
             500, "internal server error", type="server_error", code="internal_error"
         )
 
-    async def _prepare(
-        self, request: Request, body: bytes, task: str
-    ) -> UploadJob[rest.AudioRequest]:
+    async def _prepare(self, request: Request, body: bytes, task: str) -> UploadJob[_Job]:
         fields, file = await parse_form(request, body)
         parsed = rest.parse_audio_form(fields, file, task=task, catalog=self.catalog())
+        job = _Job(parsed)
+        finish = None
+        if parsed.diarize:
+            speakers = self._engine().speakers
+            if speakers is None:
+                raise openai_diarize.no_speaker_model()  # before any decoding is spent on it
+            references = await asyncio.to_thread(
+                openai_diarize.load_references, parsed.known_speakers
+            )
+
+            async def finish(audio: np.ndarray, transcript: Transcript) -> Transcript:
+                labeled, job.speakers = await openai_diarize.diarize(
+                    speakers, audio, transcript, references
+                )
+                return labeled
+
         config = PipelineConfig(
             language=parsed.language,
             languages=parsed.languages,
@@ -190,7 +209,15 @@ class OpenAIRest:
             keyterms=parsed.keyterms,
             **({"windows": parsed.windows} if parsed.windows is not None else {}),
         )
-        return UploadJob(parsed, parsed.audio, config)
+        return UploadJob(job, parsed.audio, config, finish=finish)
+
+
+@dataclass
+class _Job:
+    """The parsed request, and (diarized_json) each segment's speaker label once known."""
+
+    request: rest.AudioRequest
+    speakers: list[str] = field(default_factory=list)
 
 
 async def _iterate(frames: Iterable[str]) -> AsyncIterator[str]:

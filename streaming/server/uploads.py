@@ -111,6 +111,9 @@ class UploadJob(Generic[P]):
     raw: RawFormat | None = None  # None: a container, found from the bytes
     split_channels: bool = False  # each channel transcribed on its own (Transcribed.channels)
     diarize: bool = False  # segments labeled with their speaker (per channel when split)
+    # Other work on the decoded audio and its transcript within the upload's slot (OpenAI's
+    # diarization with known speakers); runs after ``diarize``'s labels, if both are set.
+    finish: Callable[[np.ndarray, Transcript], Awaitable[Transcript]] | None = None
 
 
 @dataclass(frozen=True)
@@ -250,7 +253,11 @@ async def _transcribe(
 
 async def _transcript(engine: Engine, audio: np.ndarray, job: UploadJob[P]) -> Transcript:
     transcript = await transcribe_offline(engine, audio, job.config)
-    return await diarize_offline(engine, audio, transcript) if job.diarize else transcript
+    if job.diarize:
+        transcript = await diarize_offline(engine, audio, transcript)
+    if job.finish is not None:
+        transcript = await job.finish(audio, transcript)
+    return transcript
 
 
 async def read_body(request: Request, limit: int) -> bytes:

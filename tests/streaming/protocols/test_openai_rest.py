@@ -43,7 +43,7 @@ def test_every_field_parsed() -> None:
             ("timestamp_granularities[]", "word"),
             ("timestamp_granularities[]", "segment"),
             ("chunking_strategy", "auto"),
-            ("known_speaker_names[]", "agent"),  # unknown fields are ignored
+            ("speaker_style[]", "agent"),  # unknown fields are ignored
         ]
     )
     assert (req.model.id, req.language, req.prompt, req.temperature) == (
@@ -119,7 +119,8 @@ def test_busy_errors_carry_retry_after() -> None:
 def test_models_listing() -> None:
     ids = [m["id"] for m in CATALOG.list_body()["data"]]
     assert ids == ["tiny.en", "base", "whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe",
-                   "gpt-transcribe", "gpt-realtime-whisper", "gpt-live-transcribe"]  # fmt: skip
+                   "gpt-4o-transcribe-diarize", "gpt-transcribe", "gpt-realtime-whisper",
+                   "gpt-live-transcribe"]  # fmt: skip
     assert CATALOG.get_body("whisper-1")["object"] == "model"
     assert CATALOG.get_body("gpt-4o-transcribe-2025-03-20")["id"] == "gpt-4o-transcribe-2025-03-20"
     with pytest.raises(rest.OpenAIError):
@@ -135,7 +136,7 @@ def test_the_names_openai_clients_send_by_default_name_the_default_model(name: s
     assert parse([("model", name)]).model.id == "tiny.en"
 
 
-@pytest.mark.parametrize("name", ["gpt-5", "gpt-4o-transcribe-diarize", "whisper-2", "-2025-01-01"])
+@pytest.mark.parametrize("name", ["gpt-5", "gpt-4o-diarize", "whisper-2", "-2025-01-01"])
 def test_other_names_are_404_model_not_found(name: str) -> None:
     with pytest.raises(rest.OpenAIError) as info:
         parse([("model", name)])
@@ -312,3 +313,49 @@ def test_keywords_languages_and_chunking() -> None:
     as_json = parse([("model", "base"), ("chunking_strategy", '{"type": "server_vad"}')])
     assert as_json.windows is None  # server_vad with kettle's own settings
     assert parse([("model", "base"), ("chunking_strategy", "auto")]).windows is None
+
+
+def test_diarized_json_parses_with_known_speakers() -> None:
+    url = "data:audio/wav;base64,UklGRg=="
+    req = parse(
+        [
+            ("model", "gpt-4o-transcribe-diarize"),
+            ("response_format", "diarized_json"),
+            ("known_speaker_names[]", "agent"),
+            ("known_speaker_references[]", url),
+        ]
+    )
+    assert req.model.id == "tiny.en" and req.diarize
+    assert req.known_speakers == (("agent", b"RIFF"),)
+    assert not parse([("model", "gpt-4o-transcribe-diarize")]).diarize  # json: text only
+    with pytest.raises(rest.OpenAIError) as info:
+        parse([("model", "base"), ("response_format", "diarized_json")], task="translate")
+    assert info.value.param == "response_format"
+
+
+def test_diarized_json_body_and_stream_segments() -> None:
+    req = parse([("model", "whisper-1"), ("response_format", "diarized_json"), ("stream", "true")])
+    labels = ["A", "agent"]
+    text, content_type = out.render(TRANSCRIPT, req, labels)
+    body = json.loads(text)
+    assert content_type == "application/json"
+    assert (body["task"], body["text"], body["usage"]["type"]) == (
+        "transcribe",
+        TRANSCRIPT.text,
+        "duration",
+    )
+    assert [(s["type"], s["id"], s["speaker"]) for s in body["segments"]] == [
+        ("transcript.text.segment", "seg_0", "A"),
+        ("transcript.text.segment", "seg_1", "agent"),
+    ]
+    assert set(body["segments"][0]) == {"type", "id", "start", "end", "text", "speaker"}
+    events = [json.loads(f[len("data: ") :]) for f in out.stream_events(TRANSCRIPT, req, labels)]
+    assert [e["type"] for e in events] == [
+        "transcript.text.delta",
+        "transcript.text.segment",
+        "transcript.text.delta",
+        "transcript.text.segment",
+        "transcript.text.done",
+    ]
+    assert [e.get("segment_id") for e in events[::2][:2]] == ["seg_0", "seg_1"]
+    assert events[1] == body["segments"][0]

@@ -9,6 +9,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from kettle.streaming.engine.engine import EngineConfig
+from kettle.streaming.engine.speakers import SpeakerService
 from kettle.streaming.server.server import DecoderLoad, KettleServer, ServerConfig
 
 T = TypeVar("T")
@@ -22,11 +23,12 @@ class ServerThread:
         engine_config: EngineConfig | None = None,
         *,
         wait_for_model: bool = True,
+        speakers: SpeakerService | None = None,
     ) -> None:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
-        self.server: KettleServer = self.run(self._make(config, load, engine_config))
+        self.server: KettleServer = self.run(self._make(config, load, engine_config, speakers))
         self.run(self.server.listen())
         self._loading = asyncio.run_coroutine_threadsafe(self.server.load(), self.loop)
         if wait_for_model:
@@ -34,9 +36,12 @@ class ServerThread:
 
     @staticmethod
     async def _make(
-        config: ServerConfig, load: Callable[[], DecoderLoad], engine_config: EngineConfig | None
+        config: ServerConfig,
+        load: Callable[[], DecoderLoad],
+        engine_config: EngineConfig | None,
+        speakers: SpeakerService | None,
     ) -> KettleServer:
-        return KettleServer(config, load, engine_config)
+        return KettleServer(config, load, engine_config, speakers=speakers)
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float = 300) -> T:
         """Run a coroutine on the server's loop and wait for it (deadlock guard only)."""

@@ -72,6 +72,12 @@ timestamps and cache:
   The cache keeps at most --cache-max-mb (KETTLE_CACHE_MAX_MB, default 256) MB of results and
   evicts the least recently used first.
 
+speakers:
+  --diarize labels each segment's speaker (needs the speaker model: pip install
+  'kettle[diarize]' && pip install --no-deps resemblyzer==0.1.4): '[Speaker 1] ...' lines in
+  txt, cues starting '[Speaker 1] ' in srt, '<v Speaker 1>' in vtt, and a 0-based "speaker"
+  per segment in json. --max-speakers N (1..16) caps how many it may find.
+
 exit status: 0 all inputs transcribed, 1 some input failed, 2 usage or model error.
 """
 

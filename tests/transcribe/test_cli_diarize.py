@@ -153,3 +153,11 @@ def test_real_encoder_follows_two_real_speakers(tmp_path: Path) -> None:
     assert all(len(v) == 1 for v in by_turn.values())
     # Turns 0 and 2 are the same voice, turn 1 another (whatever numbers they get).
     assert by_turn[0] == by_turn[2] != by_turn[1]
+
+
+def test_diarize_with_ray_is_refused_before_any_work(tmp_path: Path, capsys, fake) -> None:
+    pytest.importorskip("ray")
+    wav = _two_voices(tmp_path / "talk.wav")
+    assert main(["transcribe", str(wav), "--diarize", "--ray", "auto"]) == 2
+    assert "--diarize does not run on --ray" in capsys.readouterr().err
+    assert fake["speakers"] == 0

@@ -178,3 +178,35 @@ def test_no_checkbox_without_a_speaker_model_and_a_refusal_removes_it(
     assert scripted.configs[-1]["diarize"] is True
     driver.find_element("id", "stop").click()
     t.wait(driver, lambda d: t.text(d, "notice-text").startswith("Done:"), 20, "no done")
+
+
+@pytest.mark.slow  # paced in real time: seconds of wall time
+def test_kettle_server_labels_two_voices_on_the_page(
+    fake_server: Callable[..., Any],
+    open_browser: Callable[..., Any],
+    page_tools: Any,
+    make_mic_wav: Callable[[Path, int, Path], float],
+    tmp_path: Path,
+) -> None:
+    """kettle's own server, the fake model and the pitch speaker encoder: two 'voices'."""
+    import soundfile as sf
+    from kettle.streaming.engine.speakers import SpeakerService
+    from kettle.transcribe.fake import FakeDecoder, scripted_audio
+    from kettle.transcribe.speaker_fake import PitchSpeakerEncoder
+
+    t = page_tools
+    pattern = [("voice@140", 2.0), ("silence", 1.5), ("voice@230", 2.0), ("silence", 1.5)]
+    sf.write(str(tmp_path / "two16k.wav"), scripted_audio(pattern), 16000, subtype="PCM_16")
+    mic = tmp_path / "two48k.wav"
+    duration = make_mic_wav(tmp_path / "two16k.wav", 48000, mic)
+    srv = fake_server(FakeDecoder(name="fake"), speakers=SpeakerService(PitchSpeakerEncoder()))
+    driver = open_browser(mic)
+    driver.get(srv.url + "/")
+    t.wait_ready(driver)
+    box = driver.find_element("id", "speakers")
+    t.wait(driver, lambda d: box.is_displayed(), 10, "no Speakers checkbox")
+    box.click()
+    t.record_clip(driver, duration)
+    labels = [line[0] for line in driver.execute_script(LINES)]
+    assert labels[:2] == ["Speaker 1", "Speaker 2"], labels
+    assert not t.severe(driver)

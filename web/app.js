@@ -7,6 +7,8 @@
 // The page asks for revisions (PROTOCOL.md 1.2): a later decode may correct a final, and
 // transcript.js applies it to the model (so the downloads hold the refined text) while
 // transcript-view.js rewrites the line in place.
+// With the Speakers box ticked (offered when /v1/info says "speakers": true) the config asks
+// for diarize, and each line shows its speaker where the speaker changes.
 //
 // Query parameters (for testing and diagnosis): capture_rate=44100 forces the AudioContext's
 // sample rate (default: the device's own).

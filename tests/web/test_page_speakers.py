@@ -5,8 +5,9 @@ A scripted server (the page's files, a /v1/info that says whether it labels spea
 /v1/info says `"speakers": true`; ticked, the config asks for `diarize`; each speaker's label
 shows where the speaker changes, with a colour per speaker; a revision that changes the
 speaker relabels the lines; the downloads carry `[Speaker N]`; and a server that refuses
-`diarize` with `bad_message` takes the checkbox away. (Node's tests cover the model's rules;
-this checks the page wiring. kettle's own server is not used: scripted is faster and exact.)
+`diarize` with `bad_message` takes the checkbox away. A slow test then plays two pitches
+through kettle's own server (fake model, pitch speaker encoder). Node's tests cover the
+transcript model's speaker rules.
 """
 
 from __future__ import annotations

@@ -16,13 +16,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from kettle.transcribe import defaults
+from kettle.transcribe import defaults, speaker_encoder
 from kettle.transcribe.audio_io import RawFormat
 from kettle.transcribe.cli_args import (
     non_negative_float,
     non_negative_int,
     positive_float,
     positive_int,
+    speaker_count,
 )
 from kettle.transcribe.cli_inputs import (
     STDIN,
@@ -36,6 +37,8 @@ from kettle.transcribe.pipeline import FileOutcome, PipelineConfig, transcribe_f
 from kettle.transcribe.progress import Progress
 from kettle.transcribe.ray_batch import RayOptions, connect
 from kettle.transcribe.result_cache import ResultCache
+from kettle.transcribe.speaker_encoder import SpeakerEncoder
+from kettle.transcribe.speakers import DEFAULT_MAX_SPEAKERS
 from kettle.transcribe.transcript import Transcript
 from kettle.transcribe.types import Decoder, DecodeRequest, DecodeResult
 from kettle.transcribe.windows import WindowConfig
@@ -68,6 +71,12 @@ timestamps and cache:
   options, so a second run over the same audio is instant; --no-cache skips the cache.
   The cache keeps at most --cache-max-mb (KETTLE_CACHE_MAX_MB, default 256) MB of results and
   evicts the least recently used first.
+
+speakers:
+  --diarize labels each segment's speaker (needs the speaker model: pip install
+  'kettle[diarize]' && pip install --no-deps resemblyzer==0.1.4): '[Speaker 1] ...' lines in
+  txt, cues starting '[Speaker 1] ' in srt, '<v Speaker 1>' in vtt, and a 0-based "speaker"
+  per segment in json. --max-speakers N (1..16) caps how many it may find.
 
 exit status: 0 all inputs transcribed, 1 some input failed, 2 usage or model error.
 """
@@ -128,6 +137,19 @@ def register_transcribe(sub: Any) -> None:
         action="store_true",
         help="pack 30 s windows and skip re-decoding speech the model skipped: ~1.6x faster, "
         "less accurate (see benchmarks/RESULTS.md)",
+    )
+    parser.add_argument(
+        "--diarize",
+        action="store_true",
+        help="label who speaks: [Speaker N] in txt/srt, <v Speaker N> in vtt, a 0-based "
+        f"speaker per json segment (needs {speaker_encoder.INSTALL_HINT})",
+    )
+    parser.add_argument(
+        "--max-speakers",
+        type=speaker_count,
+        default=DEFAULT_MAX_SPEAKERS,
+        metavar="N",
+        help=f"with --diarize: at most N speakers, 1..16 (default {DEFAULT_MAX_SPEAKERS})",
     )
     cluster = parser.add_argument_group("cluster (pip install 'kettle[ray]')")
     cluster.add_argument(
@@ -193,6 +215,13 @@ class _LazyDecoder:
         return self._load().decode_batch(requests)
 
 
+def load_speaker_encoder() -> SpeakerEncoder:
+    """The GE2E speaker model for --diarize; a ConfigError (not a traceback) when missing."""
+    if not speaker_encoder.available():
+        raise ConfigError(f"--diarize needs the speaker model: {speaker_encoder.INSTALL_HINT}")
+    return speaker_encoder.shared_encoder()
+
+
 def model_identity(name: str) -> str:
     """Model name plus where its weights are and their size/mtime (for the result cache).
 
@@ -221,10 +250,15 @@ def run(args: argparse.Namespace) -> int:
         beam_size=args.beam_size,
         language=args.language,
         word_timestamps=args.word_timestamps,
+        diarize=args.diarize,
+        max_speakers=args.max_speakers,
         **(FAST_OPTIONS if args.fast else {}),
     )
     identity = model_identity(model)  # fails fast on an unknown model or a missing extra
     ray_options = _ray_options(args)
+    if args.diarize and ray_options is not None:
+        raise ConfigError("--diarize does not run on --ray yet; leave out one of them")
+    speakers = load_speaker_encoder() if args.diarize else None
 
     errors: list[tuple[str, str]] = []
     inputs = collect_inputs(args.paths, errors)
@@ -246,7 +280,7 @@ def run(args: argparse.Namespace) -> int:
         # Both paths see each input the same way; they differ in where its audio is decoded.
         planned = plan_inputs(inputs, raw, identity, config, cache, progress)
         if ray_options is None:
-            outcomes = _local_outcomes(planned, args, config, cache, progress)
+            outcomes = _local_outcomes(planned, args, config, cache, progress, speakers)
         else:
             outcomes = _ray_outcomes(planned, args, config, cache, progress, ray_options)
         for outcome in outcomes:
@@ -283,10 +317,13 @@ def _local_outcomes(
     config: PipelineConfig,
     cache: ResultCache | None,
     progress: Progress,
+    speakers: SpeakerEncoder | None,
 ) -> Iterator[FileOutcome]:
     jobs = [p.file_job() for p in planned]
     decoder = _LazyDecoder(args.model, args.threads, args.device, args.beam_size)
-    return transcribe_files(jobs, decoder, config, cache=cache, progress=progress)
+    return transcribe_files(
+        jobs, decoder, config, cache=cache, progress=progress, speakers=speakers
+    )
 
 
 def _ray_options(args: argparse.Namespace) -> RayOptions | None:

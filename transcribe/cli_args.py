@@ -39,3 +39,10 @@ def non_negative_float(text: str) -> float:
     if not value >= 0 or value == float("inf"):  # also refuses nan and inf
         raise argparse.ArgumentTypeError(f"must be a non-negative number, got {text}")
     return value
+
+
+def speaker_count(text: str) -> int:
+    value = int(_number(text, int))
+    if not 1 <= value <= 16:
+        raise argparse.ArgumentTypeError(f"must be within 1..16, got {value}")
+    return value

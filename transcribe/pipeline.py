@@ -18,9 +18,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 from kettle.transcribe import keyterms
+from kettle.transcribe.diarize import diarize_transcript
 from kettle.transcribe.errors import ConfigError, KettleError, ModelError
 from kettle.transcribe.progress import Progress
 from kettle.transcribe.result_cache import ResultCache
+from kettle.transcribe.speaker_encoder import SpeakerEncoder
+from kettle.transcribe.speakers import DEFAULT_MAX_SPEAKERS
 from kettle.transcribe.transcript import DecodeStats, Segment, Transcript
 from kettle.transcribe.types import (
     SAMPLE_RATE,
@@ -70,6 +73,8 @@ class PipelineConfig:
     task: str = "transcribe"  # or "translate" (to English; multilingual models)
     prompt: str | None = None  # text to condition every window on (names, vocabulary)
     keyterms: tuple[str, ...] = ()  # every window's hotwords (keyterms.normalize's form)
+    diarize: bool = False  # label each segment's speaker (transcribe_files gets the encoder)
+    max_speakers: int = DEFAULT_MAX_SPEAKERS
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= 256:
@@ -82,6 +87,8 @@ class PipelineConfig:
             raise ConfigError("recover settings must not be negative")
         if self.task not in TASKS:
             raise ConfigError(f"task must be one of {', '.join(TASKS)}, not {self.task!r}")
+        if not 1 <= self.max_speakers <= 16:
+            raise ConfigError(f"max speakers must be within 1..16, got {self.max_speakers}")
 
     @property
     def recovers(self) -> bool:
@@ -96,6 +103,8 @@ class PipelineConfig:
             **({"task": self.task} if self.task != "transcribe" else {}),
             **({"prompt": self.prompt} if self.prompt else {}),
             **({"keyterms": list(self.keyterms)} if self.keyterms else {}),
+            # Only when on: keys of undiarized runs stay as they were before diarization.
+            **({"diarize": self.max_speakers} if self.diarize else {}),
             "word_timestamps": self.word_timestamps,
             "max_cue_s": self.max_cue_s,
             "max_cue_chars": self.max_cue_chars,
@@ -141,6 +150,7 @@ class _FileState:
     results: dict[tuple[int, ...], tuple[Window, DecodeResult]] = field(default_factory=dict)
     outstanding: int = 0
     outcome: FileOutcome | None = None
+    speakers: SpeakerEncoder | None = None  # with config.diarize: labels the finished segments
 
     @property
     def done(self) -> bool:
@@ -154,13 +164,17 @@ def transcribe_files(
     *,
     cache: ResultCache | None = None,
     progress: Progress | None = None,
+    speakers: SpeakerEncoder | None = None,
 ) -> Iterator[FileOutcome]:
     """Transcribe files, yielding one outcome per job, in input order, as each completes.
 
     A file that fails (unreadable audio, failed decode) yields an outcome with ``error`` set;
-    the other files are unaffected.
+    the other files are unaffected. With ``config.diarize``, ``speakers`` labels each
+    segment's speaker before the transcript is cached (the key says diarize).
     """
     config = config or PipelineConfig()
+    if config.diarize and speakers is None:
+        raise ConfigError("diarize needs a speaker encoder")
     job_iter = iter(jobs)
     exhausted = False
     states: deque[_FileState] = deque()
@@ -173,7 +187,7 @@ def transcribe_files(
             if job is None:
                 exhausted = True
                 break
-            state = _FileState(job)
+            state = _FileState(job, speakers=speakers if config.diarize else None)
             states.append(state)
             _start_file(state, decoder, config, cache, progress)
             queue.extend(_Work(state, w, (w.index,)) for w in state.windows)
@@ -406,6 +420,15 @@ def _maybe_finish(
         segments=tuple(_tidy(segments, duration)),
         model=decoder.name,
     )
+    if state.speakers is not None:
+        try:
+            transcript = diarize_transcript(
+                state.speakers, state.audio, transcript, config.max_speakers
+            )
+        except Exception as exc:  # one file's failed labelling must not sink the others
+            log.debug("labelling speakers of %s failed", state.job.name, exc_info=True)
+            _fail(state, f"speaker labels failed: {type(exc).__name__}: {exc}", progress)
+            return
     state.outcome = FileOutcome(state.job.name, transcript)
     state.audio = None
     state.results.clear()

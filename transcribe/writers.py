@@ -31,8 +31,26 @@ def parse_formats(spec: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+def speaker_name(speaker: int) -> str:
+    """Speakers are 0-based in the JSON form and 1-based for people: 0 -> "Speaker 1"."""
+    return f"Speaker {speaker + 1}"
+
+
 def format_txt(transcript: Transcript) -> str:
-    lines = [s.text.strip() for s in transcript.segments if s.text.strip()]
+    """One line per segment; with speakers, one ``[Speaker N] ...`` line per turn."""
+    lines: list[str] = []
+    previous: int | None = None
+    for seg in transcript.segments:
+        text = seg.text.strip()
+        if not text:
+            continue
+        if seg.speaker is None:
+            lines.append(text)
+        elif seg.speaker == previous and lines:
+            lines[-1] += " " + text
+        else:
+            lines.append(f"[{speaker_name(seg.speaker)}] {text}")
+        previous = seg.speaker
     return "\n".join(lines) + ("\n" if lines else "")
 
 
@@ -44,9 +62,14 @@ def _timestamp(seconds: float, sep: str) -> str:
     return f"{h:02d}:{m:02d}:{s:02d}{sep}{ms:03d}"
 
 
-def _cues(segments: Sequence[Segment]) -> list[tuple[int, int, str]]:
-    """Cue times in ms, made strictly increasing and non-overlapping whatever comes in."""
-    cues: list[tuple[int, int, str]] = []
+Cue = tuple[int, int, str, int | None]  # start ms, end ms, wrapped text, speaker
+
+
+def _cues(segments: Sequence[Segment]) -> list[Cue]:
+    """Cue times in ms, made strictly increasing and non-overlapping whatever comes in.
+
+    One cue per segment, never merged, so a cue never holds two speakers' words."""
+    cues: list[Cue] = []
     prev_end = 0
     for seg in segments:
         text = seg.text.strip()
@@ -54,25 +77,33 @@ def _cues(segments: Sequence[Segment]) -> list[tuple[int, int, str]]:
             continue
         start = max(round(seg.start * 1000), prev_end)
         end = max(round(seg.end * 1000), start + 1)
-        cues.append((start, end, "\n".join(textwrap.wrap(text, LINE_WIDTH)) or text))
+        cues.append((start, end, "\n".join(textwrap.wrap(text, LINE_WIDTH)) or text, seg.speaker))
         prev_end = end
     return cues
 
 
 def format_srt(transcript: Transcript) -> str:
     blocks = [
-        f"{i}\n{_timestamp(s / 1000, ',')} --> {_timestamp(e / 1000, ',')}\n{text}\n"
-        for i, (s, e, text) in enumerate(_cues(transcript.segments), start=1)
+        f"{i}\n{_timestamp(s / 1000, ',')} --> {_timestamp(e / 1000, ',')}\n"
+        f"{'' if who is None else f'[{speaker_name(who)}] '}{text}\n"
+        for i, (s, e, text, who) in enumerate(_cues(transcript.segments), start=1)
     ]
     return "\n".join(blocks)
 
 
 def format_vtt(transcript: Transcript) -> str:
+    # A voice span per line: WebVTT's <v> ends at the end of its cue text line.
     blocks = [
-        f"{_timestamp(s / 1000, '.')} --> {_timestamp(e / 1000, '.')}\n{text}\n"
-        for s, e, text in _cues(transcript.segments)
+        f"{_timestamp(s / 1000, '.')} --> {_timestamp(e / 1000, '.')}\n"
+        + (text if who is None else _voiced(text, speaker_name(who)))
+        + "\n"
+        for s, e, text, who in _cues(transcript.segments)
     ]
     return "WEBVTT\n\n" + "\n".join(blocks)
+
+
+def _voiced(text: str, name: str) -> str:
+    return "\n".join(f"<v {name}>{line}" for line in text.split("\n"))
 
 
 def format_json(transcript: Transcript) -> str:

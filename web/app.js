@@ -7,6 +7,8 @@
 // The page asks for revisions (PROTOCOL.md 1.2): a later decode may correct a final, and
 // transcript.js applies it to the model (so the downloads hold the refined text) while
 // transcript-view.js rewrites the line in place.
+// With the Speakers box ticked (offered when /v1/info says "speakers": true) the config asks
+// for diarize, and each line shows its speaker where the speaker changes.
 //
 // Query parameters (for testing and diagnosis): capture_rate=44100 forces the AudioContext's
 // sample rate (default: the device's own).
@@ -32,6 +34,7 @@ const DONE_TIMEOUT_MS = 60000;
 const KEY_STORE = "kettle.apiKey";
 const LANG_STORE = "kettle.language";
 const VOICE_STORE = "kettle.voiceProcessing";
+const SPEAKERS_STORE = "kettle.speakers";
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -41,6 +44,8 @@ const ui = {
   start: $("start"),
   stop: $("stop"),
   voice: $("voice-processing"),
+  speakersRow: $("speakers-row"),
+  speakers: $("speakers"),
   keyRow: $("key-row"),
   key: $("api-key"),
   keyRemember: $("key-remember"),
@@ -136,6 +141,21 @@ function showKeyField(message) {
 function applyServerInfo(ready) {
   ui.model.textContent = ready.model ? `model ${ready.model}` : "";
   ui.langRow.hidden = !ready.multilingual;
+  // /v1/info says whether the server has a speaker model; `ready` does not (left as it is).
+  if (typeof ready.speakers === "boolean") ui.speakersRow.hidden = !ready.speakers;
+}
+
+function diarize() {
+  return !ui.speakersRow.hidden && ui.speakers.checked;
+}
+
+// The server refused diarize (no speaker model after all): the session goes on without.
+function speakersRefused(s, msg) {
+  if (!s.diarize || msg.code !== "bad_message" || !/diariz|speaker/i.test(msg.message || "")) return false;
+  s.diarize = false;
+  ui.speakersRow.hidden = true;
+  notify("This server cannot label speakers; transcribing without them.", "warn", 8000);
+  return true;
 }
 
 function language() {
@@ -372,6 +392,7 @@ function openSession(r) {
     ready: false,
     done: null,
     stopSent: false,
+    diarize: diarize(),
   };
   s.ws.binaryType = "arraybuffer";
   r.session = s;
@@ -391,6 +412,7 @@ function openSession(r) {
         partials: true,
         word_timestamps: true,
         revisions: true, // a later, better decode may correct a final (PROTOCOL.md 1.2)
+        ...(s.diarize ? { diarize: true } : {}), // only when asked: older servers lack it
       }),
     );
     pump(r);
@@ -421,7 +443,7 @@ function onServerMessage(r, s, msg) {
     case "ready":
       s.ready = true;
       applyServerInfo(msg);
-      sessionStorage.setItem("kettle.server", JSON.stringify(msg));
+      sessionStorage.setItem("kettle.server", JSON.stringify({ ...msg, speakers: !ui.speakersRow.hidden }));
       if (r.attempt > 0) notify("Reconnected. The audio from the break has been sent again.", "info", 5000);
       else if (ui.notice.dataset.level !== "error") clearNotice();
       r.attempt = 0;
@@ -440,7 +462,7 @@ function onServerMessage(r, s, msg) {
     }
     case "final": {
       const f = transcript.final(msg);
-      view.add(f);
+      view.add(f, transcript.neighbours(f).prev);
       ui.empty.hidden = true;
       renderPending();
       r.committed = Math.max(r.committed, s.offset + Math.round(msg.end * RATE));
@@ -457,10 +479,17 @@ function onServerMessage(r, s, msg) {
     case "revision": {
       // Only for a final of this session, before its `done`; anything else is ignored.
       const revised = s.done ? null : transcript.revision(msg);
-      if (revised) view.revise(revised.final, revised.before);
+      if (revised) {
+        view.revise(revised.final, revised.before);
+        // A new speaker may start or end a turn here: this line's label and the next one's.
+        const { prev, next } = transcript.neighbours(revised.final);
+        view.relabel(revised.final, prev);
+        if (next) view.relabel(next, revised.final);
+      }
       break;
     }
     case "error":
+      if (speakersRefused(s, msg)) break;
       notify(describeServerError(msg), msg.code === "overloaded" ? "warn" : "error", msg.code === "overloaded" ? 8000 : 0);
       break;
     case "done":
@@ -556,7 +585,8 @@ async function hello() {
   if (rec) return;
   if (got.kind === "ok") {
     applyServerInfo(got.info);
-    sessionStorage.setItem("kettle.server", JSON.stringify({ model: got.info.model, multilingual: got.info.multilingual }));
+    const { model, multilingual, speakers } = got.info;
+    sessionStorage.setItem("kettle.server", JSON.stringify({ model, multilingual, speakers }));
     if (got.info.ready) {
       setState("idle", "Ready");
     } else {
@@ -594,6 +624,7 @@ function init() {
   ui.keyRemember.checked = Boolean(localStorage.getItem(KEY_STORE));
   ui.keyRow.hidden = !key;
   ui.voice.checked = localStorage.getItem(VOICE_STORE) === "1";
+  ui.speakers.checked = localStorage.getItem(SPEAKERS_STORE) === "1";
   ui.lang.value = localStorage.getItem(LANG_STORE) ?? "";
   const cached = sessionStorage.getItem("kettle.server");
   if (cached) {
@@ -607,6 +638,7 @@ function init() {
   ui.stop.addEventListener("click", stop);
   ui.voice.addEventListener("change", () => localStorage.setItem(VOICE_STORE, ui.voice.checked ? "1" : "0"));
   ui.lang.addEventListener("change", () => localStorage.setItem(LANG_STORE, ui.lang.value));
+  ui.speakers.addEventListener("change", () => localStorage.setItem(SPEAKERS_STORE, ui.speakers.checked ? "1" : "0"));
   ui.key.addEventListener("change", () => {
     saveKey();
     clearNotice();

@@ -9,7 +9,7 @@
 // is quiet, and the announcer says each new final's text once and, for a revision, only what
 // changed ("Correction at 0:01.2: alpha to alfa").
 
-import { formatClock } from "./transcript.js";
+import { formatClock, showsSpeaker, speakerColour, speakerName } from "./transcript.js";
 import { describeChanges, markChanges } from "./worddiff.js";
 
 export const MARK_MS = 2000;
@@ -25,11 +25,20 @@ export class TranscriptView {
     this._unmark = new Map(); // final id -> timer that takes the marks off its line
   }
 
-  /** A new final: its line, announced. */
-  add(f) {
-    const li = this._line(f);
+  /** A new final (`prev`: the final before it, or none): its line, announced. */
+  add(f, prev = null) {
+    const li = this._line(f, prev);
     this.list.append(li);
-    if (f.text) this._announce(f.text);
+    if (f.text) this._announce(showsSpeaker(f, prev) ? `${speakerName(f.speaker)}: ${f.text}` : f.text);
+  }
+
+  /**
+   * Show or hide `f`'s speaker label after its speaker (or the one before it) changed, e.g.
+   * by a revision: the revised final and the final after it are relabelled.
+   */
+  relabel(f, prev = null) {
+    const li = this._lines.get(f?.id);
+    if (li) this._setSpeaker(li, f, prev);
   }
 
   /** A revised final (`before`: its text until now): the line is rewritten in place. */
@@ -69,11 +78,11 @@ export class TranscriptView {
     for (const timer of this._unmark.values()) clearTimeout(timer);
     this._unmark.clear();
     this._lines.clear();
-    this.list.replaceChildren(...finals.map((f) => this._line(f)));
+    this.list.replaceChildren(...finals.map((f, i) => this._line(f, finals[i - 1] ?? null)));
     this.announcer.replaceChildren(); // no copy of cleared text stays behind
   }
 
-  _line(f) {
+  _line(f, prev) {
     const li = document.createElement("li");
     li.dataset.final = String(f.id);
     const time = document.createElement("time");
@@ -82,8 +91,25 @@ export class TranscriptView {
     text.className = "text";
     text.textContent = f.text;
     li.append(time, " ", text);
+    this._setSpeaker(li, f, prev);
     this._lines.set(f.id, li);
     return li;
+  }
+
+  // The label before the text names the speaker at a turn; every line keeps its colour.
+  _setSpeaker(li, f, prev) {
+    li.querySelector(".speaker")?.remove();
+    if (!Number.isInteger(f.speaker)) {
+      delete li.dataset.speaker;
+      return;
+    }
+    li.dataset.speaker = String(speakerColour(f.speaker));
+    li.classList.toggle("turn", showsSpeaker(f, prev));
+    if (!showsSpeaker(f, prev)) return;
+    const label = document.createElement("span");
+    label.className = "speaker";
+    label.textContent = speakerName(f.speaker);
+    li.querySelector(".text").before(label, " ");
   }
 
   _setTime(time, start) {

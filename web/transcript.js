@@ -42,6 +42,26 @@ export function splitPartial(text, stable) {
   return { stable: words.slice(0, k).join(" "), tail: words.slice(k).join(" ") };
 }
 
+/** Speakers are 0-based on the wire and 1-based for people: 0 -> "Speaker 1". */
+export function speakerName(speaker) {
+  return `Speaker ${speaker + 1}`;
+}
+
+export const SPEAKER_COLOURS = 6; // style.css has this many speaker colours; they cycle
+
+/** The colour slot of a speaker (0 .. SPEAKER_COLOURS-1). */
+export function speakerColour(speaker) {
+  return ((speaker % SPEAKER_COLOURS) + SPEAKER_COLOURS) % SPEAKER_COLOURS;
+}
+
+/**
+ * Whether final `f` shows its speaker: it has one, and the final before it (`prev`, or none)
+ * had another, like a chat transcript that names a speaker once per turn.
+ */
+export function showsSpeaker(f, prev) {
+  return Number.isInteger(f?.speaker) && (!prev || prev.speaker !== f.speaker);
+}
+
 export class Transcript {
   constructor() {
     this.clear();
@@ -147,23 +167,40 @@ export class Transcript {
     this._partials.clear();
   }
 
+  /** The finals just before and after `f` (null at either end). */
+  neighbours(f) {
+    const i = this.finals.indexOf(f);
+    return { prev: i > 0 ? this.finals[i - 1] : null, next: i >= 0 ? (this.finals[i + 1] ?? null) : null };
+  }
+
   get isEmpty() {
     return this.finals.length === 0;
   }
 
-  /** Plain text: one utterance per line. */
+  /**
+   * Plain text: one utterance per line; with speakers, one "[Speaker N] ..." line per turn
+   * (as `kettle transcribe --diarize` writes .txt).
+   */
   toText() {
-    const lines = this.finals.map((f) => f.text).filter(Boolean);
+    const lines = [];
+    let prev = null;
+    for (const f of this.finals.filter((x) => x.text)) {
+      if (!Number.isInteger(f.speaker)) lines.push(f.text);
+      else if (prev && prev.speaker === f.speaker && lines.length) lines[lines.length - 1] += ` ${f.text}`;
+      else lines.push(`[${speakerName(f.speaker)}] ${f.text}`);
+      prev = f;
+    }
     return lines.length ? lines.join("\n") + "\n" : "";
   }
 
-  /** SubRip subtitles: one cue per utterance. */
+  /** SubRip subtitles: one cue per utterance, "[Speaker N] " before it with speakers. */
   toSrt() {
     const cues = this.finals
       .filter((f) => f.text)
       .map((f, i) => {
         const end = Math.max(f.end, f.start + 0.001);
-        return `${i + 1}\n${srtTime(f.start)} --> ${srtTime(end)}\n${f.text}\n`;
+        const who = Number.isInteger(f.speaker) ? `[${speakerName(f.speaker)}] ` : "";
+        return `${i + 1}\n${srtTime(f.start)} --> ${srtTime(end)}\n${who}${f.text}\n`;
       });
     return cues.join("\n");
   }

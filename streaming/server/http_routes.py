@@ -78,6 +78,8 @@ def info(server: KettleServer) -> dict[str, Any]:
         "refine_model": model.refine_model if model else None,
         "multilingual": model.multilingual if model else None,
         "languages": languages,
+        # Whether kettle v1's "diarize" (and the APIs' speaker options) can be asked for.
+        "speakers": model.speakers if model else None,
         "auth": {"required": server.authenticator.required},
         "limits": {
             "max_sessions": cfg.max_sessions,

@@ -117,3 +117,36 @@ def test_render_error_writes_nothing(tmp_path: Path, monkeypatch) -> None:
     with pytest.raises(RuntimeError):
         writers.write_outputs(T, tmp_path / "clip", ("txt", "json"))
     assert os.listdir(tmp_path) == []
+
+
+SPOKEN = Transcript(
+    duration_s=9.0,
+    language="en",
+    segments=(
+        Segment(0.0, 1.0, "Hello.", speaker=0),
+        Segment(1.5, 2.0, "Still me.", speaker=0),
+        Segment(3.0, 6.0, "And now a second voice with a line long enough to wrap.", speaker=1),
+        Segment(7.0, 8.0, "Me again.", speaker=0),
+    ),
+)
+
+
+def test_txt_has_one_line_per_speaker_turn() -> None:
+    assert writers.format_txt(SPOKEN) == (
+        "[Speaker 1] Hello. Still me.\n"
+        "[Speaker 2] And now a second voice with a line long enough to wrap.\n"
+        "[Speaker 1] Me again.\n"
+    )
+
+
+def test_every_cue_names_its_one_speaker() -> None:
+    srt = writers.format_srt(SPOKEN).split("\n\n")
+    assert [block.splitlines()[2][:12] for block in srt] == [
+        "[Speaker 1] ",
+        "[Speaker 1] ",
+        "[Speaker 2] ",
+        "[Speaker 1] ",
+    ]
+    vtt = writers.format_vtt(SPOKEN)
+    wrapped = vtt.split("\n\n")[3].splitlines()[1:]
+    assert len(wrapped) == 2 and all(line.startswith("<v Speaker 2>") for line in wrapped)

@@ -217,7 +217,8 @@ class InProcessServer:
 
 @pytest.fixture
 def fake_server() -> Iterator[Callable[..., InProcessServer]]:
-    """fake_server(decoder, **config) -> a KettleServer on 127.0.0.1:0 in a background thread.
+    """fake_server(decoder, speakers=None, **config) -> a KettleServer on 127.0.0.1:0 in a
+    background thread (``speakers``: a SpeakerService, for diarize).
 
     For the page's reactions to server states (full, multilingual) with a fake model; the
     real `kettle serve` is what the e2e tests use.
@@ -226,11 +227,13 @@ def fake_server() -> Iterator[Callable[..., InProcessServer]]:
 
     started: list[tuple[asyncio.AbstractEventLoop, threading.Thread, Any]] = []
 
-    def start(decoder: Any, **config: Any) -> InProcessServer:
+    def start(decoder: Any, speakers: Any = None, **config: Any) -> InProcessServer:
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, daemon=True)
         thread.start()
-        server = KettleServer(ServerConfig(host="127.0.0.1", port=0, **config), lambda: decoder)
+        server = KettleServer(
+            ServerConfig(host="127.0.0.1", port=0, **config), lambda: decoder, speakers=speakers
+        )
         asyncio.run_coroutine_threadsafe(server.start(), loop).result(60)
         started.append((loop, thread, server))
         return InProcessServer(server.url, server, decoder)

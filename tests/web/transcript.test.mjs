@@ -2,7 +2,16 @@
 import assert from "node:assert/strict";
 import test from "node:test";
 
-import { Transcript, formatClock, splitPartial, srtTime } from "../../web/transcript.js";
+import {
+  SPEAKER_COLOURS,
+  Transcript,
+  formatClock,
+  showsSpeaker,
+  speakerColour,
+  speakerName,
+  splitPartial,
+  srtTime,
+} from "../../web/transcript.js";
 
 test("clock and SubRip time stamps", () => {
   assert.equal(formatClock(0), "0:00.0");
@@ -160,4 +169,64 @@ test("a revision to no text leaves the line out of the exports", () => {
   t.revision({ utterance: 0, start: 0, end: 1, text: "" });
   assert.equal(t.toText(), "Hi.\n");
   assert.equal(t.toSrt(), "1\n00:00:01,000 --> 00:00:02,000\nHi.\n");
+});
+
+// --- speakers (diarize) ---
+
+function talk() {
+  const t = new Transcript();
+  t.beginSession(0);
+  t.final({ utterance: 0, start: 0, end: 1, text: "Hi.", speaker: 0 });
+  t.final({ utterance: 1, start: 1.5, end: 2, text: "How are you?", speaker: 0 });
+  t.final({ utterance: 2, start: 3, end: 4, text: "Fine.", speaker: 1 });
+  t.final({ utterance: 3, start: 5, end: 6, text: "Good.", speaker: 0 });
+  return t;
+}
+
+test("speakers are 1-based for people and their colours cycle", () => {
+  assert.equal(speakerName(0), "Speaker 1");
+  assert.equal(speakerName(15), "Speaker 16");
+  assert.equal(speakerColour(0), 0);
+  assert.equal(speakerColour(SPEAKER_COLOURS), 0);
+  assert.equal(speakerColour(SPEAKER_COLOURS + 2), 2);
+});
+
+test("a final shows its speaker only where the speaker changes", () => {
+  const t = talk();
+  const shown = t.finals.map((f, i) => showsSpeaker(f, t.finals[i - 1] ?? null));
+  assert.deepEqual(shown, [true, false, true, true]);
+  assert.equal(showsSpeaker({ text: "x" }, null), false); // no diarize: no label
+  assert.deepEqual(t.finals.map((f) => f.speaker), [0, 0, 1, 0]);
+});
+
+test("a revision that changes the speaker moves the turns", () => {
+  const t = talk();
+  const got = t.revision({ utterance: 1, start: 1.5, end: 2, text: "How are you?", speaker: 1 });
+  assert.equal(got.final.speaker, 1);
+  const { prev, next } = t.neighbours(got.final);
+  assert.equal(prev, t.finals[0]);
+  assert.equal(next, t.finals[2]);
+  assert.equal(showsSpeaker(got.final, prev), true);
+  assert.equal(showsSpeaker(next, got.final), false); // "Fine." now continues speaker 2's turn
+  assert.deepEqual(t.neighbours(t.finals[0]), { prev: null, next: t.finals[1] });
+  // A revision without a speaker field keeps the speaker.
+  t.revision({ utterance: 2, text: "Fine, thanks." });
+  assert.equal(t.finals[2].speaker, 1);
+});
+
+test("downloads carry [Speaker N] as kettle transcribe --diarize does", () => {
+  const t = talk();
+  assert.equal(t.toText(), "[Speaker 1] Hi. How are you?\n[Speaker 2] Fine.\n[Speaker 1] Good.\n");
+  const srt = t.toSrt();
+  assert.deepEqual(srt.match(/^\[Speaker \d\] .*$/gm), [
+    "[Speaker 1] Hi.",
+    "[Speaker 1] How are you?",
+    "[Speaker 2] Fine.",
+    "[Speaker 1] Good.",
+  ]);
+  const plain = new Transcript();
+  plain.beginSession(0);
+  plain.final({ utterance: 0, start: 0, end: 1, text: "Hi." });
+  assert.equal(plain.toText(), "Hi.\n");
+  assert.ok(!plain.toSrt().includes("Speaker"));
 });

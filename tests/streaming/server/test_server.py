@@ -754,6 +754,20 @@ async def test_finals_that_never_come_end_the_session_with_1011(
 # -- /v1/info and keys in subprotocols ---------------------------------------------------------
 
 
+async def test_info_says_whether_speakers_can_be_labelled(
+    make_server: Callable[..., Any], start_server: Any
+) -> None:
+    from kettle.streaming.engine.speakers import SpeakerService
+    from kettle.transcribe.speaker_fake import PitchSpeakerEncoder
+
+    off = await make_server(diarize="off")
+    assert json.loads((await get(off, "/v1/info"))[2])["speakers"] is False
+    on = await start_server(
+        ServerConfig(port=0), FakeDecoder, speakers=SpeakerService(PitchSpeakerEncoder())
+    )
+    assert json.loads((await get(on, "/v1/info"))[2])["speakers"] is True
+
+
 async def test_info_describes_model_limits_and_protocols(make_server: Callable[..., Any]) -> None:
     server = await make_server(api_keys=("k-one",), max_sessions=3)
     status, headers, body = await get(server, "/v1/info")
@@ -761,6 +775,7 @@ async def test_info_describes_model_limits_and_protocols(make_server: Callable[.
     info = json.loads(body)
     assert info["model"] == "fake" and info["multilingual"] is False
     assert info["languages"] == ["en"] and info["ready"] is True
+    assert isinstance(info["speakers"], bool)  # whether "diarize" can be asked for
     assert info["auth"] == {"required": True}
     assert info["limits"]["max_sessions"] == 3
     assert info["limits"]["max_frame_bytes"] == 1 << 20

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from _diarize_score import best_mapping, der, share_right, true_speaker  # noqa: E402
+from _diarize_score import best_mapping, der, share_right, true_speaker
 
 
 def test_best_mapping_is_one_to_one_and_maximal():

@@ -60,6 +60,7 @@ LINES = (
     "The weather report says it will rain all weekend.",
 )
 THRESHOLDS = (0.60, 0.65, 0.68, 0.70, 0.72, 0.75, 0.78, 0.80, 0.85)
+MIN_NEW_S = (0.5, 1.0, 1.5, 2.0, 3.0)  # seconds: the shortest utterance that may open a speaker
 
 
 def espeak(text: str, voice: str, pitch: int) -> np.ndarray:
@@ -196,10 +197,12 @@ def score(cases: list[tuple[list[Span], list[Span], list[tuple[float, int]]]]) -
     }
 
 
-def cluster(embeddings: list[tuple[float, np.ndarray]], threshold: float) -> list[int]:
-    from kettle.transcribe.speakers import SpeakerClusters
+def cluster(
+    embeddings: list[tuple[float, np.ndarray]], threshold: float, min_new_s: float | None = None
+) -> list[int]:
+    from kettle.transcribe.speakers import MIN_NEW_SPEAKER_S, SpeakerClusters
 
-    clusters = SpeakerClusters(threshold=threshold)
+    clusters = SpeakerClusters(threshold=threshold, min_new_s=min_new_s or MIN_NEW_SPEAKER_S)
     return [clusters.assign(e, s).speaker for s, e in embeddings]
 
 
@@ -207,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     from kettle.transcribe.cli import load_decoder
     from kettle.transcribe.diarize import label_spans
     from kettle.transcribe.speaker_encoder import ResemblyzerEncoder
-    from kettle.transcribe.speakers import DEFAULT_THRESHOLD, label_offline
+    from kettle.transcribe.speakers import DEFAULT_THRESHOLD, MIN_NEW_SPEAKER_S, label_offline
 
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -245,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         runs[diarize] = [asyncio.run(live(decoder, encoder, a, diarize)) for _, _, a, _ in convs]
         cpu[diarize] = time.process_time() - c0
         print(f"diarize {diarize}: {cpu[diarize]:.1f} CPU s", file=sys.stderr, flush=True)
-    cost = {
+    cost: dict[str, object] = {
         "audio_s": round(audio_s, 1),
         "cpu_per_audio_s_off": round(cpu[False] / audio_s, 4),
         "cpu_per_audio_s_on": round(cpu[True] / audio_s, 4),
@@ -296,10 +299,12 @@ def main(argv: list[str] | None = None) -> int:
                     "found_offline": len({lab.speaker for lab in offline}),
                 }
             )
-        for th in THRESHOLDS:
+        grid: list[tuple[float, float | None]] = [(th, None) for th in THRESHOLDS]
+        grid += [(DEFAULT_THRESHOLD, m) for m in MIN_NEW_S]
+        for th, min_new in grid:
             right = total = 0
             for _count, turns, emb, finals in cached:
-                labs = cluster(emb, th)
+                labs = cluster(emb, th, min_new)
                 pairs = [
                     (lab, true_speaker(turns, f.start / SR, f.end / SR))
                     for lab, f in zip(labs, finals, strict=False)
@@ -309,8 +314,9 @@ def main(argv: list[str] | None = None) -> int:
             sweep.append(
                 {
                     "threshold": th,
+                    "min_new_s": min_new or MIN_NEW_SPEAKER_S,
                     "utt_right_pct": round(100 * right / max(total, 1), 1),
-                    "spurious": sum(len(set(cluster(e, th))) - 1 for e in one.values()),
+                    "spurious": sum(len(set(cluster(e, th, min_new))) - 1 for e in one.values()),
                 }
             )
         result.update(rows=rows, sweep=sweep, spurious=spurious)
@@ -325,8 +331,9 @@ def main(argv: list[str] | None = None) -> int:
             markdown_table(rows, columns)
             + "\nSpurious speakers (one voice; found_online at the default threshold):\n\n"
             + markdown_table(spurious, list(spurious[0]))
-            + "\nThreshold sweep (live utterances' embeddings; spurious: extra speakers "
-            "summed over the one-voice runs):\n\n"
+            + "\nThreshold and min_new_s sweep (live utterances' embeddings re-clustered; "
+            "min_new_s: the shortest utterance that may open a speaker; spurious: extra "
+            "speakers summed over the one-voice runs):\n\n"
             + markdown_table(sweep, list(sweep[0]))
             + "\nCost:\n\n"
             + tables

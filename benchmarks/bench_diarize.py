@@ -270,8 +270,16 @@ def main(argv: list[str] | None = None) -> int:
             hyp = [(f.start / SR, f.end / SR, f.speaker) for f in finals]
             hw = [((w.start + w.end) / 2, f.speaker) for f in finals for w in f.words]
             live_cases.setdefault(count, []).append((turns, hyp, hw))
-            emb = calls[k : k + len(finals)]  # one embedding per final, in order
-            k += len(finals)
+            # The embedding of each final's audio, in order. Embeddings start when an
+            # utterance closes, so an utterance with no final (or one that ended elsewhere)
+            # leaves an extra call: a final takes the next call of its own length.
+            emb = []
+            for f in finals:
+                seconds = (f.end - f.start) / SR
+                while calls[k][0] != seconds:
+                    k += 1
+                emb.append(calls[k])
+                k += 1
             cached.append((count, turns, emb, finals))
             labels = label_spans(encoder, audio, [(s, e) for s, e, _ in turns])
             fh = [(s, e, lab.speaker) for (s, e, _), lab in zip(turns, labels, strict=True)]

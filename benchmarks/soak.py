@@ -68,7 +68,10 @@ def start_server(
     cmd += ["--fake-model"] if args.fake_model else ["--model", args.model]
     cmd += args.serve_arg
     cmd += ["--max-sessions", "64", "--idle-timeout", "20", *extra]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    env = dict(os.environ)
+    if args.allocator != "glibc":
+        env["LD_PRELOAD"] = ALLOCATORS[args.allocator]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     match = re.fullmatch(r"kettle serving on (http://\S+)\n", line)
@@ -76,6 +79,30 @@ def start_server(
         proc.kill()
         raise SystemExit(f"server did not start: {line!r}")
     return proc, match.group(1)
+
+
+# The allocators Debian ships (apt: libjemalloc2, libtcmalloc-minimal4), preloaded into the
+# server: its native heap is malloc's, whoever calls it (CTranslate2, numpy, Python).
+ALLOCATORS = {
+    "glibc": "",
+    "jemalloc": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+    "tcmalloc": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
+}
+
+
+def rss_parts_mb(pid: int) -> dict[str, float]:
+    """RSS by kind of mapping: file-backed (code, the model), the brk heap, other anonymous
+    memory (malloc's arenas and large blocks, thread stacks): where growth lives."""
+    parts = {"file": 0.0, "heap": 0.0, "anon": 0.0}
+    kind = "anon"
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split(maxsplit=6)
+        if len(head) >= 5 and "-" in head[0] and ":" not in head[0]:  # a mapping's header
+            name = head[5] if len(head) > 5 else ""
+            kind = "heap" if name == "[heap]" else "file" if name.startswith("/") else "anon"
+        elif line.startswith("Rss:"):
+            parts[kind] += int(line.split()[1]) / 1024
+    return parts
 
 
 def rss_mb(pid: int) -> float:
@@ -351,6 +378,7 @@ async def soak(args: argparse.Namespace, base: str, pid: int) -> dict[str, Any]:
     tally = Tally()
     t0 = time.monotonic()
     rss: list[tuple[float, float]] = []
+    parts: list[tuple[float, dict[str, float]]] = []
     tasks = [
         asyncio.create_task(honest(ws_url, honest_track(clips, i, 40.0), phase, tally, t0))
         for i in range(args.streams)
@@ -364,8 +392,12 @@ async def soak(args: argparse.Namespace, base: str, pid: int) -> dict[str, Any]:
         ]
 
     async def sample_rss() -> None:
+        n = 0
         while True:
             rss.append((time.monotonic() - t0, rss_mb(pid)))
+            if n % 5 == 0:  # smaps is a longer read: every 10 s
+                parts.append((time.monotonic() - t0, rss_parts_mb(pid)))
+            n += 1
             await asyncio.sleep(2.0)
 
     sampler = asyncio.create_task(sample_rss())
@@ -454,6 +486,8 @@ async def soak(args: argparse.Namespace, base: str, pid: int) -> dict[str, Any]:
             if len(pair_medians) >= 4
             else None
         ),
+        "allocator": args.allocator,
+        "rss_parts_pair_medians_mb": parts_pair_medians(parts, phase.blocks),
         "loop_lag_p99_s": lag_p99,
         "loop_lag_p99_by_block": [
             histogram_quantile(b, a, "kettle_event_loop_lag_seconds", 0.99) for _, b, a in snapshots
@@ -526,6 +560,14 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def parts_pair_medians(
+    parts: list[tuple[float, dict[str, float]]], blocks: list[tuple[float, float, bool]]
+) -> dict[str, list[float]]:
+    """Each kind of RSS (rss_parts_mb) as its median per pair of blocks."""
+    kinds = parts[0][1] if parts else {}
+    return {kind: rss_pair_medians([(t, p[kind]) for t, p in parts], blocks) for kind in kinds}
+
+
 def rss_pair_medians(
     rss: list[tuple[float, float]], blocks: list[tuple[float, float, bool]]
 ) -> list[float]:
@@ -550,6 +592,14 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> None:
         {
             "figure": "RSS median, last pair vs the pair at half time",
             "value": _pct(result.get("rss_growth_second_half")),
+        },
+        {"figure": "allocator", "value": result["allocator"]},
+        {
+            "figure": "RSS by kind, median per pair of blocks (MB): file-backed, brk heap, "
+            "other anonymous",
+            "value": "; ".join(
+                f"{kind} {medians}" for kind, medians in result["rss_parts_pair_medians_mb"].items()
+            ),
         },
         {"figure": "event-loop lag P99 (bucket bound, s)", "value": result["loop_lag_p99_s"]},
         {"figure": "finals lost", "value": result["finals_lost"]},
@@ -636,6 +686,9 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         metavar="ARG",
         help="pass ARG to `kettle serve` (repeatable; e.g. --serve-arg=--release-memory-s=0)",
+    )
+    parser.add_argument(
+        "--allocator", choices=sorted(ALLOCATORS), default="glibc", help="the server's malloc"
     )
     parser.add_argument("--no-abuse", action="store_true", help="honest streams only")
     parser.add_argument("--audio", nargs="*", default=None, help="speech files (default: eval)")

@@ -82,6 +82,15 @@ def register_serve(sub: Any) -> None:
         help="seconds",
     )
     parser.add_argument(
+        "--deepgram-audio-timeout",
+        type=positive_float,
+        default=_DEFAULTS.deepgram_audio_timeout_s,
+        metavar="S",
+        help="seconds a Deepgram live socket (/v1/listen) may send neither audio nor a text "
+        "message (KeepAlive) before it gets its finals and close 1011 NET-0001, as Deepgram's "
+        "(in place of --idle-timeout there; default %(default)s)",
+    )
+    parser.add_argument(
         "--max-session-seconds",
         type=positive_float,
         default=_DEFAULTS.max_session_s,
@@ -237,6 +246,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_frame_bytes=args.max_frame_bytes,
         max_message_bytes=max(_DEFAULTS.max_message_bytes, args.max_frame_bytes),
         idle_timeout_s=args.idle_timeout,
+        deepgram_audio_timeout_s=args.deepgram_audio_timeout,
         max_session_s=args.max_session_seconds,
         max_messages_per_second=args.max_messages_per_second,
         shutdown_timeout_s=args.shutdown_timeout,

@@ -82,6 +82,15 @@ def register_serve(sub: Any) -> None:
         help="seconds",
     )
     parser.add_argument(
+        "--deepgram-audio-timeout",
+        type=positive_float,
+        default=_DEFAULTS.deepgram_audio_timeout_s,
+        metavar="S",
+        help="seconds a Deepgram live socket (/v1/listen) may send neither audio nor a text "
+        "message (KeepAlive) before it gets its finals and close 1011 NET-0001, as Deepgram's "
+        "(in place of --idle-timeout there; default %(default)s)",
+    )
+    parser.add_argument(
         "--max-session-seconds",
         type=positive_float,
         default=_DEFAULTS.max_session_s,
@@ -222,36 +231,12 @@ def register_serve(sub: Any) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     from kettle.streaming.server.credentials import load_api_keys
-    from kettle.streaming.server.server import ServerConfig, serve_until_signalled
+    from kettle.streaming.server.server import serve_until_signalled
 
     loaded = load_api_keys(args.api_key, args.api_key_file, os.environ)
     for warning in loaded.warnings:
         print(f"kettle: warning: {warning}", file=sys.stderr, flush=True)
-    config = ServerConfig(
-        host=args.host,
-        port=args.port,
-        api_keys=loaded.keys,
-        max_sessions=args.max_sessions,
-        max_uploads=args.max_uploads,
-        max_upload_bytes=args.max_upload_mb << 20,
-        max_frame_bytes=args.max_frame_bytes,
-        max_message_bytes=max(_DEFAULTS.max_message_bytes, args.max_frame_bytes),
-        idle_timeout_s=args.idle_timeout,
-        max_session_s=args.max_session_seconds,
-        max_messages_per_second=args.max_messages_per_second,
-        shutdown_timeout_s=args.shutdown_timeout,
-        drain_timeout_s=args.drain_timeout,
-        tls_cert=args.tls_cert,
-        tls_key=args.tls_key,
-        allowed_origins=tuple(args.allowed_origins),
-        allowed_hosts=tuple(args.allowed_hosts),
-        metrics_require_key=args.metrics_require_key,
-        audio_rate=args.audio_rate,
-        audio_burst_s=args.audio_burst,
-        max_backlog_s=args.max_backlog_seconds,
-        openai_aliases=args.openai_aliases,
-        diarize=args.diarize,
-    )
+    config = _server_config(args, loaded.keys)
     engine_config = _engine_config(args)
     fake, model, final_model, threads = args.fake_model, args.model, args.final_model, args.threads
     refine_model = args.refine_model
@@ -289,6 +274,36 @@ def _serve(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}"
         ) from None
+
+
+def _server_config(args: argparse.Namespace, keys: tuple[str, ...]) -> ServerConfig:
+    """The server's settings from the flags (ServerConfig validates them)."""
+    return ServerConfig(
+        host=args.host,
+        port=args.port,
+        api_keys=keys,
+        max_sessions=args.max_sessions,
+        max_uploads=args.max_uploads,
+        max_upload_bytes=args.max_upload_mb << 20,
+        max_frame_bytes=args.max_frame_bytes,
+        max_message_bytes=max(_DEFAULTS.max_message_bytes, args.max_frame_bytes),
+        idle_timeout_s=args.idle_timeout,
+        deepgram_audio_timeout_s=args.deepgram_audio_timeout,
+        max_session_s=args.max_session_seconds,
+        max_messages_per_second=args.max_messages_per_second,
+        shutdown_timeout_s=args.shutdown_timeout,
+        drain_timeout_s=args.drain_timeout,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        allowed_origins=tuple(args.allowed_origins),
+        allowed_hosts=tuple(args.allowed_hosts),
+        metrics_require_key=args.metrics_require_key,
+        audio_rate=args.audio_rate,
+        audio_burst_s=args.audio_burst,
+        max_backlog_s=args.max_backlog_seconds,
+        openai_aliases=args.openai_aliases,
+        diarize=args.diarize,
+    )
 
 
 def _names(value: str) -> tuple[str, ...]:

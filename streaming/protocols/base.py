@@ -55,6 +55,7 @@ class OutMessage:
     closing: bool = False
     fatal: bool = False  # ... with 1011
     close_code: int | None = None  # ... with this code instead (a protocol's own, e.g. 3006)
+    close_reason: str = ""  # the close frame's reason (at most 123 bytes of UTF-8)
 
 
 @dataclass(frozen=True)

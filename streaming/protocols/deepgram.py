@@ -21,9 +21,14 @@ How kettle's events map, honestly rather than optimistically:
   ``timestamp`` is the utterance start, pre-roll included;
 - ``UtteranceEnd`` (with ``utterance_end_ms``) comes once the audio has run that long past the
   last final word with no new speech; times are on the audio clock, never the wall clock;
-- after ``CloseStream`` the remaining finals, then ``Metadata``, then close 1000. An idle
-  connection ends the same way (nothing is lost) but closes with 1011, as Deepgram's does;
+- after ``CloseStream`` the remaining finals, then ``Metadata``, then close 1000. A socket
+  that sends neither audio nor a text message (``KeepAlive``, ...) for the audio timeout
+  (``ServerConfig.deepgram_audio_timeout_s``, 10 s as Deepgram's; the runner enforces it)
+  ends the same way (nothing is lost) but closes with 1011 and Deepgram's NET-0001 reason;
   an empty binary frame is a ``CloseStream``, as in Deepgram's older API.
+- an audio message over the frame limit (``Limits.max_frame_bytes``, what ``/v1/info``
+  reports) is not transcribed: a ``DataError``, the finals of the audio before it,
+  ``Metadata``, close 1009 (a dropped message would be a silent gap in the transcript).
 
 The query parameters, credentials and word fields are ``deepgram_wire``'s; the
 prerecorded body is ``deepgram_rest``'s.
@@ -74,6 +79,7 @@ from kettle.streaming.core.events import (
     samples_to_seconds,
 )
 from kettle.streaming.protocols.base import (
+    CLOSE_TOO_BIG,
     CONTAINER,
     Action,
     AudioReceived,
@@ -118,6 +124,14 @@ from kettle.streaming.protocols.handshake import (
 from kettle.transcribe.types import SAMPLE_RATE, Word
 
 _ECHO_LIMIT = 1000  # characters of a refused client message echoed back in its Error
+# Deepgram's close reason (with 1011) for a socket that sent nothing for its audio timeout,
+# word for word: clients match on it.
+NET_0001 = (
+    "Deepgram did not receive audio data or a text message within the timeout window. "
+    "See https://dpgr.am/net0001"
+)
+# The stop reason, and close reason (with 1009), of an audio message over the frame limit.
+FRAME_TOO_BIG = "audio message over the frame limit"
 
 
 def _send(obj: Mapping[str, Any], error_code: str | None = None) -> Send:
@@ -191,14 +205,13 @@ class DeepgramLiveCodec:
             return self._stop()
         limit = self.context.limits.max_frame_bytes
         if len(data) > limit:
-            return [
-                self._error(
-                    "DataError",
-                    f"audio message of {len(data)} bytes is over the limit of {limit} bytes; "
-                    "it was dropped",
-                    "bad_audio",
-                )
-            ]
+            # Dropping it would leave a silent gap in the transcript: the stream ends here.
+            self._stopped = True
+            description = (
+                f"audio message of {len(data)} bytes is over the limit of {limit} bytes; the "
+                "stream ends with the results of the audio before it"
+            )
+            return [self._error("DataError", description, "bad_audio"), Stop(FRAME_TOO_BIG)]
         self._sha256.update(data)
         self._bytes += len(data)
         due = [a for i in range(len(self._channels)) for a in self._utterance_end_due(i)]
@@ -392,10 +405,19 @@ class DeepgramLiveCodec:
         state.done = True
         if not all(c.done for c in self._channels):
             return out  # the Metadata comes after every channel's finals
-        # The runner closes after this: 1000, or 1001 at shutdown; an idle connection gets
-        # 1011, as Deepgram's timeout gives (its finals and Metadata came first all the same).
-        idle = event.reason == "idle"
-        out.append(Send(OutMessage(OTHER, compact_json(self.metadata()), closing=True, fatal=idle)))
+        # The runner closes after this: 1000, or 1001 at shutdown; a connection past the
+        # audio timeout gets Deepgram's 1011 NET-0001, one with an audio message over the
+        # limit 1009 (their finals and Metadata came first all the same).
+        text = compact_json(self.metadata())
+        if event.reason == "idle":
+            message = OutMessage(OTHER, text, closing=True, fatal=True, close_reason=NET_0001)
+        elif event.reason == FRAME_TOO_BIG:
+            message = OutMessage(
+                OTHER, text, closing=True, close_code=CLOSE_TOO_BIG, close_reason=FRAME_TOO_BIG
+            )
+        else:
+            message = OutMessage(OTHER, text, closing=True)
+        out.append(Send(message))
         return out
 
     def _utterance_end_due(self, channel: int) -> list[Action]:
@@ -531,4 +553,4 @@ ROUTE = ProtocolRoute(
     refusal=refusal,
 )
 
-__all__ = ["ROUTE", "DeepgramLiveCodec", "request_id"]
+__all__ = ["FRAME_TOO_BIG", "NET_0001", "ROUTE", "DeepgramLiveCodec", "request_id"]

@@ -14,10 +14,9 @@ from urllib.parse import parse_qs
 
 from kettle.kernels.pcm import MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
 from kettle.streaming.protocols.deepgram_wire import (
-    DEFAULT_SAMPLE_RATES,
-    ENCODINGS,
     ListenParamError,
     parse_int,
+    query_encoding,
     query_flag,
     query_values,
 )
@@ -126,15 +125,14 @@ def parse_flux_query(query: str, *, multilingual: bool, model_name: str) -> Flux
         raise ListenParamError(f"model must be one of {', '.join(FLUX_MODELS)}, not {model!r}")
     if model == "flux-general-multi" and not multilingual:
         raise ListenParamError(f"model flux-general-multi: the served {model_name} is English-only")
-    encoding = one.get("encoding", "linear16").strip().lower()
-    if encoding not in ENCODINGS:
-        raise ListenParamError(
-            f"encoding must be one of {', '.join(ENCODINGS)}, not {encoding!r}: kettle's live "
-            "endpoints take raw audio, not containers"
-        )
-    rate = DEFAULT_SAMPLE_RATES[encoding]
-    if "sample_rate" in one:
-        rate = parse_int("sample_rate", one["sample_rate"], MIN_SAMPLE_RATE, MAX_SAMPLE_RATE)
+    rates = (MIN_SAMPLE_RATE, MAX_SAMPLE_RATE)
+    if "encoding" in one:  # raw audio named: sample_rate is required, as on /v1/listen
+        raw, rate = query_encoding(one, rates, containers=False)
+        encoding = raw or "linear16"  # (never None without containers)
+    else:  # kettle's Flux takes no containers: linear16, at 16 kHz unless sample_rate says
+        encoding, rate = "linear16", 16000
+        if "sample_rate" in one:
+            rate = parse_int("sample_rate", one["sample_rate"], *rates)
     eot = DEFAULT_EOT_THRESHOLD
     if "eot_threshold" in one:
         eot = parse_float("eot_threshold", one["eot_threshold"], *EOT_RANGE)

@@ -14,14 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kettle.streaming.protocols.deepgram_wire import (
-    DEFAULT_SAMPLE_RATES,
-    ENCODINGS,
     PRERECORDED_PARAMETERS,
-    ListenParamError,
     ModelIdentity,
     parse_int,
     plain_transcript,
     query_diarize,
+    query_encoding,
     query_flag,
     query_keyterms,
     query_language,
@@ -33,6 +31,7 @@ from kettle.transcribe.transcript import Transcript
 
 # Deepgram's raw encodings -> the file reader's RawFormat names.
 RAW_ENCODINGS = {"linear16": "s16le", "mulaw": "mulaw", "alaw": "alaw"}
+MIN_RAW_SAMPLE_RATE = 1000
 MAX_RAW_SAMPLE_RATE = 192000
 
 
@@ -58,19 +57,12 @@ def parse_prerecorded_query(
 ) -> PrerecordedParams:
     """The request's query string; ListenParamError (HTTP 400) names what is wrong.
     Parameters kettle does not implement are ignored; as on the live endpoint, one that
-    kettle reads must not be given twice with different values."""
+    kettle reads must not be given twice with different values, and ``encoding`` and
+    ``sample_rate`` follow the live rule (`query_encoding`): raw audio needs both."""
     one = query_values(query, PRERECORDED_PARAMETERS)
     raw = None
-    if "encoding" in one:
-        encoding = one["encoding"].strip().lower()
-        if encoding not in ENCODINGS:
-            raise ListenParamError(
-                f"encoding must be one of {', '.join(ENCODINGS)} (or absent for a container),"
-                f" not {encoding!r}"
-            )
-        rate = DEFAULT_SAMPLE_RATES[encoding]
-        if "sample_rate" in one:
-            rate = parse_int("sample_rate", one["sample_rate"], 1000, MAX_RAW_SAMPLE_RATE)
+    encoding, rate = query_encoding(one, (MIN_RAW_SAMPLE_RATE, MAX_RAW_SAMPLE_RATE))
+    if encoding is not None:
         channels = parse_int("channels", one["channels"], 1, 32) if "channels" in one else 1
         raw = RawFormat(RAW_ENCODINGS[encoding], rate, channels)
     multichannel = query_flag(one, "multichannel")

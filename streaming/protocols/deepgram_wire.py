@@ -21,7 +21,6 @@ from kettle.transcribe.languages import LANGUAGES
 LISTEN_PATH = "/v1/listen"
 # Deepgram's encoding names -> kernels.pcm's.
 ENCODINGS = {"linear16": "pcm_s16le", "mulaw": "mulaw", "alaw": "alaw"}
-DEFAULT_SAMPLE_RATES = {"linear16": 16000, "mulaw": 8000, "alaw": 8000}
 # Deepgram's encodings whose streams describe themselves: read as a container is.
 SELF_DESCRIBING = ("ogg-opus", "flac")
 MIN_ENDPOINTING_MS = 200
@@ -227,29 +226,43 @@ def query_language(
     return language
 
 
+def query_encoding(
+    one: Mapping[str, str], rates: tuple[int, int], *, containers: bool = True
+) -> tuple[str | None, int]:
+    """``encoding`` and ``sample_rate``, one rule for every Deepgram endpoint: raw audio
+    (linear16, mulaw, alaw) needs both, as Deepgram documents (its bytes say neither).
+    Without ``encoding``, or with a self-describing one (ogg-opus, flac), the audio is in a
+    container whose header says its rate, and ``sample_rate`` is not read; an endpoint that
+    takes no containers (``containers`` False) refuses those encodings. Returns (the raw
+    encoding or None, the sample rate: 16000 for a container); ListenParamError (HTTP 400)
+    for anything else."""
+    raw = one.get("encoding")
+    encoding = raw.strip().lower() if raw is not None else ""
+    if containers and (raw is None or encoding in SELF_DESCRIBING):
+        return None, 16000
+    if encoding not in ENCODINGS:
+        if containers:
+            accepted = f"{', '.join((*ENCODINGS, *SELF_DESCRIBING))} (or absent for a container)"
+        else:
+            accepted = f"{', '.join(ENCODINGS)} (this endpoint takes raw audio, not containers)"
+        raise ListenParamError(f"encoding must be one of {accepted}, not {encoding!r}")
+    if "sample_rate" not in one:
+        raise ListenParamError(
+            f"sample_rate is required with encoding={encoding}: raw audio does not say its rate"
+        )
+    return encoding, parse_int("sample_rate", one["sample_rate"], *rates)
+
+
 def parse_listen_query(query: str, *, multilingual: bool, model_name: str) -> ListenParams:
     """The handshake's query string; ListenParamError (HTTP 400) names what is wrong.
 
     Parameters kettle does not implement (numerals, redact, ...) are ignored, as Deepgram
     ignores those a model does not support. Without ``encoding`` the audio is in a
-    container (its header says the rest), as Deepgram takes it; ``sample_rate`` is then
-    not looked at.
+    container (its header says the rest), as Deepgram takes it; raw audio needs
+    ``sample_rate`` too (`query_encoding`).
     """
     one = query_values(query, LIVE_PARAMETERS)
-    encoding = one.get("encoding")
-    rate = 16000
-    if encoding is not None and encoding.strip().lower() in SELF_DESCRIBING:
-        encoding = None
-    if encoding is not None:
-        encoding = encoding.strip().lower()
-        if encoding not in ENCODINGS:
-            raise ListenParamError(
-                f"encoding must be one of {', '.join((*ENCODINGS, *SELF_DESCRIBING))} (or "
-                f"absent for a container), not {encoding!r}"
-            )
-        rate = DEFAULT_SAMPLE_RATES[encoding]
-        if "sample_rate" in one:
-            rate = parse_int("sample_rate", one["sample_rate"], MIN_SAMPLE_RATE, MAX_SAMPLE_RATE)
+    encoding, rate = query_encoding(one, (MIN_SAMPLE_RATE, MAX_SAMPLE_RATE))
     channels = parse_int("channels", one["channels"], 1, MAX_CHANNELS) if "channels" in one else 1
     language = query_language(one, multilingual=multilingual, model_name=model_name)
     endpointing, endpointing_ms = True, None
@@ -346,7 +359,6 @@ def spread_words(text: str, start: float, end: float) -> list[dict[str, Any]]:
 
 
 __all__ = [
-    "DEFAULT_SAMPLE_RATES",
     "ENCODINGS",
     "LISTEN_PATH",
     "NO_SPEAKER_MODEL",
@@ -361,6 +373,7 @@ __all__ = [
     "parse_listen_query",
     "plain_transcript",
     "query_diarize",
+    "query_encoding",
     "query_keyterms",
     "spread_words",
     "word_fields",

@@ -23,6 +23,9 @@ class ServerConfig:
     max_frame_bytes: int = 1 << 20
     max_message_bytes: int = 16 << 20  # closes with 1009 beyond
     idle_timeout_s: float = 60.0
+    # Deepgram's live socket (/v1/listen) ends after this long with neither audio nor a text
+    # message (KeepAlive, ...), as Deepgram's does: finals, Metadata, close 1011 (NET-0001).
+    deepgram_audio_timeout_s: float = 10.0
     max_session_s: float = 4 * 3600.0
     max_messages_per_second: float = 20.0
     shutdown_timeout_s: float = 10.0
@@ -72,6 +75,7 @@ class ServerConfig:
             problems.append("max_message_bytes must be at least max_frame_bytes")
         for name in (
             "idle_timeout_s",
+            "deepgram_audio_timeout_s",
             "max_session_s",
             "max_messages_per_second",
             "finish_timeout_s",

@@ -86,6 +86,7 @@ def info(server: KettleServer) -> dict[str, Any]:
             "max_frame_bytes": cfg.max_frame_bytes,
             "max_message_bytes": cfg.max_message_bytes,
             "idle_timeout_s": cfg.idle_timeout_s,
+            "deepgram_audio_timeout_s": cfg.deepgram_audio_timeout_s,
             "max_session_s": cfg.max_session_s,
             "max_messages_per_second": cfg.max_messages_per_second,
             "audio_rate_x_realtime": cfg.audio_rate,

@@ -241,16 +241,17 @@ class ConnectionRunner:
             except TimeoutError:
                 if deadline is None or self.clock() < deadline[0]:
                     continue
-                if deadline[1] == FINISH_TIMEOUT:
-                    logger.error("session %s: finals not done in time", self.session_id)
-                    await self._fail("the transcription did not finish in time")
+                if await self._deadline_passed(deadline[1]):
                     return
-                logger.info("session %s: %s, stopping", self.session_id, deadline[1])
-                self._stop(deadline[1])
                 continue
             if message is None:
                 return  # the peer is gone
             now = self.clock()
+            # By the clock the deadline came first (the loop was busy, or the clock is a
+            # test's): the message is too late to reset it.
+            overdue = deadline if deadline is not None and now >= deadline[0] else None
+            if overdue is not None and await self._deadline_passed(overdue[1]):
+                return
             if not self.state.on_message(now):
                 continue  # anything after stop is ignored
             if isinstance(message, str):
@@ -258,6 +259,17 @@ class ConnectionRunner:
             else:
                 actions = self.codec.on_binary(message)
             self._apply(actions)
+
+    async def _deadline_passed(self, kind: str) -> bool:
+        """Act on a deadline: idle and max length stop the stream (its finals follow); the
+        finish timeout fails the connection (True: the reader is done)."""
+        if kind == FINISH_TIMEOUT:
+            logger.error("session %s: finals not done in time", self.session_id)
+            await self._fail("the transcription did not finish in time")
+            return True
+        logger.info("session %s: %s, stopping", self.session_id, kind)
+        self._stop(kind)
+        return False
 
     def _apply(self, actions: Sequence[Action]) -> None:
         for action in actions:
@@ -403,7 +415,7 @@ class ConnectionRunner:
                 code = message.close_code or (
                     CLOSE_INTERNAL if message.fatal else self.state.close_code
                 )
-                await self._close(code, "")
+                await self._close(code, message.close_reason)
                 return
 
     def _observe_lag(self, message: OutMessage) -> None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 import uvicorn
 from kettle.streaming.engine.speakers import SpeakerService
+from kettle.streaming.protocols import deepgram
 from kettle.streaming.protocols.base import (
     CLOSE_GOING_AWAY,
     CLOSE_SERVICE_RESTART,
@@ -390,17 +391,23 @@ class KettleServer:
         cfg = self.config
         return Limits(cfg.max_frame_bytes, cfg.max_messages_per_second, cfg.max_session_s)
 
-    def connection_limits(self) -> ConnectionLimits:
+    def connection_limits(self, route: ProtocolRoute | None = None) -> ConnectionLimits:
+        """The runner's limits for a connection on ``route``."""
         cfg = self.config
+        idle = cfg.idle_timeout_s
+        if route is not None and route.name == deepgram.ROUTE.name:
+            idle = cfg.deepgram_audio_timeout_s  # Deepgram's own timeout (NET-0001) instead
         return ConnectionLimits(
-            idle_timeout_s=cfg.idle_timeout_s,
+            idle_timeout_s=idle,
             max_session_s=cfg.max_session_s,
             finish_timeout_s=cfg.finish_timeout_s,
             max_messages_per_second=cfg.max_messages_per_second,
         )
 
-    async def run_connection(self, transport: Transport, prepared: Prepared) -> None:
-        """Run one admitted, accepted connection until it closes."""
+    async def run_connection(
+        self, transport: Transport, prepared: Prepared, route: ProtocolRoute | None = None
+    ) -> None:
+        """Run one admitted, accepted connection (on ``route``) until it closes."""
         engine, model = self._engine, self.model_info
         if engine is None or model is None:  # pragma: no cover - admitted means loaded
             await transport.close(CLOSE_GOING_AWAY, "server is not ready")
@@ -412,7 +419,7 @@ class KettleServer:
             codec,
             engine,
             session_id=session_id,
-            limits=self.connection_limits(),
+            limits=self.connection_limits(route),
             outbox_limit=self.config.outbox_limit,
             metrics=self.metrics,
             clock=self.clock,

@@ -118,6 +118,6 @@ class WebSocketEndpoint:
                 await send(accept)
             except (OSError, RuntimeError):
                 return  # the peer left during the handshake
-            await self.server.run_connection(AsgiTransport(receive, send), decision)
+            await self.server.run_connection(AsgiTransport(receive, send), decision, self.route)
         finally:
             self.server.release_slot(decision.slots)

@@ -1,4 +1,4 @@
-"""`kettle serve`'s engine options: cadence and the cost cache."""
+"""`kettle serve`'s options: cadence, the cost cache, the server settings."""
 
 from __future__ import annotations
 
@@ -48,3 +48,12 @@ def test_openai_aliases_are_a_comma_separated_list() -> None:
         "house-stt",
     )
     assert parse(["serve", "--openai-aliases", ""]).openai_aliases == ()
+
+
+def test_the_deepgram_audio_timeout_flag_reaches_the_server_config() -> None:
+    from kettle.streaming.cli.serve import _server_config
+
+    parse = build_parser().parse_args
+    assert _server_config(parse(["serve"]), ()).deepgram_audio_timeout_s == 10.0  # Deepgram's
+    config = _server_config(parse(["serve", "--deepgram-audio-timeout", "2.5"]), ())
+    assert config.deepgram_audio_timeout_s == 2.5 and config.idle_timeout_s == 60.0

@@ -39,9 +39,16 @@ from kettle.streaming.protocols.base import (
     Send,
     Stop,
 )
-from kettle.streaming.protocols.deepgram import DeepgramLiveCodec, kettle_version
+from kettle.streaming.protocols.deepgram import (
+    FRAME_TOO_BIG,
+    NET_0001,
+    DeepgramLiveCodec,
+    kettle_version,
+)
 from kettle.streaming.protocols.deepgram_wire import ModelIdentity, parse_listen_query
 from kettle.transcribe.types import SAMPLE_RATE, Word
+
+RAW = "encoding=linear16&sample_rate=16000"  # raw audio: both are required
 
 SR = SAMPLE_RATE
 SESSION = "0123456789abcdef0123456789abcdef"
@@ -73,9 +80,7 @@ ALLOW = Gate()
 LIMIT = 1 << 20  # max_frame_bytes
 
 
-def codec(
-    query: str = "encoding=linear16&sample_rate=16000", *, final_model: str | None = None
-) -> DeepgramLiveCodec:
+def codec(query: str = RAW, *, final_model: str | None = None) -> DeepgramLiveCodec:
     context = CodecContext(SESSION, ModelInfo("tiny.en", False, final_model), Limits(LIMIT, 20.0))
     params = parse_listen_query(query, multilingual=False, model_name="tiny.en")
     return DeepgramLiveCodec(context, params, created="2026-12-01T08:00:00.000Z")
@@ -132,7 +137,7 @@ def test_control_messages() -> None:
 
 
 def test_configure_replaces_keyterms_and_formatting() -> None:
-    c = codec("encoding=linear16&keyterm=Kettle&keywords=Whisper:2")
+    c = codec(RAW + "&keyterm=Kettle&keywords=Whisper:2")
     assert c.stream_setup().session.keyterms == ("Kettle", "Whisper")
     actions = c.on_text('{"type": "Configure", "keyterms": [" Ray ", "ray", "Ray Dalio"]}', ALLOW)
     assert actions[0] == Reconfigure(keyterms=("Ray", "Ray Dalio"))
@@ -167,12 +172,25 @@ def test_rate_gate_and_frame_limit() -> None:
     (limited,) = messages(c.on_text('{"type": "Finalize"}', Gate("notify")))
     assert limited["variant"] == "RateLimited"
     assert c.on_text('{"type": "CloseStream"}', Gate("drop")) == [Stop()]  # never dropped
-    big = codec()
-    (refused,) = messages(big.on_binary(b"\x00" * (LIMIT + 2)))
-    assert refused["variant"] == "DataError" and "over the limit" in refused["description"]
-    assert big.on_binary(b"\x00" * LIMIT) == [FeedAudio(b"\x00" * LIMIT)]
-    (leftover,) = messages(big.on_leftover(1, 2))
+    (leftover,) = messages(codec().on_leftover(1, 2))
     assert leftover["variant"] == "DataError"
+
+
+def test_an_audio_message_over_the_limit_ends_the_stream_with_1009() -> None:
+    big = codec()
+    assert big.on_binary(b"\x00" * LIMIT) == [FeedAudio(b"\x00" * LIMIT)]  # the limit: taken
+    actions = big.on_binary(b"\x00" * (LIMIT + 2))
+    (refused,) = messages(actions)
+    assert refused["variant"] == "DataError" and "over the limit" in refused["description"]
+    assert actions[-1] == Stop(FRAME_TOO_BIG)  # not a silent gap: the stream ends
+    assert big.on_binary(b"\x00\x00") == [] and big.on_text('{"type": "KeepAlive"}', ALLOW) == []
+    # The finals of the audio before it come, then Metadata, then close 1009.
+    (last,) = messages(big.on_event(final(0, 0.0, 1.0, "Hi.", "stop"), RECEIVED))
+    assert last["is_final"]
+    (done,) = big.on_event(Done(SR, 1, FRAME_TOO_BIG), RECEIVED)
+    assert isinstance(done, Send) and done.message.closing
+    assert (done.message.close_code, done.message.close_reason) == (1009, FRAME_TOO_BIG)
+    assert json.loads(done.message.text)["duration"] == round(LIMIT / 2 / SR, 3)
 
 
 def test_empty_binary_frame_closes_the_stream_as_the_old_api_did() -> None:
@@ -193,7 +211,7 @@ def test_empty_binary_frame_closes_the_stream_as_the_old_api_did() -> None:
 
 
 def test_interim_and_final_results_carry_what_the_sdk_requires() -> None:
-    c = codec("encoding=linear16&interim_results=true&punctuate=true")
+    c = codec(RAW + "&interim_results=true&punctuate=true")
     (interim,) = messages(c.on_event(Partial(0, SR, 2 * SR, "Hello, wor", "Hello,"), RECEIVED))
     assert interim["is_final"] is False and interim["speech_final"] is False
     assert (interim["start"], interim["duration"], interim["channel_index"]) == (1.0, 1.0, [0, 1])
@@ -225,7 +243,7 @@ def test_interim_and_final_results_carry_what_the_sdk_requires() -> None:
 
 
 def test_without_interim_results_no_partials_and_plain_transcripts() -> None:
-    c = codec("encoding=linear16")
+    c = codec(RAW)
     assert c.on_event(Partial(0, 0, SR, "Hello", ""), RECEIVED) == []
     (done,) = messages(c.on_event(final(0, 0.0, 1.0, "Hello, World!", "endpoint"), RECEIVED))
     assert done["channel"]["alternatives"][0]["transcript"] == "hello world"
@@ -244,7 +262,7 @@ def test_without_interim_results_no_partials_and_plain_transcripts() -> None:
 def test_speech_final_only_when_the_endpoint_was_heard(
     reason: str, query: str, speech_final: bool
 ) -> None:
-    c = codec("encoding=linear16" + query)
+    c = codec(RAW + query)
     (done,) = messages(c.on_event(final(0, 0.0, 1.0, "Hi.", reason), RECEIVED))
     assert done["is_final"] is True and done["speech_final"] is speech_final
 
@@ -298,15 +316,19 @@ def test_close_stream_ends_with_metadata_then_close_1000() -> None:
     assert meta["models"] == [MODEL.uuid] and meta["model_info"][MODEL.uuid]["name"] == "tiny.en"
 
 
-def test_idle_closes_with_1011_as_deepgram_does() -> None:
+def test_idle_closes_with_1011_and_net_0001_as_deepgram_does() -> None:
     (idle,) = codec().on_event(Done(0, 0, "idle"), RECEIVED)
     assert isinstance(idle, Send) and idle.message.closing and idle.message.fatal
+    assert json.loads(idle.message.text)["type"] == "Metadata"
+    # Deepgram's reason, word for word (clients match on it), within a close frame's 123 bytes.
+    assert idle.message.close_reason == NET_0001 and "dpgr.am/net0001" in NET_0001
+    assert len(NET_0001.encode()) <= 123
     (shutdown,) = codec().on_event(Done(0, 0, "shutdown"), RECEIVED)
     assert isinstance(shutdown, Send) and shutdown.message.closing and not shutdown.message.fatal
 
 
 def test_finals_from_a_second_model_say_so() -> None:
-    c = codec("encoding=linear16&interim_results=true", final_model="base")
+    c = codec(RAW + "&interim_results=true", final_model="base")
     (interim,) = messages(c.on_event(Partial(0, 0, SR, "Hi", ""), RECEIVED))
     (done,) = messages(c.on_event(final(0, 0.0, 1.0, "Hi.", "endpoint"), RECEIVED))
     assert interim["metadata"]["model_info"]["name"] == "tiny.en"
@@ -331,9 +353,7 @@ def test_errors_overload_is_quiet_internal_is_reported_fatal_closes() -> None:
 
 def test_speech_started_only_with_vad_events() -> None:
     assert codec().on_event(SpeechStarted(SR), RECEIVED) == []
-    (started,) = messages(
-        codec("encoding=linear16&vad_events=true").on_event(SpeechStarted(SR), RECEIVED)
-    )
+    (started,) = messages(codec(RAW + "&vad_events=true").on_event(SpeechStarted(SR), RECEIVED))
     assert started == {"type": "SpeechStarted", "channel": [0, 1], "timestamp": 1.0}
 
 
@@ -342,7 +362,7 @@ QUARTER = SECOND[: len(SECOND) // 4]
 
 
 def test_utterance_end_after_the_gap_on_the_audio_clock() -> None:
-    c = codec("encoding=linear16&interim_results=true&utterance_end_ms=1000")
+    c = codec(RAW + "&interim_results=true&utterance_end_ms=1000")
     c.on_binary(SECOND * 2)
     c.on_event(SpeechStarted(0), RECEIVED)
     words = (Word(" Hi.", 0.5, 1.5, 0.9),)
@@ -354,7 +374,7 @@ def test_utterance_end_after_the_gap_on_the_audio_clock() -> None:
 
 
 def test_utterance_end_not_sent_while_speech_goes_on() -> None:
-    c = codec("encoding=linear16&interim_results=true&utterance_end_ms=1000")
+    c = codec(RAW + "&interim_results=true&utterance_end_ms=1000")
     c.on_binary(SECOND * 2)
     c.on_event(final(0, 0.0, 1.8, "One.", "endpoint", (Word(" One.", 0.2, 1.5, 0.9),)), RECEIVED)
     assert c.on_event(SpeechStarted(int(2.1 * SR)), RECEIVED) == []  # 0.6 s gap: talk goes on
@@ -364,7 +384,7 @@ def test_utterance_end_not_sent_while_speech_goes_on() -> None:
 def test_utterance_end_when_the_final_comes_after_the_next_speech() -> None:
     # The final of the first utterance arrives after the second began: the gap between its
     # last word and the new speech decides, known only now.
-    c = codec("encoding=linear16&interim_results=true&utterance_end_ms=1000")
+    c = codec(RAW + "&interim_results=true&utterance_end_ms=1000")
     c.on_binary(SECOND * 5)
     c.on_event(SpeechStarted(0), RECEIVED)
     c.on_event(SpeechStarted(4 * SR), RECEIVED)
@@ -372,7 +392,7 @@ def test_utterance_end_when_the_final_comes_after_the_next_speech() -> None:
     words = (Word("One.", 0, 1, 0.9),)
     out = messages(c.on_event(final(0, 0.0, 2.0, "One.", "endpoint", words), RECEIVED))
     assert [m["type"] for m in out] == ["Results", "UtteranceEnd"]
-    c2 = codec("encoding=linear16&interim_results=true&utterance_end_ms=1000")
+    c2 = codec(RAW + "&interim_results=true&utterance_end_ms=1000")
     c2.on_event(SpeechStarted(0), RECEIVED)
     c2.on_event(SpeechStarted(int(1.5 * SR)), RECEIVED)
     c2.on_event(SpeechStarted(int(9.5 * SR)), RECEIVED)  # long after: not the gap that counts
@@ -382,7 +402,7 @@ def test_utterance_end_when_the_final_comes_after_the_next_speech() -> None:
 
 
 def test_multichannel_results_carry_their_channel_and_metadata_waits_for_all() -> None:
-    c = codec("encoding=linear16&channels=2&multichannel=true&vad_events=true")
+    c = codec(RAW + "&channels=2&multichannel=true&vad_events=true")
     setup = c.stream_setup().audio
     assert (setup.channels, setup.split_channels, setup.streams) == (2, True, 2)
     c.on_binary(b"\x00\x00" * 2)
@@ -399,7 +419,7 @@ def test_multichannel_results_carry_their_channel_and_metadata_waits_for_all() -
     (meta,) = messages(c.on_channel_event(1, Done(SR, 1), RECEIVED))
     assert meta["type"] == "Metadata" and meta["channels"] == 2
     # A Finalize before any audio is answered per channel.
-    fresh = codec("encoding=linear16&channels=2&multichannel=true")
+    fresh = codec(RAW + "&channels=2&multichannel=true")
     answers = messages(fresh.on_text('{"type": "Finalize"}', ALLOW))
     assert [a["channel_index"] for a in answers] == [[0, 2], [1, 2]]
 

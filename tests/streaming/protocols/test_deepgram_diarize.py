@@ -28,7 +28,7 @@ from kettle.streaming.protocols.handshake import HandshakeRefused, HandshakeRequ
 from kettle.transcribe.transcript import Segment, Transcript
 from kettle.transcribe.types import Word
 
-from tests.streaming.protocols.test_deepgram import RECEIVED, codec, final, messages
+from tests.streaming.protocols.test_deepgram import RAW, RECEIVED, codec, final, messages
 from tests.streaming.protocols.test_deepgram_rest import MODEL, TRANSCRIPT
 
 
@@ -52,7 +52,7 @@ def test_diarize_and_diarize_model_ask_for_speakers() -> None:
 
 
 def test_live_final_words_carry_the_speaker() -> None:
-    c = codec("encoding=linear16&diarize=true")
+    c = codec(RAW + "&diarize=true")
     event = dataclasses.replace(
         final(0, 0.0, 1.0, "hello there", "endpoint"), speaker=1, speaker_confidence=0.873
     )
@@ -64,13 +64,13 @@ def test_live_final_words_carry_the_speaker() -> None:
 
 
 def test_live_without_diarize_and_interim_results_have_no_speaker() -> None:
-    c = codec("encoding=linear16&interim_results=true")
+    c = codec(RAW + "&interim_results=true")
     (result,) = messages(c.on_event(final(0, 0.0, 1.0, "hello there", "endpoint"), RECEIVED))
     assert all("speaker" not in w for w in result["channel"]["alternatives"][0]["words"])
 
 
 def test_live_multichannel_labels_each_channel() -> None:
-    c = codec("encoding=linear16&channels=2&multichannel=true&diarize=true")
+    c = codec(RAW + "&channels=2&multichannel=true&diarize=true")
     assert c.stream_setup().session.diarize  # each channel's stream diarizes on its own
     for channel, speaker in ((0, 0), (1, 0)):
         event = dataclasses.replace(
@@ -82,7 +82,7 @@ def test_live_multichannel_labels_each_channel() -> None:
 
 
 def test_handshake_refuses_diarize_without_a_speaker_model() -> None:
-    request = HandshakeRequest("/v1/listen", "encoding=linear16&diarize=true")
+    request = HandshakeRequest("/v1/listen", RAW + "&diarize=true")
     with pytest.raises(HandshakeRefused) as info:
         deepgram.prepare(request, ModelInfo("tiny.en", False))
     assert info.value.status == 400 and info.value.message == NO_SPEAKER_MODEL
@@ -90,7 +90,7 @@ def test_handshake_refuses_diarize_without_a_speaker_model() -> None:
     assert kind == "application/json"
     assert json.loads(body) == {"err_code": "Bad Request", "err_msg": NO_SPEAKER_MODEL}
     assert deepgram.prepare(request, ModelInfo("tiny.en", False, speakers=True))
-    off = HandshakeRequest("/v1/listen", "encoding=linear16&diarize=false")
+    off = HandshakeRequest("/v1/listen", RAW + "&diarize=false")
     assert deepgram.prepare(off, ModelInfo("tiny.en", False))
 
 

@@ -509,9 +509,8 @@ def request(query: str, headers: dict[str, str] | None = None) -> HandshakeReque
 
 
 def test_handshake_defaults_and_credentials() -> None:
-    prepared = ROUTE.prepare(
-        request("model=flux-general-en&encoding=linear16"), ModelInfo("tiny.en", False)
-    )
+    # No encoding: linear16 at 16 kHz (kettle's Flux takes no containers).
+    prepared = ROUTE.prepare(request("model=flux-general-en"), ModelInfo("tiny.en", False))
     codec = prepared.make_codec(CodecContext(SESSION, ModelInfo("tiny.en", False)))
     assert isinstance(codec, DeepgramFluxCodec)
     th = codec.thresholds
@@ -539,6 +538,9 @@ def test_handshake_defaults_and_credentials() -> None:
         ("sample_rate=abc", "sample_rate"),
         ("mip_opt_out=maybe", "mip_opt_out"),
         ("model=nova-3", "model"),
+        # A raw encoding named without its rate, as on /v1/listen (Deepgram requires both).
+        ("model=flux-general-en&encoding=mulaw", "sample_rate is required with encoding=mulaw"),
+        ("model=flux-general-en&encoding=ogg-opus&sample_rate=48000", "not containers"),
         ("model=flux-general-multi", "English-only"),
         ("redact=numbers", "redact"),
         ("profanity_filter=true", "profanity_filter"),

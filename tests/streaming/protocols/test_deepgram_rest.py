@@ -85,7 +85,10 @@ def test_query() -> None:
     assert parse("") == PrerecordedParams()
     p = parse("model=nova-3&smart_format=true&encoding=alaw&channels=2&sample_rate=8000")
     assert p.raw == RawFormat("alaw", 8000, 2) and p.formatted and p.model == "nova-3"
-    assert parse("encoding=linear16").raw == RawFormat("s16le", 16000, 1)
+    assert parse("encoding=linear16&sample_rate=16000").raw == RawFormat("s16le", 16000, 1)
+    # As on the live socket: a self-describing encoding is read as the container it is.
+    assert parse("encoding=flac&sample_rate=44100").raw is None
+    assert parse("encoding=ogg-opus").raw is None
     assert parse("detect_language=true", multilingual=True).language is None
     assert parse("detect_language=true").language == "en"  # English-only: nothing to detect
     assert parse("language=fr-CA", multilingual=True).language == "fr"
@@ -99,6 +102,9 @@ def test_query() -> None:
     [
         ("encoding=opus", "encoding"),
         ("encoding=linear16&sample_rate=0", "sample_rate"),
+        # Raw audio needs its rate, as on the live socket (Deepgram documents both).
+        ("encoding=linear16", "sample_rate is required with encoding=linear16"),
+        ("encoding=mulaw&channels=2", "sample_rate is required with encoding=mulaw"),
         ("multichannel=maybe", "multichannel"),
         ("language=de", "English-only"),
         ("punctuate=maybe", "punctuate"),

@@ -25,6 +25,7 @@ from deepgram.environment import DeepgramClientEnvironment
 from kettle.streaming.engine.degrade import DegradeConfig
 from kettle.streaming.engine.engine import EngineConfig
 from kettle.streaming.engine.scheduling.scheduler import SchedulerConfig
+from kettle.streaming.protocols.deepgram import NET_0001
 from kettle.streaming.server.server import KettleServer, ServerConfig
 from kettle.transcribe.audio_io import load_audio
 from websockets.asyncio.client import connect
@@ -160,7 +161,7 @@ async def test_live_interim_results_finalize_and_close_stream(
 async def test_keepalive_holds_the_stream_over_15_s_of_silence(
     make_server: Callable[..., Any], pcm: bytes, wer_fn: Any
 ) -> None:
-    server = await make_server(idle_timeout_s=5.0)
+    server = await make_server(deepgram_audio_timeout_s=5.0)  # Deepgram's is 10 s
     client = AsyncDeepgramClient(api_key=KEY, environment=environment(server.url))
     seen: list[Any] = []
     async with client.listen.v1.connect(
@@ -179,7 +180,7 @@ async def test_keepalive_holds_the_stream_over_15_s_of_silence(
     assert seen[-1].duration == pytest.approx(len(pcm) / 32000, abs=0.001)
     assert wer_fn([JFK_REFERENCE], [finals_text(seen)]) <= 0.15
     # Without KeepAlive the same silence ends the stream: what was said still comes, then
-    # Metadata, then 1011 as Deepgram's idle timeout gives.
+    # Metadata, then 1011 with the reason Deepgram's audio timeout gives (NET-0001).
     seen = []
     with pytest.raises(ConnectionClosedError) as closed:
         async with client.listen.v1.connect(
@@ -188,7 +189,8 @@ async def test_keepalive_holds_the_stream_over_15_s_of_silence(
             await send_audio(socket, pcm[:half])
             async for message in socket:
                 seen.append(message)
-    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1011
+    assert closed.value.rcvd is not None
+    assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (1011, NET_0001)
     assert seen[-1].type == "Metadata" and finals_text(seen)
 
 
@@ -204,6 +206,12 @@ async def test_handshake_auth_and_parameters(make_server: Callable[..., Any]) ->
     with pytest.raises(ApiError) as refused:
         async with AsyncDeepgramClient(api_key=KEY, environment=env).listen.v1.connect(
             model="nova-3", encoding="opus"
+        ):
+            pass
+    assert refused.value.status_code == 400
+    with pytest.raises(ApiError) as refused:  # raw audio needs its rate, as at Deepgram
+        async with AsyncDeepgramClient(api_key=KEY, environment=env).listen.v1.connect(
+            model="nova-3", encoding="linear16"
         ):
             pass
     assert refused.value.status_code == 400

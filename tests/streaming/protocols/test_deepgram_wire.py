@@ -11,18 +11,20 @@ from kettle.streaming.protocols.deepgram_wire import (
     parse_listen_query,
 )
 
+RAW = "encoding=linear16&sample_rate=16000"  # raw audio: both are required
+
 
 def parse(query: str, *, multilingual: bool = False) -> ListenParams:
     return parse_listen_query(query, multilingual=multilingual, model_name="tiny.en")
 
 
 def test_query_defaults_and_every_parameter() -> None:
-    p = parse("encoding=linear16")
+    p = parse(RAW)
     assert (p.sample_rate, p.channels, p.language, p.interim_results) == (16000, 1, "en", False)
     assert p.endpointing and p.endpointing_ms is None and p.utterance_end_ms is None
     assert not (p.vad_events or p.punctuate or p.smart_format or p.formatted)
-    assert parse("encoding=mulaw").sample_rate == 8000 == parse("encoding=alaw").sample_rate
-    assert parse("encoding=alaw").pcm_encoding == "alaw"
+    assert parse("encoding=mulaw&sample_rate=8000").sample_rate == 8000
+    assert parse("encoding=alaw&sample_rate=8000").pcm_encoding == "alaw"
     p = parse(
         "model=nova-3&language=en-US&encoding=linear16&sample_rate=48000&channels=2"
         "&interim_results=true&endpointing=300&utterance_end_ms=1000&vad_events=True"
@@ -41,34 +43,38 @@ def test_query_defaults_and_every_parameter() -> None:
     assert config.endpoint_silence_ms == 300 and config.partials and config.word_timestamps
     assert config.vad_events and config.language == "en"
     # Deepgram's default of 10 ms would cut Whisper's windows into word fragments.
-    assert parse("encoding=linear16&endpointing=10").session_config().endpoint_silence_ms == (
+    assert parse(RAW + "&endpointing=10").session_config().endpoint_silence_ms == (
         MIN_ENDPOINTING_MS
     )
-    off = parse("encoding=linear16&endpointing=false")
+    off = parse(RAW + "&endpointing=false")
     assert not off.endpointing and off.session_config().endpoint_silence_ms == 500
-    assert parse("encoding=linear16&language=multi", multilingual=True).language is None
-    assert parse("encoding=linear16&language=de", multilingual=True).language == "de"
+    assert parse(RAW + "&language=multi", multilingual=True).language is None
+    assert parse(RAW + "&language=de", multilingual=True).language == "de"
     # Parameters kettle ignores may repeat, as Deepgram's lists do; those it reads may
     # repeat only with one value.
-    assert parse("encoding=linear16&tag=a&tag=b&keywords=x:2&keywords=y").encoding == "linear16"
-    assert parse("encoding=linear16&encoding=linear16").encoding == "linear16"
+    assert parse(RAW + "&tag=a&tag=b&keywords=x:2&keywords=y").encoding == "linear16"
+    assert parse(RAW + "&encoding=linear16").encoding == "linear16"
 
 
 @pytest.mark.parametrize(
     ("query", "match"),
     [
         ("encoding=opus", "encoding must be one of"),
+        # Raw audio says neither its encoding nor its rate: Deepgram requires both.
+        ("encoding=linear16", "sample_rate is required with encoding=linear16"),
+        ("encoding=mulaw&channels=2", "sample_rate is required with encoding=mulaw"),
+        ("encoding=ALAW", "sample_rate is required with encoding=alaw"),
         ("encoding=linear16&sample_rate=7000", "sample_rate"),
         ("encoding=linear16&sample_rate=fast", "sample_rate"),
-        ("encoding=linear16&channels=9", "channels"),
-        ("encoding=linear16&multichannel=maybe", "multichannel"),
-        ("encoding=linear16&language=de", "English-only"),
-        ("encoding=linear16&language=xx", "language"),
-        ("encoding=linear16&interim_results=yes", "interim_results"),
-        ("encoding=linear16&endpointing=-5", "endpointing"),
-        ("encoding=linear16&utterance_end_ms=0", "utterance_end_ms"),
-        ("encoding=linear16&encoding=mulaw", "more than once"),
-        ("encoding=linear16&model=%ff", "decoded"),
+        (RAW + "&channels=9", "channels"),
+        (RAW + "&multichannel=maybe", "multichannel"),
+        (RAW + "&language=de", "English-only"),
+        (RAW + "&language=xx", "language"),
+        (RAW + "&interim_results=yes", "interim_results"),
+        (RAW + "&endpointing=-5", "endpointing"),
+        (RAW + "&utterance_end_ms=0", "utterance_end_ms"),
+        (RAW + "&encoding=mulaw", "more than once"),
+        (RAW + "&model=%ff", "decoded"),
     ],
 )
 def test_bad_query_is_refused_with_a_reason(query: str, match: str) -> None:
@@ -83,23 +89,23 @@ def test_containers_and_multichannel() -> None:
     assert (p.channels, p.multichannel, p.streams) == (2, False, 1)
     assert parse("encoding=ogg-opus&sample_rate=48000").encoding is None
     assert parse("encoding=FLAC").encoding is None
-    p = parse("encoding=linear16&channels=3&multichannel=true")
+    p = parse(RAW + "&channels=3&multichannel=true")
     assert (p.channels, p.multichannel, p.streams, p.frame_bytes) == (3, True, 3, 6)
 
 
 def test_keyterm_and_keywords_become_one_list_of_terms() -> None:
     p = parse(
-        "encoding=linear16&keyterm=Kettle&keyterm=tiny%20en&keywords=Whisper:2"
+        RAW + "&keyterm=Kettle&keyterm=tiny%20en&keywords=Whisper:2"
         "&keywords=kettle:-1.5&keywords=Ray"
     )
     # keyterm first, then keywords without their intensifiers; duplicates once.
     assert p.keyterms == ("Kettle", "tiny en", "Whisper", "Ray")
     assert p.session_config().keyterms == p.keyterms
-    assert parse("encoding=linear16").keyterms == ()
+    assert parse(RAW).keyterms == ()
     with pytest.raises(ListenParamError, match="at most"):
-        parse("encoding=linear16&" + "&".join(f"keyterm=t{i}" for i in range(101)))
+        parse(RAW + "&" + "&".join(f"keyterm=t{i}" for i in range(101)))
     with pytest.raises(ListenParamError, match="at most"):
-        parse("encoding=linear16&keyterm=" + "x" * 101)
+        parse(RAW + "&keyterm=" + "x" * 101)
 
 
 def test_credentials_from_header_or_subprotocols() -> None:

@@ -115,7 +115,10 @@ async def test_livekit_stt_v2_turns_and_eager_ends(fake_server: KettleServer) ->
 
 async def test_livekit_stt_v2_rejects_bad_threshold_with_400(fake_server: KettleServer) -> None:
     async with aiohttp.ClientSession() as http:
-        url = flux_url(fake_server) + "?model=flux-general-en&encoding=linear16&eot_threshold=2"
+        url = (
+            flux_url(fake_server)
+            + "?model=flux-general-en&encoding=linear16&sample_rate=16000&eot_threshold=2"
+        )
         with pytest.raises(aiohttp.WSServerHandshakeError) as info:
             await http.ws_connect(url, headers={"Authorization": f"Token {KEY}"})
         assert info.value.status == 400

@@ -22,6 +22,8 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from tests.containers import chunks, encode
 from tests.streaming.conftest import StartServer
 
+RAW = "encoding=linear16&sample_rate=16000"  # raw audio: both are required
+
 KEY = "dg-key"
 GUARD = 60  # seconds: a deadlock guard only
 SPEECH = load_audio(Path(__file__).resolve().parents[2] / "data" / "jfk.flac")
@@ -92,7 +94,7 @@ async def test_keyterms_reach_the_decoder_and_configure_replaces_them(
 ) -> None:
     decoder = FakeDecoder(keep_requests=1000)
     server = await make_server(decoder)
-    query = "encoding=linear16&sample_rate=16000&keyterm=Kettle&keywords=Whisper:3"
+    query = RAW + "&keyterm=Kettle&keywords=Whisper:3"
     configure = json.dumps({"type": "Configure", "keyterms": ["Ray Dalio"]})
     messages, code = await session(server, query, s16(SPEECH), midway=configure)
     assert code == 1000
@@ -105,7 +107,7 @@ async def test_keyterms_reach_the_decoder_and_configure_replaces_them(
 
 async def test_bad_keyterms_are_refused_in_deepgram_shape(make_server: Callable[..., Any]) -> None:
     server = await make_server()
-    query = "encoding=linear16&" + "&".join(f"keyterm=t{i}" for i in range(101))
+    query = RAW + "&" + "&".join(f"keyterm=t{i}" for i in range(101))
     with pytest.raises(InvalidStatus) as refused:
         async with connect(
             url(server, query), additional_headers={"Authorization": f"Token {KEY}"}
@@ -116,13 +118,29 @@ async def test_bad_keyterms_are_refused_in_deepgram_shape(make_server: Callable[
     assert body["err_code"] == "Bad Request" and "at most" in body["err_msg"]
 
 
+@pytest.mark.parametrize("query", ["encoding=linear16", "encoding=mulaw&channels=2"])
+async def test_raw_audio_without_its_rate_is_refused(
+    make_server: Callable[..., Any], query: str
+) -> None:
+    # Deepgram requires sample_rate with encoding: raw bytes do not say their rate.
+    server = await make_server()
+    with pytest.raises(InvalidStatus) as refused:
+        async with connect(
+            url(server, query), additional_headers={"Authorization": f"Token {KEY}"}
+        ):
+            pass
+    assert refused.value.response.status_code == 400
+    body = json.loads(refused.value.response.body or b"{}")
+    assert body["err_code"] == "Bad Request" and "sample_rate is required" in body["err_msg"]
+
+
 async def test_multichannel_transcribes_each_channel_on_its_own(
     make_server: Callable[..., Any],
 ) -> None:
     server = await make_server(max_sessions=2)
     silence = np.zeros_like(SPEECH)
     stereo = np.stack([silence, SPEECH], axis=1).reshape(-1)  # speech on channel 1 only
-    query = "encoding=linear16&sample_rate=16000&channels=2&multichannel=true&vad_events=true"
+    query = RAW + "&channels=2&multichannel=true&vad_events=true"
     messages, code = await session(server, query, s16(stereo), piece=2 * PIECE)
     assert code == 1000
     assert finals(messages) and all(m["channel_index"] == [1, 2] for m in finals(messages))
@@ -131,7 +149,7 @@ async def test_multichannel_transcribes_each_channel_on_its_own(
     assert messages[-1] is meta and meta["channels"] == 2
     assert meta["duration"] == pytest.approx(11.0, abs=0.01)
     # Without multichannel the same audio is mixed down: one transcript, channel 0 of 1.
-    messages, _ = await session(server, "encoding=linear16&channels=2", s16(stereo))
+    messages, _ = await session(server, RAW + "&channels=2", s16(stereo))
     assert finals(messages) and all(m["channel_index"] == [0, 1] for m in finals(messages))
 
 
@@ -140,16 +158,16 @@ async def test_multichannel_holds_a_session_slot_per_channel(
 ) -> None:
     server = await make_server(max_sessions=2)
     headers = {"Authorization": f"Token {KEY}"}
-    three = "encoding=linear16&channels=3&multichannel=true"
+    three = RAW + "&channels=3&multichannel=true"
     with pytest.raises(InvalidStatus) as never:
         async with connect(url(server, three), additional_headers=headers):
             pass
     assert never.value.response.status_code == 400  # more streams than the server runs
-    two = "encoding=linear16&channels=2&multichannel=true"
+    two = RAW + "&channels=2&multichannel=true"
     async with connect(url(server, two), additional_headers=headers):
         assert server.sessions_active == 2
         with pytest.raises(InvalidStatus) as full:
-            async with connect(url(server, "encoding=linear16"), additional_headers=headers):
+            async with connect(url(server, RAW), additional_headers=headers):
                 pass
         assert full.value.response.status_code == 503
     for _ in range(100):

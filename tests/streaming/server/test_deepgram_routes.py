@@ -84,6 +84,8 @@ async def test_body_container_and_raw(make_server: Callable[..., Any]) -> None:
             "URL",
         ),
         (b"\x00\x00", "encoding=opus", {}, 400, "encoding"),
+        # Raw audio needs its rate, as on the live socket (Deepgram requires both).
+        (b"\x00\x00", "encoding=linear16", {}, 400, "sample_rate is required"),
         (b"\x00\x00", "multichannel=maybe", {}, 400, "multichannel"),
         (b"\x00" * 2048, "", {}, 413, "limit"),
     ],

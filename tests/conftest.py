@@ -11,6 +11,7 @@ Also `serve_replica`: `kettle serve --fake-model` replicas as real processes on 
 from __future__ import annotations
 
 import csv
+import hashlib
 import os
 import re
 import selectors
@@ -19,7 +20,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +30,7 @@ import pytest
 
 if TYPE_CHECKING:
     from kettle.transcribe.adapter import WhisperAdapter
+    from kettle.transcribe.types import DecodeRequest, DecodeResult
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SPEECH_DIR = REPO_ROOT / "tests" / "data" / "speech"
@@ -115,6 +117,95 @@ def wer(references: list[str], hypotheses: list[str]) -> float:
 @pytest.fixture(scope="session")
 def wer_fn() -> Callable[[list[str], list[str]], float]:
     return wer
+
+
+# -- comparing two decodes of the same speech ---------------------------------------------
+# The int8 model's float parts round differently with the CPU's vector width (AVX2 or
+# AVX-512), the batch's shape and composition, and the feature path, so a token near a tie
+# may flip between two decodes whose inputs differ by one float32 ulp. Two texts are compared
+# exactly only where the model's inputs were bit-identical (same features, same batch, same
+# options); otherwise they may differ by what one flipped token does to the words.
+
+# Words one flipped token changes: a substitution, or a split or join ("flour fattened" /
+# "flourfattened": two word edits). Punctuation ("down waiting" / "down, waiting") is none.
+TOKEN_FLIP_WORD_EDITS = 2
+
+
+def word_edits(a: str, b: str) -> int:
+    """Word edit distance between two texts after Whisper's English normalizer."""
+    from whisper_normalizer.english import EnglishTextNormalizer
+
+    normalize = EnglishTextNormalizer()
+    x, y = normalize(a).split(), normalize(b).split()
+    prev = list(range(len(y) + 1))
+    for i, wx in enumerate(x, 1):
+        cur = [i] + [0] * len(y)
+        for j, wy in enumerate(y, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (wx != wy))
+        prev = cur
+    return prev[-1]
+
+
+class DecoderInputs:
+    """A decoder that records, batch by batch, what the model was given, so a test can tell
+    whether two runs fed it bit-identical inputs. Everything else is the wrapped decoder's.
+
+    A batch is recorded as the tuple of its requests' model inputs (``model_inputs``), in
+    order, and whether any result was sampled (a temperature above 0 draws random numbers, so
+    equal inputs need not give equal text).
+    """
+
+    def __init__(self, decoder: object) -> None:
+        self._decoder = decoder
+        self.batches: list[tuple[tuple[object, ...], bool]] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._decoder, name)
+
+    def decode_batch(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
+        results: list[DecodeResult] = self._decoder.decode_batch(requests)  # type: ignore[attr-defined]
+        sampled = any(r.temperature > 0 for r in results)
+        multilingual = bool(getattr(self._decoder, "multilingual", True))
+        self.batches.append((tuple(model_inputs(r, multilingual) for r in requests), sampled))
+        return results
+
+    def mark(self) -> int:
+        """A position in the record: ``since(mark)`` is what came after it."""
+        return len(self.batches)
+
+    def since(self, mark: int) -> list[tuple[tuple[object, ...], bool]]:
+        return self.batches[mark:]
+
+
+def model_inputs(r: DecodeRequest, multilingual: bool = True) -> tuple[object, ...]:
+    """What of a request reaches the model's text: the samples and every decoding option.
+
+    Left out: ids and cache keys (names only), the engine's routing flags, and
+    ``word_timestamps`` (words are aligned after the text is chosen); the language on an
+    English-only model, which decodes English whatever a request says. A stream key counts
+    for partials, which it moves to the incremental log-mel path.
+    """
+    from kettle.transcribe.types import DecodeKind
+
+    audio = np.ascontiguousarray(r.audio)
+    return (
+        audio.dtype.str,
+        audio.shape,
+        hashlib.sha256(audio.tobytes()).hexdigest(),
+        r.kind,
+        r.prompt,
+        r.prefix,
+        r.context,
+        r.hotwords,
+        r.language if multilingual else "en",
+        r.languages if multilingual else (),
+        r.beam_size,
+        r.max_new_tokens,
+        r.fallback_round,
+        r.task,
+        r.encode_min_s,
+        r.kind is DecodeKind.PARTIAL and r.stream_key is not None,
+    )
 
 
 def require_tool(command: str, apt_package: str) -> str:

@@ -15,6 +15,11 @@ from hypothesis import strategies as st
 from kettle.kernels.logmel import IncrementalLogMel, log_mel, log_mel_batch
 from kettle.kernels.melfilters import hann_window, mel_filters
 
+# Never exact equality: the kernels and faster-whisper's extractor (and the incremental and
+# the full path) group frames and products differently, so float32 rounding differs. Measured
+# on these inputs (AVX2): at most 2.4e-7 from faster-whisper, 1.2e-7 incremental vs full, i.e.
+# 1-2 ulps of features near 1. 1e-5 leaves 40x for another CPU's vector width, and is far
+# below what a real fault moves (a shifted frame or a wrong clamp: more than 1e-2).
 ATOL = 1e-5
 
 

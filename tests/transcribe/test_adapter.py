@@ -16,7 +16,16 @@ from kettle.transcribe.errors import ConfigError, DecodeError
 from kettle.transcribe.features import FeatureComputer
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest
 
+from tests.conftest import TOKEN_FLIP_WORD_EDITS, word_edits
+
 P, F = DecodeKind.PARTIAL, DecodeKind.FINAL
+# Log-mel features of one window by two paths (the kernels and faster-whisper's extractor,
+# incremental and in full) agree to 1-2 float32 ulps here (at most 2.4e-7 measured on these
+# tests' inputs, AVX2). FFT rounding is relative to a frame's peak, so bands far below it
+# (kept down to peak - 8 in log10) carry larger relative error, and another SIMD width or
+# FFT grouping moves it: 1e-4 is ~400x what was measured, while a real fault (a stale or
+# shifted frame, a wrong clamp maximum) moves features by more than 1e-2.
+FEATURE_ATOL = 1e-4
 # Tests below rely on the order: "He hoped there would be stew...", "Stuff it into you...",
 # "He could wait no longer", "For a full hour he had paced up and down...".
 SPEECH = (
@@ -114,7 +123,7 @@ def test_kernel_features_match_faster_whisper() -> None:
     windows = [_noise("pink", s, 0.3, seed=i) for i, s in enumerate((0.5, 7.3, 30.0))]
     got, want = fast.batch(windows), reference.batch(windows)
     assert got.shape == want.shape == (3, 80, 3000)
-    np.testing.assert_allclose(got, want, atol=2e-4)
+    np.testing.assert_allclose(got, want, rtol=0, atol=FEATURE_ATOL)
 
 
 def test_incremental_features_match_full_computation() -> None:
@@ -125,10 +134,10 @@ def test_incremental_features_match_full_computation() -> None:
         full = fc.batch([audio[:n]])[0]
         if inc is None:
             pytest.skip("kettle.kernels.logmel not available")
-        np.testing.assert_allclose(inc, full, atol=1e-4)
+        np.testing.assert_allclose(inc, full, rtol=0, atol=FEATURE_ATOL)
     assert fc.incremental_hits == 3
     other = _noise("white", 2.0, 0.3, seed=1)  # not an extension: restarts the state
-    np.testing.assert_allclose(fc.stream("s", other), fc.batch([other])[0], atol=1e-4)
+    np.testing.assert_allclose(fc.stream("s", other), fc.batch([other])[0], atol=FEATURE_ATOL)
     assert fc.incremental_hits == 3
 
 
@@ -161,7 +170,7 @@ def test_finals_in_one_batch_are_accurate_with_word_times(
 
 
 @pytest.mark.slow
-def test_partials_greedy_batched_equals_one_by_one(
+def test_partials_greedy_batched_match_one_by_one(
     tiny_decoder: WhisperAdapter, speech: list[tuple[np.ndarray, str]], wer_fn: Any
 ) -> None:
     batched = tiny_decoder.decode_batch(
@@ -171,9 +180,16 @@ def test_partials_greedy_batched_equals_one_by_one(
         tiny_decoder.decode_batch([DecodeRequest(audio=a, kind=P, cache_key=("solo", i))])[0]
         for i, (a, _) in enumerate(speech)
     ]
-    assert [r.text for r in batched] == [r.text for r in single]
+    assert [r.request_id for r in batched] == [0, 1, 2, 3]
+    # A batch of four and a batch of one are different shapes for the model, which may round
+    # a token the other way (the CPU decides): each text within a flipped token of its
+    # single decode. The four utterances share no words, so a mixed-up row fails by far.
+    for b, s in zip(batched, single, strict=True):
+        assert b.text and word_edits(b.text, s.text) <= TOKEN_FLIP_WORD_EDITS, (b.text, s.text)
     assert all(r.kind is P and not r.words for r in batched)
-    assert wer_fn([ref for _, ref in speech], [r.text for r in batched]) <= 0.10
+    refs = [ref for _, ref in speech]
+    assert wer_fn(refs, [r.text for r in batched]) <= 0.10
+    assert wer_fn(refs, [r.text for r in single]) <= 0.10
 
 
 @pytest.mark.slow
@@ -345,23 +361,57 @@ def test_bad_requests_are_config_errors(tiny_decoder: WhisperAdapter) -> None:
 
 @pytest.mark.slow
 def test_stream_partials_use_incremental_features(
-    tiny_decoder: WhisperAdapter, speech: list[tuple[np.ndarray, str]]
+    tiny_decoder: WhisperAdapter,
+    speech: list[tuple[np.ndarray, str]],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     audio = speech[3][0]
-    hits = tiny_decoder.features.incremental_hits
-    texts = []
+    features = tiny_decoder.features
+    hits = features.incremental_hits
+    given: list[np.ndarray] = []  # the features each decode below hands the encoder
+    real_stream, real_batch = features.stream, features.batch
+
+    def stream(*args: Any, **kwargs: Any) -> np.ndarray | None:
+        out = real_stream(*args, **kwargs)
+        given.extend([] if out is None else [out])
+        return out
+
+    def batch(*args: Any, **kwargs: Any) -> np.ndarray:
+        out = real_batch(*args, **kwargs)
+        given.extend(out)
+        return out
+
+    monkeypatch.setattr(features, "stream", stream)
+    monkeypatch.setattr(features, "batch", batch)
+
+    def decode(request: DecodeRequest) -> tuple[str, np.ndarray]:
+        given.clear()
+        (result,) = tiny_decoder.decode_batch([request])
+        assert len(given) == 1 and not result.encoder_cache_hit
+        return result.text, given[0]
+
+    texts, identical = [], 0
     for seconds in (1.5, 3.0, 4.5):
         window = audio[: int(seconds * SAMPLE_RATE)]
-        streamed = tiny_decoder.decode_batch(
-            [DecodeRequest(audio=window, kind=P, stream_key="mic-1", cache_key=("a", seconds))]
-        )[0]
-        plain = tiny_decoder.decode_batch(
-            [DecodeRequest(audio=window, kind=P, cache_key=("b", seconds))]
-        )[0]
-        assert streamed.text == plain.text
-        texts.append(streamed.text)
-    if tiny_decoder.features._kernels is not None:
-        assert tiny_decoder.features.incremental_hits == hits + 2
+        streamed, incremental = decode(
+            DecodeRequest(audio=window, kind=P, stream_key="mic-1", cache_key=("a", seconds))
+        )
+        plain, full = decode(DecodeRequest(audio=window, kind=P, cache_key=("b", seconds)))
+        np.testing.assert_allclose(incremental, full, rtol=0, atol=FEATURE_ATOL)
+        assert streamed, seconds
+        if np.array_equal(incremental, full):
+            # Bit-identical inputs (features, a batch of one, the same options): same text.
+            identical += 1
+            assert streamed == plain
+        else:
+            # The two paths round differently (one float32 ulp here): a token near a tie
+            # may flip, and which one does depends on the CPU's vector width.
+            assert word_edits(streamed, plain) <= TOKEN_FLIP_WORD_EDITS, (streamed, plain)
+        texts.append(streamed)
+    if features._kernels is not None:
+        assert features.incremental_hits == hits + 2
+    else:  # no incremental path: both requests took the full one
+        assert identical == 3
     assert len(texts[-1]) > len(texts[0])
 
 
@@ -389,7 +439,19 @@ def test_short_encodes_transcribe_and_share_one_length_per_batch(
         ]
     )
     (alone,) = tiny_decoder.decode_batch([DecodeRequest(audio=window.copy(), kind=P)])
-    assert alone.encoder_cache_hit and alone.text == mixed[0].text
+    assert alone.encoder_cache_hit
+    # Alone, its generate is a batch of one, not of two: within a flipped token. The same
+    # batch again, the short request now asking for 30 s, takes both rows from the cache
+    # into the same generate batch: bit-identical inputs, the same texts.
+    assert word_edits(alone.text, mixed[0].text) <= TOKEN_FLIP_WORD_EDITS, alone.text
+    again = tiny_decoder.decode_batch(
+        [
+            DecodeRequest(audio=window.copy(), kind=P, request_id="short"),
+            DecodeRequest(audio=clips[1][0].copy(), kind=P, request_id="full"),
+        ]
+    )
+    assert [r.encoder_cache_hit for r in again] == [True, True]
+    assert [r.text for r in again] == [r.text for r in mixed] and mixed[0].text
 
 
 def test_partials_may_ask_for_a_beam(

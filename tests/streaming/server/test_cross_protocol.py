@@ -1,7 +1,10 @@
 """One recording through every protocol kettle speaks gives the same final text (slow).
 
-Live protocols share the session, so their finals must match word for word; uploads go
-through the file pipeline's own windows, and on these recordings say the same. Partials are
+Live protocols share the session, so their finals match word for word where the model was
+given the same inputs (the test records them), and within a flipped token where it was not:
+a speculative final's window, or a fallback's sampling, may depend on timing, and an input
+one ulp away may round a token the other way on another CPU. Uploads go through the file
+pipeline's own windows, and on these recordings say nearly the same. Partials are
 off: their stable words are forced into the finals, and which partials get decoded depends on
 the machine's speed, so with them the finals may differ by timing, not by protocol. Each client is
 the protocol's own: kettle's `stream_audio` for PROTOCOL.md, the official Deepgram SDK for
@@ -30,6 +33,8 @@ from kettle.streaming.core.agreement import normalize_word
 from kettle.streaming.server.server import KettleServer, ServerConfig
 from kettle.transcribe.audio_io import load_audio
 
+from tests.conftest import TOKEN_FLIP_WORD_EDITS, DecoderInputs
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.filterwarnings("ignore::DeprecationWarning:deepgram"),
@@ -44,8 +49,13 @@ Protocol = Callable[[KettleServer, Path], Awaitable[str]]
 
 
 @pytest.fixture
-async def server(tiny_decoder: Any) -> AsyncIterator[KettleServer]:
-    async with KettleServer(ServerConfig(port=0), lambda: tiny_decoder) as running:
+def recorder(tiny_decoder: Any) -> DecoderInputs:
+    return DecoderInputs(tiny_decoder)
+
+
+@pytest.fixture
+async def server(recorder: DecoderInputs) -> AsyncIterator[KettleServer]:
+    async with KettleServer(ServerConfig(port=0), lambda: recorder) as running:
         yield running
 
 
@@ -146,14 +156,35 @@ PROTOCOLS: dict[str, Protocol] = {
 }
 
 
+def _same_inputs(a: list[Any], b: list[Any]) -> bool:
+    """Whether two runs gave the model the same batches, none of them sampled."""
+    return bool(a) and a == b and not any(sampled for _, sampled in a)
+
+
 @pytest.mark.parametrize("name", RECORDINGS)
-async def test_every_protocol_gives_the_same_final_text(server: KettleServer, name: str) -> None:
-    texts = {label: words(await run(server, SPEECH / name)) for label, run in PROTOCOLS.items()}
+async def test_every_protocol_gives_the_same_final_text(
+    server: KettleServer, recorder: DecoderInputs, name: str
+) -> None:
+    texts: dict[str, list[str]] = {}
+    inputs: dict[str, list[Any]] = {}  # each protocol's decode batches, as the model saw them
+    for label, run in PROTOCOLS.items():
+        mark = recorder.mark()
+        texts[label] = words(await run(server, SPEECH / name))
+        inputs[label] = recorder.since(mark)
     first = texts["kettle v1"]
     assert len(first) >= 8, texts
-    # The live protocols share the session: word for word. The upload is decoded by the file
-    # pipeline's own windows (live finals are decoded in the stream's context), so it may
-    # differ by a few words ("out in" / "out and", "flowerfattened" / "flower fattened").
-    assert texts["deepgram live"] == first, texts
-    errors, _ = word_errors(" ".join(first), " ".join(texts["deepgram upload"]))
-    assert errors <= max(3, len(first) // 7), texts
+    # The live protocols share the session, the uploads the file pipeline: word for word
+    # where the model saw the same inputs, else within a flipped token.
+    for a, b in (("kettle v1", "deepgram live"), ("deepgram upload", "openai upload")):
+        if _same_inputs(inputs[a], inputs[b]):
+            assert texts[a] == texts[b], (a, b, texts)
+        else:
+            errors, _ = word_errors(" ".join(texts[a]), " ".join(texts[b]))
+            assert errors <= TOKEN_FLIP_WORD_EDITS, (a, b, texts)
+    # The upload is decoded by the file pipeline's own windows (live finals are decoded in the
+    # stream's context), so it may differ by a few words ("out in" / "out and",
+    # "flowerfattened" / "flower fattened"); so may Realtime, its audio resampled to 24 kHz and
+    # back and its turns cut by its own server VAD.
+    for label in ("deepgram upload", "openai upload", "openai realtime"):
+        errors, _ = word_errors(" ".join(first), " ".join(texts[label]))
+        assert errors <= max(3, len(first) // 7), (label, texts)

@@ -46,6 +46,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import machine_info, markdown_table, write_section
+from kettle.streaming.cli import allocator
 from kettle.streaming.client.client import ClientOptions, StreamClientError, stream_audio, to_s16le
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -67,11 +68,8 @@ def start_server(
     cmd = [sys.executable, "-m", "kettle.streaming.cli.main", "serve", "--port", "0"]
     cmd += ["--fake-model"] if args.fake_model else ["--model", args.model]
     cmd += args.serve_arg
-    cmd += ["--max-sessions", "64", "--idle-timeout", "20", *extra]
-    env = dict(os.environ)
-    if args.allocator != "glibc":
-        env["LD_PRELOAD"] = ALLOCATORS[args.allocator]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+    cmd += ["--max-sessions", "64", "--idle-timeout", "20", "--allocator", args.allocator]
+    proc = subprocess.Popen([*cmd, *extra], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     match = re.fullmatch(r"kettle serving on (http://\S+)\n", line)
@@ -79,15 +77,6 @@ def start_server(
         proc.kill()
         raise SystemExit(f"server did not start: {line!r}")
     return proc, match.group(1)
-
-
-# The allocators Debian ships (apt: libjemalloc2, libtcmalloc-minimal4), preloaded into the
-# server: its native heap is malloc's, whoever calls it (CTranslate2, numpy, Python).
-ALLOCATORS = {
-    "glibc": "",
-    "jemalloc": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
-    "tcmalloc": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
-}
 
 
 def rss_parts_mb(pid: int) -> dict[str, float]:
@@ -486,7 +475,7 @@ async def soak(args: argparse.Namespace, base: str, pid: int) -> dict[str, Any]:
             if len(pair_medians) >= 4
             else None
         ),
-        "allocator": args.allocator,
+        "allocator": allocator.loaded(Path(f"/proc/{pid}/maps").read_text()),
         "rss_parts_pair_medians_mb": parts_pair_medians(parts, phase.blocks),
         "loop_lag_p99_s": lag_p99,
         "loop_lag_p99_by_block": [
@@ -688,7 +677,10 @@ def main(argv: list[str] | None = None) -> int:
         help="pass ARG to `kettle serve` (repeatable; e.g. --serve-arg=--release-memory-s=0)",
     )
     parser.add_argument(
-        "--allocator", choices=sorted(ALLOCATORS), default="glibc", help="the server's malloc"
+        "--allocator",
+        choices=("auto", "glibc", "jemalloc", "tcmalloc"),
+        default="auto",
+        help="the server's malloc (kettle serve --allocator)",
     )
     parser.add_argument("--no-abuse", action="store_true", help="honest streams only")
     parser.add_argument("--audio", nargs="*", default=None, help="speech files (default: eval)")

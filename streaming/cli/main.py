@@ -7,6 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from kettle.streaming.cli import allocator
 from kettle.streaming.cli.serve import register_serve, register_stream
 from kettle.streaming.cli.simulate import register_simulate
 from kettle.transcribe.cli import register_transcribe
@@ -38,6 +39,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     try:
+        if argv is None and getattr(args, "allocator", None):
+            # A real command line (not a call from Python): the server's malloc is chosen
+            # by re-executing before anything starts (allocator.py).
+            args.allocator = allocator.ensure(args.allocator)
         return int(args.func(args) or 0)
     except KettleError as exc:
         print(f"kettle: error: {exc}", file=sys.stderr)

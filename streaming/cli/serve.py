@@ -224,6 +224,14 @@ def register_serve(sub: Any) -> None:
         "every S seconds: when idle, or between batches when the model was busy all along "
         "(glibc only; 0: never). Keeps a long-running server's RSS from creeping up",
     )
+    parser.add_argument(
+        "--allocator",
+        choices=("auto", "jemalloc", "tcmalloc", "glibc"),
+        default="auto",
+        help="the server's malloc: auto (default) runs on jemalloc where libjemalloc2 is "
+        "installed, which keeps a long-running server's RSS flat (docs/operating.md); "
+        "glibc: the C library's own",
+    )
     parser.add_argument("--tls-cert", default=None, metavar="FILE")
     parser.add_argument("--tls-key", default=None, metavar="FILE")
     parser.set_defaults(func=_serve)

@@ -8,6 +8,10 @@ returns it; it costs a few ms and the pages it returns fault in again, so the en
 at most once every interval and only after work since the last trim: when idle, or, when
 the model has had no idle moment for a whole interval (a client flooding audio keeps it
 busy for minutes), between two batches. A no-op where the C library is not glibc.
+
+On jemalloc (`kettle serve --allocator`, streaming/cli/allocator.py) the same release
+purges jemalloc's arenas instead (``arena.<all>.purge``): jemalloc returns free pages on a
+decay timer anyway, but only when the process next allocates.
 """
 
 from __future__ import annotations
@@ -18,6 +22,29 @@ import sys
 from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
+
+
+# jemalloc's MALLCTL_ARENAS_ALL: the pseudo-arena index that names every arena.
+_ALL_ARENAS = 4096
+
+
+def load_jemalloc_purge() -> Callable[[], None] | None:
+    """jemalloc's purge of every arena as a callable, or None where malloc is not jemalloc."""
+    try:
+        mallctl = ctypes.CDLL(None).mallctl  # exported only where jemalloc is loaded
+    except (OSError, AttributeError):
+        return None
+    name = f"arena.{_ALL_ARENAS}.purge".encode()
+
+    def release() -> None:
+        mallctl(name, None, None, None, ctypes.c_size_t(0))
+
+    return release
+
+
+def load_release() -> Callable[[], None] | None:
+    """The release for the malloc this process runs on: jemalloc's purge, glibc's trim."""
+    return load_jemalloc_purge() or load_malloc_trim()
 
 
 def load_malloc_trim() -> Callable[[], None] | None:
@@ -76,8 +103,8 @@ class MemoryRelease:
 def memory_release(
     interval_s: float | None, release: Callable[[], None] | None
 ) -> MemoryRelease | None:
-    """The engine's trimmer for ``release_memory_s`` (None: never; default: malloc_trim)."""
+    """The engine's trimmer for ``release_memory_s`` (None: never; default: load_release)."""
     if interval_s is None:
         return None
-    release = release or load_malloc_trim()
+    release = release or load_release()
     return None if release is None else MemoryRelease(interval_s, release)

@@ -4,12 +4,17 @@ whole interval of work without a pause."""
 
 from __future__ import annotations
 
+import os
 import platform
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from kettle.streaming.engine import native_memory
 from kettle.streaming.engine.native_memory import MemoryRelease
+
+JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 
 
 def test_first_idle_release_waits_for_work_then_comes_at_once() -> None:
@@ -65,3 +70,24 @@ def test_found_exactly_where_python_runs_on_glibc() -> None:
 def test_none_off_linux(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "platform", "darwin")
     assert native_memory.load_malloc_trim() is None
+
+
+def test_glibc_process_releases_by_trim_not_by_jemalloc() -> None:
+    if platform.libc_ver()[0] != "glibc" or "libjemalloc" in Path("/proc/self/maps").read_text():
+        pytest.skip("not a plain glibc process")
+    assert native_memory.load_jemalloc_purge() is None
+    assert native_memory.load_release() is not None
+
+
+@pytest.mark.skipif(not Path(JEMALLOC).is_file(), reason="needs libjemalloc2 (apt)")
+def test_on_jemalloc_the_release_purges_its_arenas() -> None:
+    code = (
+        "import ctypes; from kettle.streaming.engine import native_memory as n; "
+        "p = n.load_jemalloc_purge(); assert p is not None; p(); "
+        "assert n.load_release().__qualname__.startswith('load_jemalloc_purge'); "
+        "m = ctypes.CDLL(None).mallctl; "
+        "assert m(b'arena.4096.purge', None, None, None, ctypes.c_size_t(0)) == 0; print('ok')"
+    )
+    env = {**os.environ, "LD_PRELOAD": JEMALLOC}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "ok", out.stderr

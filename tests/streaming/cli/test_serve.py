@@ -1,4 +1,4 @@
-"""`kettle serve`'s engine options: cadence and the cost cache."""
+"""`kettle serve`'s options: the engine's cadence and cost cache, the server's uploads."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from kettle.streaming.cli.main import build_parser
-from kettle.streaming.cli.serve import _engine_config
+from kettle.streaming.cli.serve import _engine_config, _server_config
 from kettle.streaming.engine.engine import EngineConfig
 
 
@@ -48,3 +48,15 @@ def test_openai_aliases_are_a_comma_separated_list() -> None:
         "house-stt",
     )
     assert parse(["serve", "--openai-aliases", ""]).openai_aliases == ()
+
+
+def test_upload_pace_and_budget_flags() -> None:
+    parse = build_parser().parse_args
+    config = _server_config(parse(["serve"]), ())
+    assert (config.upload_body_timeout_s, config.upload_body_grace_s) == (1800.0, 10.0)
+    assert config.upload_min_bytes_per_s == 16 << 10 and config.upload_budget_bytes is None
+    flags = ["--upload-body-timeout", "60", "--upload-body-grace", "2", "--upload-min-rate", "0"]
+    config = _server_config(parse(["serve", *flags, "--upload-budget-mb", "2048"]), ())
+    assert (config.upload_body_timeout_s, config.upload_body_grace_s) == (60.0, 2.0)
+    assert config.upload_min_bytes_per_s == 0 and config.upload_budget_bytes == 2048 << 20
+    assert config.upload_pace().cutoff(0) == (60.0, "deadline")  # 0: any rate

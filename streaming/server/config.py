@@ -96,9 +96,8 @@ class ServerConfig:
             problems.append("retry_after_s must be at least 1")
         if self.max_upload_bytes < 1 or self.max_uploads < 1:
             problems.append("max_upload_bytes and max_uploads must be at least 1")
-        if self.upload_budget_bytes is not None and not (
-            self.upload_budget_bytes >= self.max_upload_bytes
-        ):
+        budget = self.upload_budget_bytes
+        if budget is not None and budget < self.max_upload_bytes:
             problems.append("upload_budget_bytes must be at least max_upload_bytes")
         try:
             self.upload_pace()

@@ -190,6 +190,38 @@ def register_serve(sub: Any) -> None:
         metavar="MB",
         help="largest upload",
     )
+    parser.add_argument(
+        "--upload-body-timeout",
+        type=positive_float,
+        default=_DEFAULTS.upload_body_timeout_s,
+        metavar="S",
+        help="an upload's body must be all in within S seconds of its headers, or 408 "
+        "(default %(default)s)",
+    )
+    parser.add_argument(
+        "--upload-body-grace",
+        type=non_negative_float,
+        default=_DEFAULTS.upload_body_grace_s,
+        metavar="S",
+        help="seconds an upload's body may take before --upload-min-rate applies "
+        "(default %(default)s)",
+    )
+    parser.add_argument(
+        "--upload-min-rate",
+        type=non_negative_int,
+        default=_DEFAULTS.upload_min_bytes_per_s >> 10,
+        metavar="KIB_S",
+        help="after the grace period an upload's body must have come at this many KiB/s "
+        "on average, or 408; 0: any rate (default %(default)s)",
+    )
+    parser.add_argument(
+        "--upload-budget-mb",
+        type=positive_int,
+        default=None,
+        metavar="MB",
+        help="upload bodies held at once, being read or transcribed, all together (429 "
+        "beyond; default: --max-uploads times --max-upload-mb)",
+    )
     parser.add_argument("--threads", type=non_negative_int, default=0, help="model CPU threads")
     parser.add_argument(
         "--batch-size",
@@ -286,6 +318,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _server_config(args: argparse.Namespace, keys: tuple[str, ...]) -> ServerConfig:
     """The server's settings from the flags (ServerConfig validates them)."""
+    budget_mb = args.upload_budget_mb
     return ServerConfig(
         host=args.host,
         port=args.port,
@@ -293,6 +326,10 @@ def _server_config(args: argparse.Namespace, keys: tuple[str, ...]) -> ServerCon
         max_sessions=args.max_sessions,
         max_uploads=args.max_uploads,
         max_upload_bytes=args.max_upload_mb << 20,
+        upload_body_timeout_s=args.upload_body_timeout,
+        upload_body_grace_s=args.upload_body_grace,
+        upload_min_bytes_per_s=args.upload_min_rate << 10,
+        upload_budget_bytes=None if budget_mb is None else budget_mb << 20,
         max_frame_bytes=args.max_frame_bytes,
         max_message_bytes=max(_DEFAULTS.max_message_bytes, args.max_frame_bytes),
         idle_timeout_s=args.idle_timeout,

@@ -9,6 +9,7 @@ from kettle.streaming.protocols.openai_models import MODEL_ALIASES
 from kettle.streaming.server.audio_budget import AdmissionConfig
 from kettle.streaming.server.hosts import HostPolicy
 from kettle.streaming.server.origins import OriginPolicy
+from kettle.streaming.server.upload_limits import BodyPace
 from kettle.transcribe.errors import ConfigError
 
 
@@ -40,6 +41,15 @@ class ServerConfig:
     # (413 beyond), and how many are transcribed at once, all APIs together (429 beyond).
     max_upload_bytes: int = 1 << 30
     max_uploads: int = 4
+    # An upload's body is read before it takes a slot, and cut with 408 when it is not all
+    # in within upload_body_timeout_s, or when after the first upload_body_grace_s it has
+    # come at under upload_min_bytes_per_s on average (0: any rate); docs/operating.md.
+    upload_body_timeout_s: float = 1800.0
+    upload_body_grace_s: float = 10.0
+    upload_min_bytes_per_s: int = 16 << 10
+    # Bytes of upload bodies held at once, being read or transcribed (429 beyond); None:
+    # max_uploads bodies of max_upload_bytes.
+    upload_budget_bytes: int | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
     ping_interval_s: float | None = 20.0
@@ -90,6 +100,13 @@ class ServerConfig:
             problems.append("retry_after_s must be at least 1")
         if self.max_upload_bytes < 1 or self.max_uploads < 1:
             problems.append("max_upload_bytes and max_uploads must be at least 1")
+        budget = self.upload_budget_bytes
+        if budget is not None and budget < self.max_upload_bytes:
+            problems.append("upload_budget_bytes must be at least max_upload_bytes")
+        try:
+            self.upload_pace()
+        except ValueError as exc:
+            problems.append(str(exc))
         if self.outbox_limit < 1:
             problems.append("outbox_limit must be at least 1")
         if (self.tls_cert is None) != (self.tls_key is None):
@@ -108,6 +125,14 @@ class ServerConfig:
     @property
     def scheme(self) -> str:
         return "https" if self.tls_cert else "http"
+
+    def upload_pace(self) -> BodyPace:
+        """How fast an upload's body must come (upload_limits.py)."""
+        return BodyPace(
+            deadline_s=self.upload_body_timeout_s,
+            grace_s=self.upload_body_grace_s,
+            min_rate=float(self.upload_min_bytes_per_s),
+        )
 
     def admission_config(self) -> AdmissionConfig:
         """Audio admission per connection; the session length limit counts audio time too."""

@@ -6,15 +6,17 @@ an ``encoding``); the answer is ``protocols.deepgram_rest``'s body. The file pip
 a worker thread and sends its batches to the engine's offline queue, so live streams' finals
 and partials always go first. Errors are Deepgram's ``{"err_code", "err_msg", "request_id"}``:
 401 for a bad key, 400 for bad parameters or audio, 413 for a body over the limit, 429 with
-Retry-After while the upload slots are full, 503 with Retry-After while the model loads or
-the server drains (an upload in flight when a drain begins is answered within the drain's
-timeout; one still running when a shutdown or the drain's end cuts it short gets this 503),
-500 when the transcription fails otherwise (the statuses are uploads.py's, as OpenAI's).
-With ``diarize`` each word
-carries its segment's speaker (offline.diarize_offline; 400 without a speaker model).
-A JSON body asks kettle to fetch a URL, which it does not do (400). The slot, the body's
-limit and the decode are uploads.py's, shared with OpenAI's upload routes: a
-client that goes away cancels the rest of its work and frees its slot.
+Retry-After while the upload slots are full (or the bodies' byte budget), 408
+(``REQUEST_TIMEOUT``) for a body that comes too slowly or not by its deadline and 400 for one
+that ends (a half-close) before its Content-Length, both closing the connection after them
+(the body is read before the upload takes a slot), 503 with Retry-After while the model
+loads or the server drains (an upload in flight when a drain begins is answered within the
+drain's timeout; one still running when a shutdown or the drain's end cuts it short gets this
+503), 500 when the transcription fails otherwise (the statuses are uploads.py's, as OpenAI's).
+With ``diarize`` each word carries its segment's speaker (offline.diarize_offline; 400
+without a speaker model). A JSON body asks kettle to fetch a URL, which it does not do (400).
+The slot, the body's limits and the decode are uploads.py's, shared with OpenAI's upload
+routes: a client that goes away cancels the rest of its work and frees its slot.
 """
 
 from __future__ import annotations
@@ -71,15 +73,20 @@ _DEEPGRAM_ERRORS = {
     "busy": ("TOO_MANY_REQUESTS", "{}"),
     "unavailable": ("SERVICE_UNAVAILABLE", "{}"),
     "too_large": ("PAYLOAD_TOO_LARGE", "{}"),
+    "timeout": ("REQUEST_TIMEOUT", "{}"),
+    "ended_early": ("Bad Request", "{}"),
     "unreadable": ("Bad Request", "the audio cannot be decoded: {}"),
     "failed": ("INTERNAL_SERVER_ERROR", "transcription failed: {}"),
 }
 
 
 class _Refused(Exception):
-    def __init__(self, status: int, code: str, message: str, retry: bool = False) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, retry: bool = False, close: bool = False
+    ) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.retry = status, code, message, retry
+        self.close = close  # Connection: close (the body was not read to its end)
 
 
 def routes(server: KettleServer) -> list[BaseRoute]:
@@ -93,6 +100,8 @@ def routes(server: KettleServer) -> list[BaseRoute]:
             headers = {"Retry-After": str(server.config.retry_after_s)} if exc.retry else {}
             if exc.status == 401:
                 headers["WWW-Authenticate"] = "Token"
+            if exc.close:
+                headers["Connection"] = "close"
             body = {**error_body(exc.message, code=exc.code), "request_id": request_id}
             return JSONResponse(body, exc.status, headers)
 
@@ -130,7 +139,9 @@ async def _transcribe(server: KettleServer, request: Request, request_id: str) -
         if failure.kind in ("failed", "unavailable") and isinstance(exc, KettleError):
             logger.warning("upload failed: %s", exc)
         code, message = _DEEPGRAM_ERRORS[failure.kind]
-        raise _Refused(failure.status, code, message.format(exc), retry=failure.retry) from None
+        raise _Refused(
+            failure.status, code, message.format(exc), failure.retry, failure.close
+        ) from None
     identity = ModelIdentity(finals.name, kettle_version())
     created = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
     answer = render_prerecorded(

@@ -137,6 +137,15 @@ class ServerMetrics:
             "Time reads were paused because clients sent audio faster than admitted",
             registry=r,
         )
+        self.uploads_cut = Counter(
+            "kettle_uploads_cut",
+            "Upload bodies cut with 408, by reason: slow (under the minimum rate on average "
+            "after the grace period), deadline (not all in within the body timeout)",
+            ["reason"],
+            registry=r,
+        )
+        for reason in ("slow", "deadline"):
+            self.uploads_cut.labels(reason=reason)
         self.backlog_closes = Counter(
             "kettle_backlog_closes",
             "Sessions ended because they held too much audio not yet transcribed",

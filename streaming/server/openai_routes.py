@@ -7,11 +7,16 @@ The request's order of checks, cheapest first, so a refused upload costs no read
    server drains) and a free upload slot (429 while ``max_uploads`` are being transcribed),
    both with Retry-After, which the SDK's retry honours (an upload in flight when a drain
    begins is answered within the drain's timeout; one a shutdown cuts short gets the 503);
-2. the body, read up to ``max_upload_bytes`` (413 beyond; Content-Length is checked first);
-3. the form (400, 404 for an unknown model; see protocols/openai_rest.py), then the audio,
-   decoded from its bytes (400 when it is not audio).
+2. the body, read holding no slot: up to ``max_upload_bytes`` (413 beyond; Content-Length is
+   checked first), within the bodies' byte budget (429), at the pace it must come at (408,
+   ``request_timeout``, which the SDK retries), to its Content-Length (400,
+   ``incomplete_body``, when the client half-closed before); the 408 and that 400 close the
+   connection after them;
+3. the form (400, 404 for an unknown model; see protocols/openai_rest.py); then a slot (429
+   if the others took the last one meanwhile) and the audio, decoded from its bytes (400 when
+   it is not audio).
 
-The slot, the body's limit, the audio and the transcription (through the live engine at
+The slot, the body's limits, the audio and the transcription (through the live engine at
 offline priority, with the model that decodes finals) are uploads.py's, shared with Deepgram's
 upload route: a client that goes away cancels the rest of its work and frees its slot.
 """
@@ -158,11 +163,23 @@ class OpenAIRest:
         """OpenAI's error for an upload that failed (uploads.py's refusals included)."""
         if isinstance(exc, rest.OpenAIError):
             return exc
-        retry = self.server.config.retry_after_s
         failure = upload_failure(exc, draining=self.server.draining)
+        error = self._failure(failure, exc, task)
+        if failure is not None and failure.close:  # its body was not read to its end
+            error.headers["Connection"] = "close"
+        return error
+
+    def _failure(
+        self, failure: UploadFailure | None, exc: Exception, task: str
+    ) -> rest.OpenAIError:
+        retry = self.server.config.retry_after_s
         match failure:
             case UploadFailure(kind="busy"):
                 return rest.busy(retry)
+            case UploadFailure(kind="timeout"):
+                return rest.OpenAIError(408, f"{_sentence(exc)}.", code="request_timeout")
+            case UploadFailure(kind="ended_early"):
+                return rest.bad_request(f"{_sentence(exc)}.", None, "incomplete_body")
             case UploadFailure(kind="unavailable"):
                 return rest.busy(retry, unavailable=True)
             case UploadFailure(kind="too_large", limit=int(limit)):
@@ -210,6 +227,11 @@ class OpenAIRest:
             **({"windows": parsed.windows} if parsed.windows is not None else {}),
         )
         return UploadJob(job, parsed.audio, config, finish=finish)
+
+
+def _sentence(exc: Exception) -> str:
+    text = str(exc)
+    return text[:1].upper() + text[1:]
 
 
 @dataclass

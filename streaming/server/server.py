@@ -10,6 +10,8 @@ each message until the runner asks for the next (so a connection that is not rea
 back through TCP), and waits for the socket to drain before each send (so the outbox sees a
 slow reader). Per-message deflate is off (audio does not compress, and it costs CPU and
 memory per connection); a message over `max_message_bytes` closes the connection with 1009.
+Plain HTTP is uvicorn's httptools protocol, answering request bodies cut short by a
+half-close and closing after a slow body's 408 without resetting it (http_protocol.py).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from kettle.streaming.server.config import ServerConfig
 from kettle.streaming.server.connection import ConnectionLimits
 from kettle.streaming.server.gate import ConnectionGate, Refusal
 from kettle.streaming.server.hosts import HostPolicy
+from kettle.streaming.server.http_protocol import KettleHttpProtocol
 from kettle.streaming.server.limits import Authenticator
 from kettle.streaming.server.looplag import LoopLagMonitor
 from kettle.streaming.server.metrics import ServerMetrics
@@ -124,7 +127,13 @@ class KettleServer:
             model_info=lambda: self.model_info,
         )
         # Uploads of every REST API (Deepgram's and OpenAI's) share these slots.
-        self.uploads = Uploads(config.max_uploads, config.max_upload_bytes)
+        self.uploads = Uploads(
+            config.max_uploads,
+            config.max_upload_bytes,
+            pace=config.upload_pace(),
+            budget_bytes=config.upload_budget_bytes,
+            on_cut=lambda reason: self.metrics.uploads_cut.labels(reason=reason).inc(),
+        )
         self._runners: set[ConnectionRunner] = set()
         self._engine: Engine | None = None
         self._uvicorn: Uvicorn | None = None
@@ -150,6 +159,7 @@ class KettleServer:
         uv_config = uvicorn.Config(
             build_app(self),
             lifespan="off",
+            http=KettleHttpProtocol,  # answers bodies cut short (http_protocol.py)
             ws=WS_IMPLEMENTATION,
             ws_max_size=cfg.max_message_bytes,
             ws_per_message_deflate=False,

@@ -1,30 +1,41 @@
 """One REST upload from its body to its transcript: what the OpenAI and Deepgram upload routes
-share (openai_routes.py, deepgram_http.py), so both hold and free their slots the same way.
+share (openai_routes.py, deepgram_routes.py), so both hold and free their slots the same way.
 
 `Uploads.transcribe`, in order:
 
-1. a free upload slot (`UploadsFull` otherwise: 429), held until the work has ended;
-2. the body, read up to the limit (`UploadTooLarge`: 413; Content-Length is checked first);
+1. a free upload slot now (`UploadsFull` otherwise: 429, before any reading);
+2. the body, read holding no slot (upload_body.py): up to the byte limit (`UploadTooLarge`:
+   413; Content-Length is checked first), within the byte budget all bodies share
+   (`UploadsFull`: 429), at the pace it must come at (`BodyTimeout`: 408, counted by
+   ``on_cut``), to its Content-Length (`BodyEndedEarly`: 400);
 3. the route's own reading of the body (`prepare`, which raises its API's errors);
-4. the audio decoded from the bytes it names (`UnreadableAudio`: 400);
-5. the transcription on the engine at offline priority (offline.py; `KettleError` on failure),
+4. an upload slot, held from here until the work has ended (`UploadsFull` when the others
+   took the last one meanwhile);
+5. the audio decoded from the bytes it names (`UnreadableAudio`: 400);
+6. the transcription on the engine at offline priority (offline.py; `KettleError` on failure),
    with `UploadJob.diarize` its segments' speakers from the engine's speaker thread.
 
-From the end of the body on, a client that goes away (the next ASGI message is the
-disconnect) cancels steps 3-5, withdraws what is still queued and frees the slot at once;
-the call raises Starlette's `ClientDisconnect`, as a client gone during the body does.
-Each route renders the refusals in its own API's error shape.
+So a slot is held by work, never by a body still coming: clients that send slowly hold only
+what they have sent of the budget, until their pace cuts them. The body's bytes stay in the
+budget until the upload ends.
 
-A drain (server.py) lets the uploads in flight finish: `wait_idle` returns once none holds a
-slot and every route wrapped by `answered` has sent its response. At the drain's end (or at
-once on a plain shutdown) `close` cuts what still runs short: its work is cancelled and the
-call raises `UploadsUnavailable`, which each route answers with 503 and Retry-After.
+From the end of the body on, a client that goes away (the next ASGI message is the
+disconnect) cancels steps 3-6, withdraws what is still queued and frees the slot at once;
+the call raises Starlette's `ClientDisconnect`, as a client gone during the body does.
+Each route renders the refusals in its own API's error shape (upload_errors.py's mapping).
+
+A drain (server.py) lets the uploads in flight finish, bodies still being read included:
+`wait_idle` returns once none is in `transcribe` and every route wrapped by `answered` has
+sent its response. At the drain's end (or at once on a plain shutdown) `close` cuts what
+still runs short: its work (or its reading) is cancelled and the call raises
+`UploadsUnavailable`, which each route answers with 503 and Retry-After.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
@@ -32,8 +43,21 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 import numpy as np
 from kettle.streaming.engine.offline import diarize_offline, transcribe_offline
 from kettle.streaming.server.limits import SessionSlots
+from kettle.streaming.server.upload_body import read_body
+from kettle.streaming.server.upload_errors import (
+    BodyEndedEarly,
+    BodyTimeout,
+    UnreadableAudio,
+    UploadError,
+    UploadFailure,
+    UploadsFull,
+    UploadsUnavailable,
+    UploadTooLarge,
+    upload_failure,
+)
+from kettle.streaming.server.upload_limits import BodyPace, ByteBudget
 from kettle.transcribe.audio_io import RawFormat, load_audio, load_audio_channels
-from kettle.transcribe.errors import AudioError, KettleError
+from kettle.transcribe.errors import AudioError
 from kettle.transcribe.pipeline import PipelineConfig
 from kettle.transcribe.transcript import Transcript
 from starlette.requests import ClientDisconnect, Request
@@ -47,57 +71,6 @@ if TYPE_CHECKING:
 
 P = TypeVar("P")
 T = TypeVar("T")
-
-
-class UploadError(Exception):
-    """An upload refused before its transcription; the route renders it its own way."""
-
-
-class UploadsUnavailable(UploadError):
-    """The server takes no uploads now (model loading or failing, shutting down): 503."""
-
-
-class UploadsFull(UploadError):
-    """Every upload slot is taken: 429."""
-
-
-class UploadTooLarge(UploadError):
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"the body is over the limit of {limit} bytes")
-        self.limit = limit
-
-
-class UnreadableAudio(UploadError):
-    """The bytes are not audio the file reader can decode: 400."""
-
-
-@dataclass(frozen=True)
-class UploadFailure:
-    """How a failed upload is answered, whatever the API: the status and what went wrong."""
-
-    status: int
-    kind: str  # "busy", "unavailable", "too_large", "unreadable" or "failed"
-    message: str
-    retry: bool = False  # a Retry-After goes with it
-    limit: int | None = None  # the byte limit an upload was over ("too_large")
-
-
-def upload_failure(exc: Exception, *, draining: bool) -> UploadFailure | None:
-    """The one HTTP mapping of an upload's failure, for every REST API; None: unexpected."""
-    match exc:
-        case UploadsFull():
-            return UploadFailure(429, "busy", str(exc), retry=True)
-        case UploadsUnavailable():  # cut short by the server's shutdown
-            return UploadFailure(503, "unavailable", str(exc), retry=True)
-        case UploadTooLarge(limit=limit):
-            return UploadFailure(413, "too_large", str(exc), limit=limit)
-        case UnreadableAudio():
-            return UploadFailure(400, "unreadable", str(exc))
-        case KettleError() if draining:  # the shutdown stopped the engine under it: retry
-            return UploadFailure(503, "unavailable", str(exc), retry=True)
-        case KettleError():
-            return UploadFailure(500, "failed", str(exc))
-    return None
 
 
 @dataclass(frozen=True)
@@ -138,19 +111,43 @@ def upload_engine(server: KettleServer) -> Engine:
 
 
 class Uploads:
-    """The upload slots and body limit that every REST API's uploads share."""
+    """The upload slots, body limits and byte budget that every REST API's uploads share.
 
-    def __init__(self, max_uploads: int, max_bytes: int) -> None:
+    ``pace``: how fast a body must come (default `BodyPace()`); ``budget_bytes``: the bytes
+    of bodies held at once, read or being transcribed (default: ``max_uploads`` bodies of
+    ``max_bytes``); ``on_cut``: told the reason ("slow", "deadline") of each body cut."""
+
+    def __init__(
+        self,
+        max_uploads: int,
+        max_bytes: int,
+        *,
+        pace: BodyPace | None = None,
+        budget_bytes: int | None = None,
+        on_cut: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._slots = SessionSlots(max_uploads)
         self.max_bytes = max_bytes
-        self._busy = 0  # slots held plus requests of `answered` routes not yet answered
+        self.pace = pace or BodyPace()
+        self.budget = ByteBudget(budget_bytes or max_uploads * max_bytes)
+        self._on_cut = on_cut or (lambda reason: None)
+        self._clock = clock
+        self._reading = 0  # bodies being read
+        self._busy = 0  # calls of `transcribe` plus requests of `answered` routes not answered
         self._idle = asyncio.Event()  # set while _busy is 0
         self._idle.set()
         self._closed = asyncio.Event()
 
     @property
     def active(self) -> int:
+        """Uploads holding a slot: being decoded or transcribed."""
         return self._slots.active
+
+    @property
+    def reading(self) -> int:
+        """Bodies being read now (holding no slot)."""
+        return self._reading
 
     @property
     def full(self) -> bool:
@@ -161,8 +158,8 @@ class Uploads:
         return self._closed.is_set()
 
     async def wait_idle(self) -> None:
-        """Return once no upload holds a slot and every `answered` route's request has had
-        its response sent."""
+        """Return once no call of `transcribe` runs (none reads a body or holds a slot) and
+        every `answered` route's request has had its response sent."""
         await self._idle.wait()
 
     def close(self) -> None:
@@ -192,17 +189,50 @@ class Uploads:
         engine: Engine,
         prepare: Callable[[bytes], Awaitable[UploadJob[P]]],
     ) -> Transcribed[P]:
-        """Steps 1-5 of the module's docstring for one request."""
+        """Steps 1-6 of the module's docstring for one request."""
         if self.closed:
             raise UploadsUnavailable("the server is shutting down")
-        if not self._slots.try_acquire():
-            raise UploadsFull("as many uploads as kettle takes are running")
+        if self._slots.full:  # refused before a byte is read, as busy as the server is
+            raise UploadsFull(_SLOTS_FULL)
+        with self._holding():
+            upload = self._upload(request, engine, prepare)
+            return await _unless(upload, self._closed.wait(), _cut_short)
+
+    async def _upload(
+        self,
+        request: Request,
+        engine: Engine,
+        prepare: Callable[[bytes], Awaitable[UploadJob[P]]],
+    ) -> Transcribed[P]:
+        with self.budget.share() as share:
+            self._reading += 1
+            try:
+                body = await read_body(
+                    request, self.max_bytes, pace=self.pace, share=share, clock=self._clock
+                )
+            except BodyTimeout as exc:
+                self._on_cut(exc.reason)
+                raise
+            finally:
+                self._reading -= 1
+            work = self._work(engine, body, prepare)
+            parsed, transcripts, split = await unless_disconnected(request, work)
+        return Transcribed(parsed, body, transcripts[0], transcripts if split else ())
+
+    async def _work(
+        self, engine: Engine, body: bytes, prepare: Callable[[bytes], Awaitable[UploadJob[P]]]
+    ) -> tuple[P, tuple[Transcript, ...], bool]:
+        """Steps 3-6: the job, then within a slot its transcript(s)."""
+        job = await prepare(body)
+        if not self._slots.try_acquire():  # others' bodies ended first and took the last
+            raise UploadsFull(_SLOTS_FULL)
         try:
-            with self._holding():
-                upload = _upload(request, self.max_bytes, engine, prepare)
-                return await _unless(upload, self._closed.wait(), _cut_short)
+            return await _transcribe(engine, job)
         finally:
             self._slots.release()
+
+
+_SLOTS_FULL = "as many uploads as kettle takes are running"
 
 
 class _Answered:
@@ -220,23 +250,8 @@ def _cut_short() -> UploadsUnavailable:
     return UploadsUnavailable("the server shut down before the transcription finished")
 
 
-async def _upload(
-    request: Request,
-    limit: int,
-    engine: Engine,
-    prepare: Callable[[bytes], Awaitable[UploadJob[P]]],
-) -> Transcribed[P]:
-    body = await read_body(request, limit)
-    work = _transcribe(engine, body, prepare)
-    parsed, transcripts, split = await unless_disconnected(request, work)
-    return Transcribed(parsed, body, transcripts[0], transcripts if split else ())
-
-
-async def _transcribe(
-    engine: Engine, body: bytes, prepare: Callable[[bytes], Awaitable[UploadJob[P]]]
-) -> tuple[P, tuple[Transcript, ...], bool]:
+async def _transcribe(engine: Engine, job: UploadJob[P]) -> tuple[P, tuple[Transcript, ...], bool]:
     """The transcript, or with split channels one per channel; and whether they were split."""
-    job = await prepare(body)
     try:
         if job.split_channels:
             channels = await asyncio.to_thread(load_audio_channels, job.audio, job.raw)
@@ -258,21 +273,6 @@ async def _transcript(engine: Engine, audio: np.ndarray, job: UploadJob[P]) -> T
     if job.finish is not None:
         transcript = await job.finish(audio, transcript)
     return transcript
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The whole body, or `UploadTooLarge` as soon as it is known to exceed ``limit``."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise UploadTooLarge(limit)
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise UploadTooLarge(limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
@@ -312,9 +312,13 @@ async def _disconnected(request: Request) -> None:
 
 
 __all__ = [
+    "BodyEndedEarly",
+    "BodyPace",
+    "BodyTimeout",
     "Transcribed",
     "UnreadableAudio",
     "UploadError",
+    "UploadFailure",
     "UploadJob",
     "UploadTooLarge",
     "Uploads",
@@ -323,4 +327,5 @@ __all__ = [
     "read_body",
     "unless_disconnected",
     "upload_engine",
+    "upload_failure",
 ]

@@ -1,4 +1,4 @@
-"""`kettle serve`'s options: cadence, the cost cache, the server settings."""
+"""`kettle serve`'s options: the engine's cadence and cost cache, the server's settings."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from kettle.streaming.cli.main import build_parser
-from kettle.streaming.cli.serve import _engine_config
+from kettle.streaming.cli.serve import _engine_config, _server_config
 from kettle.streaming.engine.engine import EngineConfig
 
 
@@ -51,9 +51,19 @@ def test_openai_aliases_are_a_comma_separated_list() -> None:
 
 
 def test_the_deepgram_audio_timeout_flag_reaches_the_server_config() -> None:
-    from kettle.streaming.cli.serve import _server_config
-
     parse = build_parser().parse_args
     assert _server_config(parse(["serve"]), ()).deepgram_audio_timeout_s == 10.0  # Deepgram's
     config = _server_config(parse(["serve", "--deepgram-audio-timeout", "2.5"]), ())
     assert config.deepgram_audio_timeout_s == 2.5 and config.idle_timeout_s == 60.0
+
+
+def test_upload_pace_and_budget_flags() -> None:
+    parse = build_parser().parse_args
+    config = _server_config(parse(["serve"]), ())
+    assert (config.upload_body_timeout_s, config.upload_body_grace_s) == (1800.0, 10.0)
+    assert config.upload_min_bytes_per_s == 16 << 10 and config.upload_budget_bytes is None
+    flags = ["--upload-body-timeout", "60", "--upload-body-grace", "2", "--upload-min-rate", "0"]
+    config = _server_config(parse(["serve", *flags, "--upload-budget-mb", "2048"]), ())
+    assert (config.upload_body_timeout_s, config.upload_body_grace_s) == (60.0, 2.0)
+    assert config.upload_min_bytes_per_s == 0 and config.upload_budget_bytes == 2048 << 20
+    assert config.upload_pace().cutoff(0) == (60.0, "deadline")  # 0: any rate

@@ -624,6 +624,10 @@ def test_server_config_validation() -> None:
         ServerConfig(tls_cert="a.pem")
     with pytest.raises(ConfigError, match="API keys"):
         ServerConfig(api_keys=("has space",))
+    with pytest.raises(ConfigError, match="upload_budget_bytes"):
+        ServerConfig(max_upload_bytes=1000, upload_budget_bytes=999)
+    with pytest.raises(ConfigError, match="minimum rate"):
+        ServerConfig(upload_min_bytes_per_s=-1)
     assert "secret" not in repr(ServerConfig(api_keys=("secret",)))
 
 
@@ -782,6 +786,10 @@ async def test_info_describes_model_limits_and_protocols(make_server: Callable[.
     assert info["protocols"]["kettle"]["path"] == "/v1/stream"
     assert info["protocols"]["kettle"]["versions"] == [1]
     assert info["limits"]["max_upload_bytes"] == 1 << 30 and info["limits"]["max_uploads"] == 4
+    assert info["limits"]["upload_body_timeout_s"] == 1800.0
+    assert info["limits"]["upload_body_grace_s"] == 10.0
+    assert info["limits"]["upload_min_bytes_per_s"] == 16384
+    assert info["limits"]["upload_budget_bytes"] == 4 << 30  # max_uploads maximal bodies
     openai_api, deepgram_api = info["rest"]["openai"], info["rest"]["deepgram"]
     assert openai_api["endpoints"]["transcriptions"] == {
         "method": "POST",

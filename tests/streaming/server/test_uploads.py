@@ -1,7 +1,8 @@
-"""uploads.py on its own: the body's limit, the slot held and freed on every outcome, the work
-cancelled when the client leaves. Requests are Starlette's over a scripted ASGI receive, the
-engine a real one over the fake model; the routes' own tests are test_deepgram_http.py and
-test_openai_sdk.py."""
+"""uploads.py on its own: the body's limit, the slot taken only once the body is in and freed
+on every outcome, the work cancelled when the client leaves. Requests are Starlette's over a
+scripted ASGI receive, the engine a real one over the fake model; the body's pace is
+test_upload_body.py's, the routes' own tests are test_deepgram_routes.py, test_openai_sdk.py
+and (slow and short bodies on a real server) test_uploads_slow.py."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ import soundfile as sf
 from kettle.streaming.engine.engine import Engine, EngineConfig
 from kettle.streaming.server.server import KettleServer
 from kettle.streaming.server.uploads import (
+    BodyEndedEarly,
+    BodyPace,
+    BodyTimeout,
     UnreadableAudio,
     UploadJob,
     Uploads,
@@ -265,12 +269,86 @@ async def test_answered_holds_wait_idle_until_the_response_is_sent() -> None:
     await asyncio.wait_for(idle, GUARD)
 
 
+class Fed:
+    """An ASGI client whose body comes a chunk at a time, when the test feeds it."""
+
+    def __init__(self) -> None:
+        self.chunks: asyncio.Queue[tuple[bytes, bool]] = asyncio.Queue()
+        self.request = Request({"type": "http", "method": "POST", "headers": []}, self._rx)
+        self.ended = asyncio.Event()
+
+    def feed(self, chunk: bytes, more: bool = True) -> None:
+        self.chunks.put_nowait((chunk, more))
+
+    async def _rx(self) -> dict[str, Any]:
+        if self.chunks.empty() and self.ended.is_set():
+            await asyncio.Event().wait()  # after the body: nobody leaves
+        chunk, more = await self.chunks.get()
+        if not more:
+            self.ended.set()
+        return {"type": "http.request", "body": chunk, "more_body": more}
+
+
+async def test_a_body_still_coming_holds_no_slot_until_it_is_in() -> None:
+    decoding, release = threading.Event(), threading.Event()
+
+    def held(request: DecodeRequest) -> str:
+        decoding.set()
+        release.wait(GUARD)
+        return "held"
+
+    uploads = Uploads(max_uploads=1, max_bytes=1 << 20)
+    body = wav(AUDIO)
+    try:
+        async with Engine(FakeDecoder(text_for=held), EngineConfig()) as engine:
+            slow = Fed()
+            slow.feed(body[:10])
+            reading = asyncio.create_task(uploads.transcribe(slow.request, engine, job(body)))
+            while uploads.reading < 1:
+                await asyncio.sleep(0)
+            assert uploads.active == 0 and not uploads.full  # reading holds no slot
+            honest = asyncio.create_task(
+                uploads.transcribe(Client([body]).request, engine, job(body))
+            )
+            assert await asyncio.to_thread(decoding.wait, GUARD)  # it took the slot
+            assert uploads.active == 1 and uploads.reading == 1
+            assert uploads.budget.held == len(body) + 10  # both bodies' bytes, as they came
+            slow.feed(body[10:], more=False)  # its body is in, but the slot is taken now
+            with pytest.raises(UploadsFull):
+                await reading
+            release.set()
+            assert (await honest).parsed == "parsed"
+            assert uploads.active == 0 and uploads.reading == 0 and uploads.budget.held == 0
+    finally:
+        release.set()
+
+
+async def test_a_slow_body_is_cut_and_counted() -> None:
+    cuts: list[str] = []
+    pace = BodyPace(deadline_s=GUARD, grace_s=0.05, min_rate=1 << 20)  # a real 50 ms grace
+    uploads = Uploads(max_uploads=1, max_bytes=1 << 20, pace=pace, on_cut=cuts.append)
+    async with Engine(FakeDecoder(), EngineConfig()) as engine:
+        slow = Fed()
+        slow.feed(b"RIFF")
+        with pytest.raises(BodyTimeout):
+            await uploads.transcribe(slow.request, engine, job(b""))
+        assert cuts == ["slow"] and uploads.reading == 0 and uploads.budget.held == 0
+        short = Client([b"RIFF"], declared=100)
+        with pytest.raises(BodyEndedEarly):
+            await uploads.transcribe(short.request, engine, job(b""))
+        assert cuts == ["slow"]  # an early end is not a cut
+
+
 def test_one_mapping_gives_every_rest_api_its_status() -> None:
     def status(exc: Exception, draining: bool = False) -> int | None:
         failure = upload_failure(exc, draining=draining)
         return None if failure is None else failure.status
 
     assert status(UploadsFull("full")) == 429
+    assert status(BodyTimeout("slow", "slow")) == 408
+    assert status(BodyEndedEarly(1, 2)) == 400
+    closes = upload_failure(UploadsFull("budget", body_unread=True), draining=False)
+    assert closes is not None and closes.close  # its body left unread: Connection: close
     assert status(UploadsUnavailable("closing")) == 503
     assert status(UploadTooLarge(10)) == 413
     assert status(UnreadableAudio("noise")) == 400

@@ -129,7 +129,8 @@ class AudioSetup:
 
 @dataclass(frozen=True)
 class StreamSetup:
-    """What the engine stream is opened with, fixed when audio first flows."""
+    """What the engine stream is opened with, when audio first flows (a `Reconfigure` may
+    change some of it later: SessionConfig.changed_to says what)."""
 
     audio: AudioSetup = field(default_factory=AudioSetup)
     session: SessionConfig = field(default_factory=SessionConfig)

@@ -54,9 +54,11 @@ class ItemLedger:
         self._last_committed: str | None = None
         self._appended_bytes = 0  # in the current format
         self._earlier_ms = 0.0  # audio appended in the formats before it
-        # Whether logprobs were asked when the stream opened ([0]) and after each of its
-        # reconfigures: an utterance opened after k of them has [k]'s (SpeechStarted.retunes).
-        self._logprobs_at: list[bool] = []
+        # Whether logprobs were asked when the stream opened (its setup is "retune" 0) and
+        # after its reconfigures, as (first retune, asked) at each change: an utterance opened
+        # after k reconfigures has retune k's (SpeechStarted.retunes).
+        self._logprobs_from: deque[tuple[int, bool]] = deque()
+        self._retunes = -1
         self._boundary_ms = 0.0
         self._closed_by_commit = False  # a vad_commit's Finalize ended an open utterance
         self._last_stop_ms = 0.0  # where the VAD's last utterance ended
@@ -104,11 +106,18 @@ class ItemLedger:
 
     def _retuned(self, settings: RealtimeSettings) -> None:
         """The stream opens, or is reconfigured, with ``settings``."""
-        self._logprobs_at.append(settings.logprobs)
+        self._retunes += 1
+        changes = self._logprobs_from
+        if not changes or changes[-1][1] != settings.logprobs:
+            changes.append((self._retunes, settings.logprobs))
 
     def _logprobs_of(self, retunes: int) -> bool:
-        at = self._logprobs_at
-        return at[retunes] if retunes < len(at) else self.settings.logprobs
+        """Whether an utterance opened after ``retunes`` reconfigures has logprobs. They come
+        in order, so the changes before the one in force are no longer needed."""
+        changes = self._logprobs_from
+        while len(changes) > 1 and changes[1][0] <= retunes:
+            changes.popleft()
+        return changes[0][1] if changes else self.settings.logprobs
 
     def _committed(self, item: Item) -> Send:
         item.committed = True

@@ -1,14 +1,29 @@
-"""A stream's settings (SessionConfig) and the segmenter's and planner's configs from them."""
+"""A stream's settings (SessionConfig), the segmenter's and planner's configs from them, and
+what a running stream may change (Session.reconfigure):
+
+- ``language``, ``languages``, ``prompt`` and ``word_timestamps`` decode the utterances the
+  VAD opens from then on (UtteranceSettings); the open one and those awaiting their finals
+  keep what they opened with;
+- ``keyterms`` go to every decode asked from then on; ``partials`` and the VAD's
+  ``endpoint_silence_ms``, ``preroll_ms`` and ``vad_aggressiveness`` hold from the next
+  frame (the open utterance's silence so far counts toward a new endpoint);
+- every other field stays what the stream opened with.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from kettle.streaming.core.planner import PlannerConfig
+from kettle.streaming.core.utterances import UtteranceSettings
 from kettle.streaming.core.vad import SegmenterConfig
 from kettle.transcribe import defaults, keyterms
 from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, encoder_window_limit
+
+NEXT_UTTERANCE = ("language", "languages", "prompt", "word_timestamps")
+AT_ONCE = ("keyterms", "partials", "endpoint_silence_ms", "preroll_ms", "vad_aggressiveness")
 
 
 @dataclass(frozen=True)
@@ -84,8 +99,9 @@ class SessionConfig:
     # "bench_accuracy_levers", session 12).
     partial_encode_s: float = 10.0
     final_encode_s: float = 15.0
-    # The model detects each window's language (a multilingual model and no ``language``):
-    # then no context is used, since the earlier utterances would decide the language.
+    # The model is multilingual (the engine sets it): with no ``language`` it detects each
+    # window's language, and then no context is used, since the earlier utterances would
+    # decide the language.
     multilingual: bool = False
 
     def encode_min_s(self, kind: DecodeKind) -> float | None:
@@ -146,12 +162,34 @@ class SessionConfig:
             hush_ms=self.hush_ms,
         )
 
+    @property
+    def context(self) -> bool:
+        """Decodes hold earlier finals as context (see ``multilingual``)."""
+        return self.context_s > 0 and (self.language is not None or not self.multilingual)
+
+    def utterance_settings(self, prompt_from: int = 0) -> UtteranceSettings:
+        """What an utterance opened now is decoded with; ``prompt_from``: where the prompt
+        was set (finals before it are not part of the prompt)."""
+        return UtteranceSettings(
+            language=self.language,
+            languages=self.languages,
+            context_language=(self.language or "en") if self.context else None,
+            prompt=self.prompt or "",
+            prompt_from=prompt_from,
+            word_timestamps=self.word_timestamps,
+        )
+
+    def changed_to(self, new: SessionConfig) -> SessionConfig:
+        """This config with the fields a running stream may change taken from ``new`` (the
+        module docstring says which); ConfigError if they are out of range."""
+        return dataclasses.replace(self, **{f: getattr(new, f) for f in NEXT_UTTERANCE + AT_ONCE})
+
     def planner_config(self) -> PlannerConfig:
         seg = self.segmenter_config()
         # The final's tail is silence the endpoint waited for anyway, so a final never waits
         # for audio past its endpoint; and it never holds less than the utterance.
         tail_ms = max(seg.tail_ms, min(self.final_tail_ms, self.endpoint_silence_ms))
-        context = self.context_s > 0 and (self.language is not None or not self.multilingual)
+        context = self.context
         return PlannerConfig(
             partials=self.partials,
             speculative_final=self.speculative_final,
@@ -160,7 +198,6 @@ class SessionConfig:
             # Near the max length no more partials: stable words then always lie before any
             # cut point the segmenter may choose, so the next utterance cannot repeat them.
             partial_limit=int((self.max_utterance_s - seg.cut_search_s) * SAMPLE_RATE),
-            language=(self.language or "en") if context else None,
             final_context_chars=self.context_chars,
             partial_context_chars=self.partial_context_chars,
             max_voice_change=(self.voice_gate or None) if context else None,

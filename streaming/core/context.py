@@ -60,8 +60,10 @@ class ContextHistory:
         self._max_span = max_span  # samples of context before an utterance; 0: none
         self._max_chars = max_chars
         self._spoken: deque[Spoken] = deque()
-        # Text of finals no window can reach any more, after the stream's initial prompt.
-        self._older = prompt.strip()[-PROMPT_CHARS:]
+        self._prompt = prompt.strip()  # the stream's initial prompt
+        # Finals no window can reach any more (the last PROMPT_CHARS of them, at least).
+        self._forgotten: deque[Spoken] = deque()
+        self._forgotten_chars = 0
 
     def __len__(self) -> int:
         return len(self._spoken)
@@ -78,12 +80,18 @@ class ContextHistory:
         voice: Voice | None = None,
         max_voice_change: float | None = None,
         max_window: int = MAX_WINDOW_SAMPLES,
+        *,
+        prompt: str | None = None,
+        since: int = 0,
     ) -> Context:
         """The context of a window that ends at ``window_end`` for an utterance starting at
         ``utterance_start``: the latest run of whole finals that fits ``max_window`` (30 s), the
         configured span and ``max_chars``, all in ``language`` (None: no context) and, when
         both signatures are known, each no more than ``max_voice_change`` (voice.change)
-        from the voice after it, ``voice`` being the utterance's."""
+        from the voice after it, ``voice`` being the utterance's. Its prompt is ``prompt``
+        (None: the stream's initial one) and the older finals that start at ``since`` or
+        later: a prompt set mid-stream conditions what follows as the first one conditioned
+        the stream's start."""
         start, texts, chars = utterance_start, [], 0
         max_chars = min(max_chars, self._max_chars)
         taken = 0
@@ -106,9 +114,11 @@ class ContextHistory:
                 start, chars = s.start, chars + len(s.text) + 1
                 texts.append(s.text)
                 taken += 1
-        older = [s.text for s in list(self._spoken)[: len(self._spoken) - taken]]
-        prompt = " ".join([self._older, *older]).strip()[-PROMPT_CHARS:]
-        return Context(start, tuple(reversed(texts)), prompt)
+        untaken = list(self._spoken)[: len(self._spoken) - taken]
+        older = [s.text for s in (*self._forgotten, *untaken) if s.start >= since]
+        first = self._prompt if prompt is None else prompt.strip()
+        text = " ".join([first, *older]).strip()[-PROMPT_CHARS:]
+        return Context(start, tuple(reversed(texts)), text)
 
     def forget_before(self, earliest_start: int) -> None:
         """Drop finals no future window can hold: every later utterance starts at or after
@@ -116,7 +126,11 @@ class ContextHistory:
         reach = min(self._max_span, MAX_WINDOW_SAMPLES)
         while self._spoken and self._spoken[0].start < earliest_start - reach:
             old = self._spoken.popleft()
-            self._older = f"{self._older} {old.text}".strip()[-PROMPT_CHARS:]
+            self._forgotten.append(old)
+            self._forgotten_chars += len(old.text) + 1
+            # Only a prompt's last PROMPT_CHARS count: older finals than that never will.
+            while self._forgotten_chars - len(self._forgotten[0].text) - 1 >= PROMPT_CHARS:
+                self._forgotten_chars -= len(self._forgotten.popleft().text) + 1
 
     def earliest_needed(self) -> int | None:
         """The earliest sample a future window may start at, if any final may serve."""

@@ -83,10 +83,13 @@ class SpeechStarted:
     """The VAD opened an utterance at ``start`` (with ``SessionConfig.vad_events`` only).
 
     The utterance's Partials and Final carry the same ``start``; ``NoTranscript(start)``
-    says that no Final will come for it.
+    says that no Final will come for it. ``retunes``: how many ``Session.reconfigure`` calls
+    came before the VAD opened it (the utterance is decoded with the settings the last one
+    set).
     """
 
     start: int
+    retunes: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)

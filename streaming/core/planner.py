@@ -35,7 +35,6 @@ class PlannerConfig:
     partial_interval: int  # samples
     final_tail: int  # samples of silence after the last voiced frame in a final's window
     partial_limit: int  # samples into an utterance after which no partial is asked for
-    language: str | None  # the language context is matched in; None: no context
     # Context text per request. The decoder steps through forced tokens one by one (about
     # as costly as generating them), so partials, asked for twice a second, get less.
     final_context_chars: int
@@ -154,10 +153,12 @@ def _plan(
     heard_end: int | None = None,
 ) -> Plan:
     chars = cfg.final_context_chars if kind is DecodeKind.FINAL else cfg.partial_context_chars
-    language = None if utt.alone else cfg.language
+    settings = utt.settings  # its language and prompt: those it opened with
+    language = None if utt.alone else settings.context_language
     window = MAX_WINDOW_SAMPLES if kind is DecodeKind.FINAL else cfg.partial_window
     context = history.context(
-        utt.start, end, language, chars, utt.voice, cfg.max_voice_change, window
-    )
+        utt.start, end, language, chars, utt.voice, cfg.max_voice_change, window,
+        prompt=settings.prompt, since=settings.prompt_from,
+    )  # fmt: skip
     prefix = utt.agreement.stable_text
     return Plan(utt, kind, context.start, end, context, prefix, speculative, heard_end)

@@ -65,9 +65,10 @@ def build_request(
     audio: np.ndarray,
     terms: tuple[str, ...] = (),
 ) -> DecodeRequest:
-    """The request that decodes ``plan`` on ``audio``, with the config's beams and caps and
-    the stream's current keyterms ``terms``."""
+    """The request that decodes ``plan`` on ``audio``, with the config's beams and caps, the
+    stream's current keyterms ``terms`` and the language its utterance opened with."""
     utt = plan.utterance
+    settings = utt.settings
     final = plan.kind is DecodeKind.FINAL
     return DecodeRequest(
         audio=audio,
@@ -77,9 +78,9 @@ def build_request(
         prefix=plan.prefix or None,
         context=plan.context.text or None,
         hotwords=keyterms.hotwords(terms),
-        language=config.language,
-        languages=config.languages,
-        word_timestamps=final and (config.word_timestamps or config.revisions),
+        language=settings.language,
+        languages=settings.languages,
+        word_timestamps=final and (settings.word_timestamps or config.revisions),
         beam_size=config.final_beam_size if final else config.partial_beam_size,
         max_new_tokens=None if final else PARTIAL_MAX_TOKENS,
         # Same window, same key: a decode over a window already encoded reuses it (a

@@ -139,7 +139,10 @@ class Session:
             int(self.config.context_s * SAMPLE_RATE), prompt=self.config.prompt or ""
         )
         self._in_flight: str | None = None
-        self._keyterms = self.config.keyterms  # changed by set_keyterms
+        # What the utterances opened from now on are decoded with (reconfigure changes it),
+        # and how many reconfigures came so far (SpeechStarted.retunes).
+        self._settings = self.config.utterance_settings()
+        self._retunes = 0
         # With diarize: each published final's audio, until the engine's labeler takes it,
         # and each closed utterance's (start, audio), so its embedding starts at once.
         self._speech: dict[int, np.ndarray] = {}
@@ -265,7 +268,7 @@ class Session:
 
     @property
     def keyterms(self) -> tuple[str, ...]:
-        return self._keyterms
+        return self.config.keyterms
 
     def take_speech(self, number: int) -> np.ndarray | None:
         """Final ``number``'s audio (with diarize, once: the speaker labeler embeds it)."""
@@ -280,15 +283,29 @@ class Session:
     def set_keyterms(self, terms: tuple[str, ...]) -> None:
         """Keyterms for every decode asked from now on (a request in flight keeps its own);
         ``terms`` as transcribe.keyterms.normalize gives them."""
-        self._keyterms = terms
+        self.config = dataclasses.replace(self.config, keyterms=terms)
 
     def set_endpoint_silence(self, ms: int) -> None:
         """The silence that ends an utterance from now on (also for the open one, whose
         silence so far counts); ConfigError outside SessionConfig's range."""
         config = dataclasses.replace(self.config, endpoint_silence_ms=ms)  # validates it
         self.config = config
-        self._segmenter.config = config.segmenter_config()
+        self._segmenter.reconfigure(config.segmenter_config())
         self._planner = config.planner_config()  # (its final tail depends on the endpoint)
+
+    def reconfigure(self, config: SessionConfig) -> None:
+        """Take ``config``'s changeable fields (config.py says which, and from when): the
+        utterances opened from now on are decoded with its language, prompt and word
+        timestamps, and its SpeechStarted carries the count of reconfigures so far;
+        ConfigError if a field is out of range (nothing then changes)."""
+        new = self.config.changed_to(config)
+        prompt_from = self._settings.prompt_from if new.prompt == self.config.prompt else self._fed
+        self.config = new
+        self._settings = new.utterance_settings(prompt_from)
+        self._retunes += 1
+        self._segmenter.reconfigure(new.segmenter_config())
+        self._planner = new.planner_config()
+        self._pump()  # partials switched on may be due
 
     def finalize(self) -> None:
         if self._stopping:
@@ -367,7 +384,7 @@ class Session:
         rid = self._next_id()
         utt = plan.utterance
         audio = window_audio(self._buf, plan, self._segmenter.speech_end)
-        request = build_request(plan, self.config, self.session_id, rid, audio, self._keyterms)
+        request = build_request(plan, self.config, self.session_id, rid, audio, self.keyterms)
         if plan.speculative:
             seg = self._segmenter
             assert utt.end is None and seg.hush_end is not None and seg.speech_end is not None
@@ -399,8 +416,8 @@ class Session:
                 self._utts,
                 self._history,
                 stopping=self._stopping,
-                language=self._planner.language,
-                keyterms=self._keyterms,
+                language=self._settings.context_language,
+                keyterms=self.keyterms,
             )
             if request is not None:
                 self._requests.append(request)
@@ -486,11 +503,10 @@ class Session:
         for d in decisions:
             if isinstance(d, SpeechStart):
                 self._utts.next_start(d.start)
-                self._utts.start(
-                    d.start, Agreement(self.config.stable_holdback, self.config.stable_agree)
-                )
+                agreement = Agreement(self.config.stable_holdback, self.config.stable_agree)
+                self._utts.start(d.start, agreement, self._settings)
                 if self.config.vad_events:
-                    self._events.append(SpeechStarted(d.start))
+                    self._events.append(SpeechStarted(d.start, self._retunes))
             elif isinstance(d, Pause):
                 # The planner reads the pause state from the segmenter.
                 utt = self._utts.open
@@ -626,7 +642,7 @@ class Session:
         if not text:
             self._resolve_empty(utt)
             return
-        timed = self.config.word_timestamps or self.config.revisions
+        timed = utt.settings.word_timestamps or self.config.revisions
         words = final_words(utt, model_words, plan) if timed else ()
         self._publish(utt, text, words, result.language or "en")
 

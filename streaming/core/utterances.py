@@ -22,11 +22,26 @@ from kettle.streaming.core.voice import Voice
 ENDPOINTS_KEPT = 256  # end-decision positions kept for latency measurement (simulate)
 
 
+@dataclass(frozen=True)
+class UtteranceSettings:
+    """What an utterance is decoded with, taken when the VAD opens it (from
+    SessionConfig.utterance_settings): a change (Session.reconfigure) decodes the utterances
+    opened after it; the open one and those awaiting their finals keep their own."""
+
+    language: str | None
+    languages: tuple[str, ...]
+    context_language: str | None  # the language context is matched in; None: no context
+    prompt: str  # the previous-text prompt it starts from ("" for none)
+    prompt_from: int  # stream position the prompt was set at: earlier finals are not in it
+    word_timestamps: bool
+
+
 @dataclass
 class Utterance:
     ordinal: int  # internal, counts every utterance the VAD opened
     start: int
     agreement: Agreement
+    settings: UtteranceSettings
     end: int | None = None
     speech_end: int = 0  # the end of its last voiced frame, once closed
     # Where the final's window may end: past ``end`` when silence follows (up to the next
@@ -55,8 +70,8 @@ class UtteranceTracker:
         # final number -> position of the end decision, for the last ENDPOINTS_KEPT finals
         self.endpoints: dict[int, int] = {}
 
-    def start(self, start: int, agreement: Agreement) -> Utterance:
-        utt = Utterance(self._ordinals, start, agreement, last_partial_end=start)
+    def start(self, start: int, agreement: Agreement, settings: UtteranceSettings) -> Utterance:
+        utt = Utterance(self._ordinals, start, agreement, settings, last_partial_end=start)
         self._ordinals += 1
         self.open = utt
         return utt

@@ -85,6 +85,11 @@ class WebrtcClassifier:
         self._peak = 0.0
         self._floor: float | None = None
 
+    def set_aggressiveness(self, aggressiveness: int) -> None:
+        """webrtcvad's mode from the next frame on (the level followers carry on)."""
+        self._vad.set_mode(aggressiveness)
+        self._vad_scaled.set_mode(aggressiveness)
+
     def __call__(self, frame: np.ndarray) -> bool:
         rms = frame_rms(frame)
         self._peak = max(rms, self._peak * PEAK_DECAY)
@@ -269,6 +274,17 @@ class Segmenter:
         return max(self._prev_end, self.position - back, 0)
 
     # --- input -------------------------------------------------------------------------
+    def reconfigure(self, config: SegmenterConfig) -> None:
+        """Settings from the next frame on (an open utterance's silence so far counts). A
+        longer pre-roll never reaches back past what the old one kept: the session's buffer
+        holds no more than ``earliest_needed``."""
+        if not self._open:
+            self._prev_end = max(self._prev_end, self.earliest_needed())
+        self.config = config
+        level = getattr(self._classify, "set_aggressiveness", None)
+        if level is not None:  # a classifier with levels (webrtcvad's)
+            level(config.aggressiveness)
+
     def feed(self, samples: np.ndarray) -> list[SegmentEvent]:
         if self._stopped:
             return []

@@ -176,10 +176,9 @@ class Engine:
             raise KettleError("the engine is not running")
         stream_id = f"s{next(_STREAM_IDS)}"
         config = config or SessionConfig()
-        if config.language is None and (
-            self._decoder.multilingual or self.final_decoder.multilingual
-        ):
-            # The model detects each window's language: no context (see SessionConfig).
+        if self._decoder.multilingual or self.final_decoder.multilingual:
+            # With no language the model detects each window's: no context (SessionConfig),
+            # also after a reconfigure that drops the language.
             config = dataclasses.replace(config, multilingual=True)
         if config.diarize and self.speakers is None:
             raise KettleError("diarize needs a speaker model (the engine has none)")

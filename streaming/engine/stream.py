@@ -17,7 +17,7 @@ from typing import Protocol
 import numpy as np
 from kettle.streaming.core.backlog import FINAL, OTHER, PARTIAL, Backlog
 from kettle.streaming.core.events import Done, Error, Event, Final, Partial
-from kettle.streaming.core.session import Session
+from kettle.streaming.core.session import Session, SessionConfig
 from kettle.streaming.engine.speakers import SpeakerService, StreamLabeler
 
 
@@ -107,6 +107,12 @@ class Stream:
         """The VAD's endpoint silence from now on (Session.set_endpoint_silence)."""
         if not self._aborted:
             self._session.set_endpoint_silence(ms)
+
+    def reconfigure(self, config: SessionConfig) -> None:
+        """The settings a running stream may change, from now on (Session.reconfigure)."""
+        if not self._aborted:
+            self._session.reconfigure(config)
+            self._host.stream_changed(self)
 
     def stop(self, reason: str | None = None) -> None:
         """Finalize what it holds; the remaining finals then Done follow. Idempotent."""

@@ -9,8 +9,9 @@ and carries out the actions it returns, in order:
 - `FeedAudio`: wire audio bytes in the codec's current `AudioSetup.encoding`; the first one
   (or a `Stop`) opens the engine stream with the codec's `stream_setup()`;
 - `Finalize`: end the open utterance now;
-- `Reconfigure`: change the open stream's settings for what is decoded next (the codec's
-  `stream_setup()` must say the same, for a stream not open yet);
+- `Reconfigure`: change the open stream's settings for what is decoded next, or the wire
+  format of the audio that follows (the codec's `stream_setup()` must say the same, for a
+  stream not open yet);
 - `Stop`: no more audio; finals, then the engine's `Done` follow;
 - `Close`: close the connection at once with a code (after what is already queued is lost).
 
@@ -78,10 +79,16 @@ class Finalize:
 
 @dataclass(frozen=True)
 class Reconfigure:
-    """New settings for the decodes asked from now on; None leaves one as it is."""
+    """New settings from now on; None leaves one as it is. The runner switches the audio
+    first (the old format's last samples reach the stream before the new settings), then
+    the stream's settings."""
 
     keyterms: tuple[str, ...] | None = None  # transcribe.keyterms.normalize's form
     endpoint_silence_ms: int | None = None  # within SessionConfig's range
+    # The stream's settings: the fields SessionConfig.changed_to takes, from when it says.
+    session: SessionConfig | None = None
+    # The wire format of the FeedAudio after it (raw PCM, the channels unchanged).
+    audio: AudioSetup | None = None
 
 
 @dataclass(frozen=True)
@@ -123,7 +130,8 @@ class AudioSetup:
 
 @dataclass(frozen=True)
 class StreamSetup:
-    """What the engine stream is opened with, fixed when audio first flows."""
+    """What the engine stream is opened with, when audio first flows (a `Reconfigure` may
+    change some of it later: SessionConfig.changed_to says what)."""
 
     audio: AudioSetup = field(default_factory=AudioSetup)
     session: SessionConfig = field(default_factory=SessionConfig)

@@ -18,10 +18,16 @@ How kettle's stream maps onto items (the session runs with ``vad_events``):
   with none open, the audio since the VAD's last utterance (if 100 ms or more) becomes an
   item of its own with an empty transcript.
 - ``clear`` drops the uncommitted audio: the open utterance is ended and its text discarded.
-- Audio and VAD settings (format, silence_duration_ms, prefix_padding_ms, threshold,
-  language, languages, prompt, include) are fixed once audio flows, as a stream's are; an
-  update that would change them then is refused with an error. Switching turn detection on or
-  off works at any time, and so do ``keywords`` (the stream's keyterms, changed at once).
+- ``session.update`` works at any time, as at OpenAI; after audio it applies to what comes
+  next (Session.reconfigure): ``language``, ``languages``, ``prompt`` and ``include`` to the
+  utterances kettle's VAD opens after it (with server_vad: the next item; an item already
+  open or committed keeps what it began with); ``keywords``, ``delay`` and turn detection
+  (on, off, and server_vad's threshold, prefix_padding_ms and silence_duration_ms) from
+  now on; ``format`` to the audio appended after it (the stream goes on at 16 kHz).
+  ``transcription.model`` may name any model name kettle takes, all of which are the model
+  it serves. Only what cannot change is refused, the session going on unchanged: another
+  ``session.type``, a ``model`` (a realtime session's) other than the one served, a
+  ``voice`` (a transcription session has no audio output).
 - Deltas of an item come only after its ``committed`` event, as OpenAI's do.
 - ``transcription.delay`` "high" or "xhigh" turns partials off: deltas then come from finals
   only (later, and independent of how fast partials were decoded); lower delays (the
@@ -52,7 +58,6 @@ from typing import Any
 from kettle.streaming.protocols import openai_realtime_events as bodies
 from kettle.streaming.protocols.base import (
     Action,
-    AudioSetup,
     FeedAudio,
     Finalize,
     RateGate,
@@ -62,11 +67,11 @@ from kettle.streaming.protocols.base import (
 from kettle.streaming.protocols.openai_realtime_items import Finalizing, Item
 from kettle.streaming.protocols.openai_realtime_ledger import ItemLedger
 from kettle.streaming.protocols.openai_realtime_settings import (
-    FORMATS,
     MIN_COMMIT_MS,
     RealtimeSettings,
     UpdateRefused,
     apply_update,
+    audio_setup,
 )
 from kettle.transcribe.errors import ConfigError
 
@@ -77,6 +82,7 @@ class RealtimeCodec(ItemLedger):
     # Declared again (ItemLedger sets them): mypy cannot infer them here otherwise.
     settings: RealtimeSettings
     _boundary_ms: float
+    audio_started: bool
 
     def session_body(self) -> dict[str, Any]:
         return bodies.session(self.settings, f"sess_{self._tag}", self.context.model.name)
@@ -87,8 +93,7 @@ class RealtimeCodec(ItemLedger):
         return [self._send("session.created", {"session": self.session_body()})]
 
     def stream_setup(self) -> StreamSetup:
-        encoding, rate = FORMATS[self.settings.format]
-        return StreamSetup(AudioSetup(encoding, rate, 1), self.settings.session_config())
+        return StreamSetup(audio_setup(self.settings.format), self.settings.session_config())
 
     def on_binary(self, data: bytes) -> list[Action]:
         return [
@@ -158,25 +163,18 @@ class RealtimeCodec(ItemLedger):
             return [
                 self._error(exc.message, code=exc.code, param=exc.param, client_event=client_event)
             ]
-        multilingual = self.context.model.multilingual
-        if self.audio_started and settings.stream_fields(
-            multilingual
-        ) != self.settings.stream_fields(multilingual):
-            return [
-                self._error(
-                    "audio format, language, prompt, include and VAD parameters are "
-                    "fixed once audio has been appended; nothing was changed",
-                    param="session",
-                    client_event=client_event,
-                )
-            ]
         try:
-            settings.session_config()
+            config = settings.session_config()
         except ConfigError as exc:
             return [self._error(str(exc), param="session", client_event=client_event)]
         actions: list[Action] = []
-        if settings.keyterms != self.settings.keyterms:
-            actions.append(Reconfigure(keyterms=settings.keyterms))  # at once, mid-stream too
+        if settings.format != self.settings.format:
+            self._switch_format()
+            if self.audio_started:  # (else the stream opens with it)
+                actions.append(Reconfigure(audio=audio_setup(settings.format)))
+        if self.audio_started and config != self.settings.session_config():
+            actions.append(Reconfigure(session=config))  # for what the stream decodes next
+            self._retuned(settings)
         self.settings = settings
         return [*actions, self._send("session.updated", {"session": self.session_body()})]
 
@@ -208,6 +206,8 @@ class RealtimeCodec(ItemLedger):
             ]
         if not data:
             return []
+        if not self.audio_started:
+            self._retuned(self.settings)  # the stream opens with these
         self.audio_started = True
         self._appended_bytes += len(data)
         return [FeedAudio(data)]
@@ -221,9 +221,11 @@ class RealtimeCodec(ItemLedger):
             # The open utterance (if any) stops now and is committed when that arrives; what
             # else the buffer held is decided at the marker (see _finalized).
             self._closed_by_commit = False
-            self._pending.append(Finalizing("vad_commit", Item(""), start_ms, client_event))
+            item = Item("", logprobs=self.settings.logprobs)
+            self._pending.append(Finalizing("vad_commit", item, start_ms, client_event))
             return [Finalize()]
-        item = Item(self._new_item_id(), assigned=False, seconds=buffered / 1000)
+        item = Item(self._new_item_id(), assigned=False, seconds=buffered / 1000,
+                    logprobs=self.settings.logprobs)  # fmt: skip
         self._pending.append(Finalizing("commit", item))
         return [self._committed(item), Finalize()]
 

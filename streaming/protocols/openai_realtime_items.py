@@ -14,6 +14,7 @@ class Utterance:
     text: str | None = None  # the final's text once resolved ("" for no words)
     words: tuple[Word, ...] = ()  # the final's (with probabilities when word timestamps are on)
     language: str = ""
+    logprobs: bool = False  # decoded with word probabilities (include asked when it opened)
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,15 @@ class Item:
     emitted: str = ""
     seconds: float = 0.0
     words_sent: int = 0  # how many of settled_words() deltas' logprobs have carried
+    logprobs: bool = False  # include asked for logprobs when it was made
+
+    @property
+    def wants_logprobs(self) -> bool:
+        """Its events carry logprobs: its utterances (some of them) were decoded with word
+        probabilities; an item without any goes by the settings it was made under."""
+        if self.utterances:
+            return any(u.logprobs for u in self.utterances)
+        return self.logprobs
 
     def visible(self) -> str:
         """The text so far: finals in order, then the first open utterance's stable words."""

@@ -40,6 +40,7 @@ class ItemLedger:
 
     settings: RealtimeSettings
     _boundary_ms: float  # where the uncommitted buffer begins (input audio ms)
+    audio_started: bool  # the stream is open (audio was appended)
 
     def __init__(self, context: CodecContext, settings: RealtimeSettings | None = None) -> None:
         self.context = context
@@ -51,7 +52,13 @@ class ItemLedger:
         self._unassigned: list[Utterance] = []  # manual: begun since the last marker
         self._pending: deque[Finalizing] = deque()
         self._last_committed: str | None = None
-        self._appended_bytes = 0
+        self._appended_bytes = 0  # in the current format
+        self._earlier_ms = 0.0  # audio appended in the formats before it
+        # Whether logprobs were asked when the stream opened (its setup is "retune" 0) and
+        # after its reconfigures, as (first retune, asked) at each change: an utterance opened
+        # after k reconfigures has retune k's (SpeechStarted.retunes).
+        self._logprobs_from: deque[tuple[int, bool]] = deque()
+        self._retunes = -1
         self._boundary_ms = 0.0
         self._closed_by_commit = False  # a vad_commit's Finalize ended an open utterance
         self._last_stop_ms = 0.0  # where the VAD's last utterance ended
@@ -91,7 +98,26 @@ class ItemLedger:
     @property
     def _appended_ms(self) -> float:
         per_second = self.settings.input_rate * (2 if self.settings.format == "audio/pcm" else 1)
-        return self._appended_bytes * 1000.0 / per_second
+        return self._earlier_ms + self._appended_bytes * 1000.0 / per_second
+
+    def _switch_format(self) -> None:
+        """Before the settings take another format: what was appended so far stays counted."""
+        self._earlier_ms, self._appended_bytes = self._appended_ms, 0
+
+    def _retuned(self, settings: RealtimeSettings) -> None:
+        """The stream opens, or is reconfigured, with ``settings``."""
+        self._retunes += 1
+        changes = self._logprobs_from
+        if not changes or changes[-1][1] != settings.logprobs:
+            changes.append((self._retunes, settings.logprobs))
+
+    def _logprobs_of(self, retunes: int) -> bool:
+        """Whether an utterance opened after ``retunes`` reconfigures has logprobs. They come
+        in order, so the changes before the one in force are no longer needed."""
+        changes = self._logprobs_from
+        while len(changes) > 1 and changes[1][0] <= retunes:
+            changes.popleft()
+        return changes[0][1] if changes else self.settings.logprobs
 
     def _committed(self, item: Item) -> Send:
         item.committed = True
@@ -145,12 +171,12 @@ class ItemLedger:
         return item
 
     def _speech_started(self, event: SpeechStarted) -> list[Action]:
-        utt = Utterance(event.start)
+        utt = Utterance(event.start, logprobs=self._logprobs_of(event.retunes))
         if self.settings.turn_detection is None:
             self._unassigned.append(utt)
             self._by_start[event.start] = (utt, None)
             return []
-        item = Item(self._new_item_id(), [utt])
+        item = Item(self._new_item_id(), [utt], logprobs=utt.logprobs)
         self._by_start[event.start] = (utt, item)
         # Produced before a clear the client asked for (that clear's marker has not come).
         if self._pending and self._pending[0].purpose == "clear":
@@ -234,7 +260,7 @@ class ItemLedger:
             item.completed = True
             for u in item.utterances:
                 self._by_start.pop(u.start, None)
-            words = item.settled_words() if self.settings.logprobs else None
+            words = item.settled_words() if item.wants_logprobs else None
             body = bodies.completed(item.item_id, visible, item.seconds, item.languages(), words)
             actions.append(self._send(TRANSCRIBE_PREFIX + "completed", body))
         return actions
@@ -243,7 +269,7 @@ class ItemLedger:
         """A delta's logprobs: the final words settled since the item's last delta (a word
         first sent as a partial's stable text has its probability only once its final is
         in), so the deltas' logprobs add up to the completed event's."""
-        if not self.settings.logprobs:
+        if not item.wants_logprobs:
             return None
         settled = item.settled_words()
         new, item.words_sent = settled[item.words_sent :], len(settled)

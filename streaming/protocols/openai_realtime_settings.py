@@ -9,6 +9,10 @@
   ``language`` wins when both are sent.
 - ``include: ["item.input_audio_transcription.logprobs"]`` asks for logprobs (per word:
   openai_logprobs.py) on deltas and completed events.
+- Every field may change at any time (the codec's docstring says from when), except what a
+  transcription session cannot change: its ``type``, a ``model`` (a realtime session's
+  field) other than the one served, and a ``voice`` (it has no audio output); those are
+  refused (UpdateRefused) and nothing of the update applies.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 
 from kettle.streaming.core.session import SessionConfig
 from kettle.streaming.protocols import openai_realtime_turns as turns
-from kettle.streaming.protocols.base import ModelInfo
+from kettle.streaming.protocols.base import AudioSetup, ModelInfo
 from kettle.streaming.protocols.openai_errors import OpenAIError
 from kettle.streaming.protocols.openai_models import ModelCatalog, ModelEntry
 from kettle.streaming.protocols.openai_realtime_turns import TurnDetection
@@ -69,22 +73,6 @@ class RealtimeSettings:
     def partials(self) -> bool:
         return self.delay not in DELAYS_WITHOUT_PARTIALS
 
-    def stream_fields(self, multilingual: bool = True) -> tuple[Any, ...]:
-        """What a stream is opened with (fixed once audio flows). An English-only model
-        decodes English whatever the language says, so there no language is a change."""
-        td = self.turn_detection or TurnDetection()
-        return (
-            self.format,
-            self.decode_language if multilingual else "en",
-            self.decode_languages if multilingual else (),
-            self.prompt,
-            td.threshold,
-            td.prefix_padding_ms,
-            td.silence_duration_ms,
-            self.partials,
-            self.logprobs,
-        )
-
     def session_config(self) -> SessionConfig:
         td = self.turn_detection or TurnDetection()
         return SessionConfig(
@@ -104,6 +92,12 @@ class RealtimeSettings:
     @property
     def input_rate(self) -> int:
         return FORMATS[self.format][1]
+
+
+def audio_setup(fmt: str) -> AudioSetup:
+    """The wire audio of format ``fmt`` (one of FORMATS), one channel."""
+    encoding, rate = FORMATS[fmt]
+    return AudioSetup(encoding, rate, 1)
 
 
 class UpdateRefused(Exception):
@@ -135,6 +129,7 @@ def apply_update(
             f"not {kind!r}; connect with ?intent=transcription",
             "session.type",
         )
+    _fixed(session, model)
     changes: dict[str, Any] = {}
     if "include" in session:
         changes["logprobs"] = _include(session["include"])
@@ -179,6 +174,30 @@ def apply_update(
     return replace(settings, **changes)
 
 
+def _fixed(session: Mapping[str, Any], model: ModelInfo | None) -> None:
+    """Refuse what no update may change (OpenAI: every field but voice and model)."""
+    if session.get("model") is not None:
+        name = session["model"]
+        served = model.name if model is not None else "the served model"
+        try:
+            _model(name, model, "session.model")
+        except UpdateRefused:
+            raise UpdateRefused(
+                f"the session's model cannot change: it is {served}, not {name!r}",
+                "session.model",
+                "cannot_update_model",
+            ) from None
+    audio = session.get("audio")
+    output = audio.get("output") if isinstance(audio, Mapping) else None
+    for param, parent in (("session.voice", session), ("session.audio.output.voice", output)):
+        if isinstance(parent, Mapping) and parent.get("voice") is not None:
+            raise UpdateRefused(
+                "a transcription session has no voice (it produces no audio); nothing was changed",
+                param,
+                "cannot_update_voice",
+            )
+
+
 def _object(parent: Mapping[str, Any], key: str, param: str) -> Mapping[str, Any] | None:
     value = parent.get(key)
     if value is None:
@@ -213,8 +232,7 @@ def _include(value: object) -> bool:
     return bool(value)
 
 
-def _model(value: object, model: ModelInfo | None) -> str:
-    param = TRANSCRIPTION + ".model"
+def _model(value: object, model: ModelInfo | None, param: str = TRANSCRIPTION + ".model") -> str:
     if not isinstance(value, str):
         raise UpdateRefused("model must be a string", param)
     if model is not None:

@@ -6,6 +6,10 @@ that a session without audio still ends with the engine's `Done`): one stream, o
 channel when the codec splits the channels. Raw audio is decoded by kernels.pcm, audio in a
 container by transcribe.container_stream. Arrival times of the audio are logged so the
 runner can measure each partial's and final's lag.
+
+Raw PCM may change format mid-stream (`switch_audio`, OpenAI Realtime's session.update):
+the old decoder's last samples go to the streams, a new decoder takes the audio after it,
+and the audio received counts on in the new rate (the seconds before it carried over).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 from kettle.kernels.pcm import PcmStreamDecoder
+from kettle.streaming.core.config import SessionConfig
 from kettle.streaming.protocols.base import CONTAINER, AudioReceived, AudioSetup, StreamSetup
 from kettle.streaming.server.metrics import ArrivalLog
 from kettle.transcribe.container_stream import ContainerDecodeError, ContainerStreamDecoder
@@ -47,6 +52,8 @@ class AudioIngress:
         self.pcm: Decoder | None = None
         self.arrivals: ArrivalLog | None = None
         self._split = False
+        self._audio: AudioSetup | None = None
+        self._earlier_s = 0.0  # audio decoded by the decoders before a format switch
 
     @property
     def stream(self) -> Stream | None:
@@ -57,12 +64,21 @@ class AudioIngress:
     def received(self) -> AudioReceived:
         if self.pcm is None:
             return AudioReceived()
-        return AudioReceived(self.pcm.input_frames, self.pcm.sample_rate)
+        rate = self.pcm.sample_rate
+        return AudioReceived(self._frames_at(rate), rate)
+
+    def _frames_at(self, rate: int) -> int:
+        """The input frames received so far, counted at ``rate``."""
+        assert self.pcm is not None
+        if not self._earlier_s:
+            return self.pcm.input_frames * rate // self.pcm.sample_rate
+        return round((self._earlier_s + self.pcm.input_frames / self.pcm.sample_rate) * rate)
 
     def open(self) -> tuple[list[Stream], Decoder, ArrivalLog]:
         if not self.streams or self.pcm is None or self.arrivals is None:
             setup = self._setup()
             audio = setup.audio
+            self._audio = audio
             self.pcm = make_decoder(audio)
             self._split = audio.streams > 1
             self.arrivals = ArrivalLog(self.pcm.sample_rate)
@@ -82,7 +98,7 @@ class AudioIngress:
         try:
             parts = self._decode(pcm, data)
         finally:
-            arrivals.record(pcm.input_frames, now)
+            arrivals.record(self._frames_at(arrivals.sample_rate), now)
             if pcm.input_frames > before and self._on_audio_seconds is not None:
                 self._on_audio_seconds((pcm.input_frames - before) / pcm.sample_rate)
         for stream, samples in zip(streams, parts, strict=True):
@@ -92,6 +108,26 @@ class AudioIngress:
     def finalize(self) -> None:
         for stream in self.streams:
             stream.finalize()
+
+    def switch_audio(self, audio: AudioSetup) -> None:
+        """The audio fed from now on comes in ``audio``'s format (raw PCM, the same channel
+        layout); nothing to do before the streams open (they open with the codec's setup).
+        An incomplete sample frame the old format left is dropped."""
+        if not self.streams or self.pcm is None or self._audio is None or audio == self._audio:
+            return
+        if CONTAINER in (audio.encoding, self._audio.encoding) or audio.streams > 1:
+            raise ValueError("only raw PCM on one stream may switch format")
+        old = self.pcm
+        for stream, tail in zip(self.streams, self._decode(old, None), strict=True):
+            if tail.size:
+                stream.feed_audio(tail)
+        self._earlier_s += old.input_frames / old.sample_rate
+        old.close()
+        self._audio, self.pcm = audio, make_decoder(audio)
+
+    def reconfigure(self, config: SessionConfig) -> None:
+        for stream in self.streams:
+            stream.reconfigure(config)
 
     def set_keyterms(self, terms: tuple[str, ...]) -> None:
         for stream in self.streams:

@@ -41,7 +41,7 @@ class Harness:
     def __init__(self, multilingual: bool = False) -> None:
         model = ModelInfo("tiny.en", multilingual, aliases=MODEL_ALIASES)
         self.codec = RealtimeCodec(CodecContext("sess1", model))
-        self.reconfigured: list[tuple[str, ...] | None] = []
+        self.reconfigured: list[Reconfigure] = []
         self.decoder = FakeDecoder()
         self.session: Session | None = None
         self.pcm: PcmStreamDecoder | None = None
@@ -64,9 +64,17 @@ class Harness:
                 self.session.feed_audio(self.pcm.feed(action.data))
                 self.settle()
             elif isinstance(action, Reconfigure):
-                self.reconfigured.append(action.keyterms)
-                if self.session is not None and action.keyterms is not None:
-                    self.session.set_keyterms(action.keyterms)
+                # As the runner does: the audio switches first (its tail before the settings).
+                self.reconfigured.append(action)
+                assert self.session is not None  # (no Reconfigure before the stream opens)
+                if action.audio is not None:
+                    assert self.pcm is not None
+                    self.session.feed_audio(self.pcm.flush())
+                    a = action.audio
+                    self.pcm = PcmStreamDecoder(a.encoding, a.sample_rate, a.channels)
+                if action.session is not None:
+                    self.session.reconfigure(action.session)
+                self.settle()
             elif isinstance(action, Finalize) and self.session is not None:
                 self.session.finalize()
                 self.settle()
@@ -288,11 +296,12 @@ def test_bad_client_events_are_errors_never_exceptions() -> None:
     assert h.session is None  # nothing reached the engine
 
 
-def test_settings_fixed_once_audio_flows() -> None:
+def test_settings_change_after_audio_too() -> None:
+    # As at OpenAI (test_openai_realtime_update.py has what applies when).
     h = Harness()
     h.append(pcm24k([("silence", 0.2)]))
     h.send(type="session.update", session={"audio": {"input": {"format": {"type": "audio/pcma"}}}})
-    assert h.out[-1]["type"] == "error"
+    assert h.out[-1]["type"] == "session.updated"
     h.send(type="session.update", session={"audio": {"input": {"turn_detection": None}}})
     assert h.out[-1]["type"] == "session.updated"
 

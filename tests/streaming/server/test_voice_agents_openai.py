@@ -268,7 +268,7 @@ async def test_pipecat_realtime_stt_defaults(server: ServerThread) -> None:
     )
     turn = pipecat_turn(scripted_audio([("voice", 2.0), ("silence", 0.3)]))
     # Pipecat sends audio at once, before its session.update (language "en") is answered:
-    # on an English-only model that language changes nothing, so the update is not refused.
+    # the update applies from then on (test_openai_realtime_update.py), nothing is refused.
     down, _ = await run_test(stt, frames_to_send=[*turn, SleepFrame(3.0)])
     (frame,) = transcriptions(down)
     assert frame.text.split() == ["alpha", "bravo", "charlie", "delta"]

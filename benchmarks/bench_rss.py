@@ -19,6 +19,8 @@ every `--every` decodes:
 - mmap128: trim, with glibc's mmap threshold pinned at 128 KiB (MALLOC_MMAP_THRESHOLD_):
   tried for `kettle serve` and reverted, decodes were 7.5 % slower (RESULTS.md, "Soak and
   RSS, session 12");
+- jemalloc, tcmalloc: that malloc preloaded (`kettle serve --allocator`), with the release
+  kettle makes there every `--every` decodes (jemalloc: a purge of its arenas);
 - nofastmm: mmap128, and MKL_DISABLE_FAST_MM=1 (CTranslate2 allocates through Intel MKL,
   whose memory manager keeps freed buffers for reuse).
 
@@ -43,6 +45,7 @@ import random
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +57,12 @@ from _results import markdown_table, write_section
 HERE = Path(__file__).resolve().parent
 SAMPLE_RATE = 16000
 VARIANTS = ("default", "arena2", "trim", "dnnl1024")
+# Other mallocs, preloaded (Debian: libjemalloc2, libtcmalloc-minimal4), with the release
+# `kettle serve --allocator` makes on them (native_memory.load_release) every `--every`.
+PRELOADED = {
+    "jemalloc": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+    "tcmalloc": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
+}
 
 
 def rss_mb() -> float:
@@ -105,7 +114,12 @@ def _child(args: argparse.Namespace) -> None:
     from kettle.transcribe.types import DecodeKind, DecodeRequest
 
     trimmed = args.variant in ("trim", "mmap128", "nofastmm") or args.variant.startswith("dnnl")
-    trim = ctypes.CDLL("libc.so.6").malloc_trim if trimmed else None
+    trim: Callable[[int], object] | None = ctypes.CDLL("libc.so.6").malloc_trim if trimmed else None
+    if args.variant in PRELOADED:  # the release `kettle serve` makes on that malloc
+        from kettle.streaming.engine.native_memory import load_release
+
+        release = load_release()
+        trim = None if release is None else (lambda _size: release())
     defaults = SessionConfig()
     rng = random.Random(args.seed)
     clips = _clips(Path(args.eval_dir), 12)
@@ -187,6 +201,9 @@ def _run_variant(args: argparse.Namespace, variant: str) -> list[dict[str, float
         env["MKL_DISABLE_FAST_MM"] = "1"
     if variant.startswith("dnnl"):
         env["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = str(int(variant[4:]))
+    env.pop("LD_PRELOAD", None)
+    if variant in PRELOADED:
+        env["LD_PRELOAD"] = PRELOADED[variant]
     cmd = [
         sys.executable,
         str(Path(__file__).resolve()),
@@ -240,7 +257,8 @@ def main() -> None:
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument(
-        "--eval-dir", default=os.environ.get("KETTLE_EVAL_DIR", str(HERE.parent / "tests/data"))
+        "--eval-dir",
+        default=os.environ.get("KETTLE_EVAL_DIR", str(HERE.parent / "tests/data/speech")),
     )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", default=None)

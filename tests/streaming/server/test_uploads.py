@@ -74,6 +74,19 @@ class Client:
         return {"type": "http.disconnect"}
 
 
+def holding_decoder() -> tuple[threading.Event, threading.Event, Callable[[DecodeRequest], str]]:
+    """A FakeDecoder text function that holds the model until ``release``; ``decoding`` is
+    set once a window is on the model."""
+    decoding, release = threading.Event(), threading.Event()
+
+    def held(request: DecodeRequest) -> str:
+        decoding.set()
+        release.wait(GUARD)
+        return "held"
+
+    return decoding, release, held
+
+
 async def test_read_body_within_and_over_the_limit() -> None:
     assert await read_body(Client([b"ab", b"cd"]).request, 4) == b"abcd"
     streamed = Client([b"ab", b"cde", b"never read"])
@@ -138,12 +151,7 @@ def job(audio: bytes) -> Callable[[bytes], Awaitable[UploadJob[str]]]:
 
 
 async def test_transcribe_holds_one_slot_and_frees_it_on_every_outcome() -> None:
-    decoding, release = threading.Event(), threading.Event()
-
-    def held(request: DecodeRequest) -> str:
-        decoding.set()
-        release.wait(GUARD)
-        return "held"
+    decoding, release, held = holding_decoder()
 
     uploads = Uploads(max_uploads=1, max_bytes=1 << 20)
     body = wav(AUDIO)
@@ -171,12 +179,7 @@ async def test_transcribe_holds_one_slot_and_frees_it_on_every_outcome() -> None
 
 
 async def test_a_client_that_leaves_frees_the_slot_before_the_model_does() -> None:
-    decoding, release = threading.Event(), threading.Event()
-
-    def held(request: DecodeRequest) -> str:
-        decoding.set()
-        release.wait(GUARD)
-        return "held"
+    decoding, release, held = holding_decoder()
 
     uploads = Uploads(max_uploads=1, max_bytes=1 << 20)
     body = wav(AUDIO)
@@ -210,12 +213,7 @@ async def test_upload_engine_refuses_while_the_server_takes_no_uploads() -> None
 
 
 async def test_close_cuts_uploads_short_and_refuses_later_ones() -> None:
-    decoding, release = threading.Event(), threading.Event()
-
-    def held(request: DecodeRequest) -> str:
-        decoding.set()
-        release.wait(GUARD)
-        return "held"
+    decoding, release, held = holding_decoder()
 
     uploads = Uploads(max_uploads=2, max_bytes=1 << 20)
     body = wav(AUDIO)
@@ -290,12 +288,7 @@ class Fed:
 
 
 async def test_a_body_still_coming_holds_no_slot_until_it_is_in() -> None:
-    decoding, release = threading.Event(), threading.Event()
-
-    def held(request: DecodeRequest) -> str:
-        decoding.set()
-        release.wait(GUARD)
-        return "held"
+    decoding, release, held = holding_decoder()
 
     uploads = Uploads(max_uploads=1, max_bytes=1 << 20)
     body = wav(AUDIO)

@@ -11,7 +11,6 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,9 +20,9 @@ from kettle.transcribe.fake import FakeDecoder
 from kettle.transcribe.types import DecodeRequest
 
 from tests.streaming.conftest import StartServer
+from tests.streaming.server import test_server_drain as drain
 
-KEY = "slow-key"
-FLAC = (Path(__file__).resolve().parents[2] / "data" / "jfk.flac").read_bytes()
+KEY = drain.KEY  # the key Api.request sends
 GUARD = 60  # seconds: a deadlock guard only
 DRIBBLE = 32  # bytes a slow client sends at a time
 
@@ -33,18 +32,8 @@ def said(request: DecodeRequest) -> str:
 
 
 @dataclass(frozen=True)
-class Api:
-    name: str
-    path: str
-
-    def request(self, url: str) -> httpx.Request:
-        if self.name == "openai":
-            files = {"file": ("jfk.flac", FLAC, "audio/flac")}
-            headers = {"Authorization": f"Bearer {KEY}"}
-            data = {"model": "whisper-1"}
-            return httpx.Request("POST", url + self.path, files=files, data=data, headers=headers)
-        headers = {"Authorization": f"Token {KEY}"}
-        return httpx.Request("POST", url + self.path, content=FLAC, headers=headers)
+class Api(drain.Api):
+    """The drain tests' upload of each API, also as the raw bytes a socket client sends."""
 
     def raw(self, url: str) -> tuple[bytes, bytes]:
         """The request's head and body as a raw client sends them."""

@@ -53,16 +53,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import markdown_table, write_section
+from kettle.streaming.cli import allocator
 
 HERE = Path(__file__).resolve().parent
 SAMPLE_RATE = 16000
 VARIANTS = ("default", "arena2", "trim", "dnnl1024")
 # Other mallocs, preloaded (Debian: libjemalloc2, libtcmalloc-minimal4), with the release
 # `kettle serve --allocator` makes on them (native_memory.load_release) every `--every`.
-PRELOADED = {
-    "jemalloc": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
-    "tcmalloc": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
-}
+PRELOADED = tuple(allocator.SONAMES)
 
 
 def rss_mb() -> float:
@@ -203,7 +201,10 @@ def _run_variant(args: argparse.Namespace, variant: str) -> list[dict[str, float
         env["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = str(int(variant[4:]))
     env.pop("LD_PRELOAD", None)
     if variant in PRELOADED:
-        env["LD_PRELOAD"] = PRELOADED[variant]
+        library = allocator.find_library(variant)
+        if library is None:
+            raise SystemExit(f"{variant}: {allocator.SONAMES[variant]} is not installed")
+        env["LD_PRELOAD"] = library
     cmd = [
         sys.executable,
         str(Path(__file__).resolve()),

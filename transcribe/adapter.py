@@ -384,7 +384,9 @@ class WhisperAdapter:
                 self._prompts.build(job)
             self._decode_active(active)
             finals = [j for j in active if j.final]
-            self._aligner.align([j for j in finals if j.request.word_timestamps])
+            self._aligner.align(
+                [j for j in finals if j.chosen is not None and j.request.wants_words(j.chosen.text)]
+            )
             for job in active:
                 results[job.index] = self._result(job)
         out = [r for r in results if r is not None]

@@ -216,7 +216,7 @@ class FakeDecoder:
         if self.text_for is not None:
             text = self.text_for(request)
             words: tuple[Word, ...] = ()
-            if request.word_timestamps and text:
+            if request.wants_words(text):
                 span = len(request.audio) / SAMPLE_RATE
                 toks = text.split()
                 step = span / len(toks)
@@ -241,7 +241,7 @@ class FakeDecoder:
             text = " ".join(w for w, _, _ in triples)
             words = (
                 tuple(Word(w, round(s, 3), round(e, 3), 0.9) for w, s, e in triples)
-                if request.word_timestamps
+                if request.wants_words(text)
                 else ()
             )
         fails = self._fails_round(request)

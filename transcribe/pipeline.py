@@ -58,23 +58,27 @@ class PipelineConfig:
     max_cue_chars: int = 84
     windows: WindowConfig = field(default_factory=WindowConfig)
     # Whisper sometimes skips speech in a window packed with several utterances: it ends the
-    # text early, or jumps over an utterance. A window whose text is short for its speech
-    # (under ``recover_chars_per_s``; read speech runs at 12-17) is decoded again with word
-    # alignment (its encoder output is cached), and speech no word covers for
-    # ``recover_gap_s`` or more is decoded as a window of its own, up to ``recover_depth``
-    # rounds. With word timestamps on, or ``recover_align_all`` (words aligned in the first
-    # pass: ~15 % more decode time, finds skips the character rate misses), every window is
-    # checked without a second pass. Depth 0 turns it all off. One round: further rounds cost
-    # 1.6x the time and gained no accuracy on the eval set (7.6 % WER either way).
+    # text early, or jumps over an utterance. Speech no aligned word covers for
+    # ``recover_gap_s`` or more is decoded again as a window of its own, up to
+    # ``recover_depth`` rounds (one: further rounds cost 1.6x the time and gained no
+    # accuracy). Words are aligned in the first pass only for a window whose text is short
+    # for its speech (under ``recover_chars_per_s``; read speech runs at 12-17), or for every
+    # window with ``recover_align_all``, which finds the rare skip in text at a normal rate
+    # at 1.1x the decode time (bench_files: kettle vs kettle_align_all). Depth 0 turns it all
+    # off.
     recover_gap_s: float = 1.5
     recover_depth: int = 1
     recover_chars_per_s: float = 11.0
-    recover_align_all: bool = True
+    recover_align_all: bool = False
     task: str = "transcribe"  # or "translate" (to English; multilingual models)
     prompt: str | None = None  # text to condition every window on (names, vocabulary)
     keyterms: tuple[str, ...] = ()  # every window's hotwords (keyterms.normalize's form)
     diarize: bool = False  # label each segment's speaker (transcribe_files gets the encoder)
     max_speakers: int = DEFAULT_MAX_SPEAKERS
+    # The encoder runs on the window and a second of silence, at least this many seconds, not
+    # on Whisper's 30 s (DecodeRequest.encode_min_s; None: 30 s): its cost grows with its
+    # input, and the shorter input lost no words (bench_files).
+    encode_min_s: float | None = 10.0
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= 256:
@@ -89,6 +93,8 @@ class PipelineConfig:
             raise ConfigError(f"task must be one of {', '.join(TASKS)}, not {self.task!r}")
         if not 1 <= self.max_speakers <= 16:
             raise ConfigError(f"max speakers must be within 1..16, got {self.max_speakers}")
+        if self.encode_min_s is not None and not 0.0 <= self.encode_min_s <= 30.0:
+            raise ConfigError(f"encode_min_s must be within 0..30, got {self.encode_min_s}")
 
     @property
     def recovers(self) -> bool:
@@ -112,6 +118,7 @@ class PipelineConfig:
                         self.recover_align_all]
             if self.recovers
             else None,
+            "encode_min_s": self.encode_min_s,
             "windows": [w.max_window_s, w.vad, w.vad_threshold, w.min_silence_ms,
                         w.speech_pad_ms, w.min_speech_ms],
         }  # fmt: skip
@@ -179,6 +186,9 @@ def transcribe_files(
     exhausted = False
     states: deque[_FileState] = deque()
     queue: deque[_Work] = deque()
+    # Skipped speech decoded again: short windows, batched apart from full ones, since a
+    # batch's encoder input is as long as its longest window.
+    retries: deque[_Work] = deque()
 
     while True:
         # Load files until a full batch is queued (or there is nothing more to load).
@@ -191,17 +201,17 @@ def transcribe_files(
             states.append(state)
             _start_file(state, decoder, config, cache, progress)
             queue.extend(_Work(state, w, (w.index,)) for w in state.windows)
-        if queue:
-            batch = [queue.popleft() for _ in range(min(config.batch_size, len(queue)))]
-            # Second passes go to the front of the queue: their file is waiting for them.
-            queue.extendleft(reversed(_decode(batch, decoder, config, progress)))
+        source = retries if len(retries) >= config.batch_size or not queue else queue
+        if source:
+            batch = [source.popleft() for _ in range(min(config.batch_size, len(source)))]
+            retries.extend(_decode(batch, decoder, config, progress))
             for state in dict.fromkeys(w.state for w in batch):
                 _maybe_finish(state, decoder, config, cache, progress)
         while states and states[0].done:
             outcome = states.popleft().outcome
             assert outcome is not None
             yield outcome
-        if exhausted and not queue:
+        if exhausted and not queue and not retries:
             break
     assert not states, "every file finishes once its windows are decoded"
 
@@ -272,7 +282,11 @@ class _Work:
     state: _FileState
     window: Window
     key: tuple[int, ...]
-    align: bool = False  # ask for word timings (to find skipped speech)
+
+    @property
+    def depth(self) -> int:
+        """0 for a window of the file's own, k for speech skipped k rounds deep."""
+        return len(self.key) - 1
 
 
 def _decode(
@@ -291,15 +305,16 @@ def _decode(
             request_id=i,
             language=config.language,
             languages=config.languages,
-            word_timestamps=config.word_timestamps
-            or item.align
-            or (config.recovers and config.recover_align_all),
+            word_timestamps=config.word_timestamps or (checked and config.recover_align_all),
+            words_below_chars_per_s=config.recover_chars_per_s if checked else None,
             beam_size=config.beam_size,
             prompt=config.prompt,
             hotwords=keyterms.hotwords(config.keyterms),
             task=config.task,
+            encode_min_s=config.encode_min_s,
         )
         for i, ((s, w), item) in enumerate(zip(live, work, strict=True))
+        for checked in [_checks_skips(item.depth, config)]
     ]
     try:
         results = decoder.decode_batch(requests) if requests else []
@@ -320,17 +335,11 @@ def _decode(
     for i, ((s, w), item) in enumerate(zip(live, work, strict=True)):
         result = by_id[i]
         key = item.key
-        if not item.align and not result.words and _short_text(result, w, len(key) - 1, config):
-            # Decode it again with word timings, to find what was skipped.
-            log.debug("window %s: %d chars for %.1f s of speech, aligning",
-                      key, len(result.text), w.num_samples / SAMPLE_RATE)  # fmt: skip
-            again.append(_Work(s, w, key, align=True))
-            continue
         s.results[key] = (w, result)
         s.outstanding -= 1
         if progress is not None:
             progress.advance((w.cover[1] - w.cover[0]) / SAMPLE_RATE)
-        skipped = _skipped_speech(result, w, len(key) - 1, config)
+        skipped = _skipped_speech(result, w, item.depth, config)
         if skipped is not None:
             log.debug("window %s: re-decoding %.1f s of speech no word covered",
                       key, skipped.num_samples / SAMPLE_RATE)  # fmt: skip
@@ -356,17 +365,9 @@ def uncovered(
     return gaps
 
 
-def _short_text(result: DecodeResult, window: Window, depth: int, config: PipelineConfig) -> bool:
-    if not config.recovers or depth >= config.recover_depth or result.error:
-        return False
-    text = result.text.strip()
-    speech_s = window.num_samples / SAMPLE_RATE
-    # Empty text is the model saying "no speech"; asking again would hear the same.
-    return (
-        bool(text)
-        and speech_s >= 2 * config.recover_gap_s
-        and (len(text) < config.recover_chars_per_s * speech_s)
-    )
+def _checks_skips(depth: int, config: PipelineConfig) -> bool:
+    """Whether this window's words are looked at for skipped speech (its result may be)."""
+    return config.recovers and depth < config.recover_depth
 
 
 def _skipped_speech(

@@ -54,6 +54,10 @@ class DecodeRequest:
     # empty: any the model knows.
     languages: tuple[str, ...] = ()
     word_timestamps: bool = False
+    # Word timings also where speech may have been skipped: when the text has fewer characters
+    # per second of audio than this (the file pipeline's check for skipped speech), aligned in
+    # the same pass rather than decoded again. None: only as word_timestamps says.
+    words_below_chars_per_s: float | None = None
     beam_size: int | None = None
     max_new_tokens: int | None = None
     cache_key: Hashable | None = None
@@ -79,6 +83,14 @@ class DecodeRequest:
     # windows are mostly far shorter than 30 s (encoder_frames; benchmarks/RESULTS.md
     # "bench_accuracy").
     encode_min_s: float | None = None
+
+    def wants_words(self, text: str) -> bool:
+        """Whether the result with this text gets word timings."""
+        if self.word_timestamps:
+            return True
+        rate = self.words_below_chars_per_s
+        text = text.strip()
+        return rate is not None and bool(text) and len(text) < rate * len(self.audio) / SAMPLE_RATE
 
 
 @dataclass(frozen=True)

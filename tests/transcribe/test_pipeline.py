@@ -25,7 +25,7 @@ from kettle.transcribe.pipeline import (
 )
 from kettle.transcribe.progress import Progress
 from kettle.transcribe.result_cache import ResultCache
-from kettle.transcribe.types import SAMPLE_RATE, DecodeRequest, DecodeResult, Word
+from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest, DecodeResult, Word
 from kettle.transcribe.windows import WindowConfig
 
 SR = SAMPLE_RATE
@@ -114,10 +114,9 @@ class Skipper:
             dur = len(r.audio) / SR
             end = 2.0 if dur > 6 else dur
             words = (Word(" Some", 0.0, end / 2, 0.9), Word(" words.", end / 2, end, 0.9))
+            text = "Some words." if dur > 0.5 else ""
             out.append(
-                DecodeResult(
-                    r.request_id, r.kind, "Some words.", words if r.word_timestamps else ()
-                )
+                DecodeResult(r.request_id, r.kind, text, words if r.wants_words(text) else ())
             )
         return out
 
@@ -130,7 +129,8 @@ def test_speech_the_model_skipped_is_decoded_again(monkeypatch) -> None:
     # Words aligned on the first pass; the speech no word covers becomes a new window, and so
     # on, three rounds deep.
     assert [len(r.audio) / SR for r in model.seen] == [20, 18, 16, 14]
-    assert all(r.word_timestamps for r in model.seen)
+    # The last round's words would find nothing more to decode: they are not aligned.
+    assert [r.word_timestamps for r in model.seen] == [True] * 3 + [False]
     starts = [s.start for s in t.segments]
     # 2 s of speech = span 0: the first retry starts with span 1, at 3 s of the file.
     assert starts == pytest.approx([0.0, 3.0, 6.0, 9.0])
@@ -140,13 +140,19 @@ def test_speech_the_model_skipped_is_decoded_again(monkeypatch) -> None:
     t2 = transcribe_audio(np.zeros(30 * SR, np.float32), model2, PipelineConfig(recover_depth=0))
     assert len(model2.seen) == 1 and not model2.seen[0].word_timestamps
     assert t2.text == "Some words."
-    # Gated: only text short for its speech gets a second, aligned pass.
+    # Gated: words are aligned, in the same pass, only where the text is short for its speech.
     model3 = Skipper()
     cfg = PipelineConfig(recover_align_all=False, recover_depth=3)
     t3 = transcribe_audio(np.zeros(30 * SR, np.float32), model3, cfg)
-    assert [len(r.audio) / SR for r in model3.seen] == [20, 20, 18, 18, 16, 16, 14]
-    assert [r.word_timestamps for r in model3.seen] == [False, True] * 3 + [False]
+    assert [len(r.audio) / SR for r in model3.seen] == [20, 18, 16, 14]
+    assert not any(r.word_timestamps for r in model3.seen)
+    assert [r.words_below_chars_per_s for r in model3.seen] == [11.0] * 3 + [None]
     assert [s.start for s in t3.segments] == pytest.approx([0.0, 3.0, 6.0, 9.0])
+    # Text at the speech's rate is not aligned, so nothing is looked for in it.
+    assert not DecodeRequest(np.zeros(SR, np.float32), DecodeKind.FINAL,
+                             words_below_chars_per_s=11.0).wants_words("Twelve chars")  # fmt: skip
+    assert not DecodeRequest(np.zeros(SR, np.float32), DecodeKind.FINAL,
+                             words_below_chars_per_s=11.0).wants_words(" ")  # fmt: skip
     # Asked for, the words stay in the transcript.
     t4 = transcribe_audio(
         np.zeros(30 * SR, np.float32),
@@ -154,6 +160,21 @@ def test_speech_the_model_skipped_is_decoded_again(monkeypatch) -> None:
         PipelineConfig(word_timestamps=True, recover_depth=3),
     )
     assert len(t4.segments) == 4 and all(s.words for s in t4.segments)
+
+
+def test_skipped_speech_is_batched_apart_from_full_windows(monkeypatch) -> None:
+    # Two files of 4 windows (18 s of speech each); the skipper misses all but 2 s of each.
+    spans = [(i * 20 * SR, i * 20 * SR + 18 * SR) for i in range(4)]
+    monkeypatch.setattr(windows_mod, "speech_spans", lambda a, c: spans)
+    model = Skipper()
+    jobs = [job(n, np.zeros(80 * SR, np.float32)) for n in ("a", "b")]
+    outcomes = list(transcribe_files(jobs, model, PipelineConfig(batch_size=4)))
+    assert all(o.ok for o in outcomes)
+    lengths = [len(r.audio) / SR for r in model.seen]
+    # Batches of 4 full windows; the 16 s retries wait for a batch of their own, since a
+    # batch's encoder input is as long as its longest window.
+    assert lengths == ([18] * 4 + [16] * 4) * 2
+    assert {r.encode_min_s for r in model.seen} == {10.0}
 
 
 def test_uncovered() -> None:

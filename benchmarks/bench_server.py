@@ -84,6 +84,7 @@ def serve_args(args: argparse.Namespace) -> list[str]:
     return [
         *("--model", args.model, "--max-sessions", "64"),
         *("--batch-size", str(args.batch_size), "--threads", str(args.threads)),
+        *(x for arg in getattr(args, "serve_arg", []) for x in arg.split()),
     ]
 
 
@@ -135,6 +136,40 @@ def lags(result: StreamResult, kind: str) -> list[float]:
         for message, at in result.received
         if message["type"] == kind
     ]
+
+
+# The live capacity target (issue 28): a stream is served when its partial lag P95 is at most
+# 1.0 s with at least one partial per 1.5 s of speech, its final lag P95 at most 1.5 s, and
+# nothing is lost.
+PARTIAL_P95_MAX_S = 1.0
+PARTIALS_PER_SPEECH_S_MIN = 1 / 1.5
+FINAL_P95_MAX_S = 1.5
+
+
+def partial_rate(result: StreamResult) -> float:
+    """Partials received per second of speech (the finals' spans) of one stream."""
+    speech = sum(f["end"] - f["start"] for f in result.finals)
+    return len(result.partials) / speech if speech > 0 else 0.0
+
+
+def meets_target(row: dict[str, Any]) -> bool:
+    return bool(
+        row["partial_p95_s"] <= PARTIAL_P95_MAX_S
+        and row["partials_per_speech_s"] >= PARTIALS_PER_SPEECH_S_MIN
+        and row["final_p95_s"] <= FINAL_P95_MAX_S
+        and row["finals_lost"] == 0
+    )
+
+
+def capacity(rows: list[dict[str, Any]]) -> int:
+    """The most clients of a run of increasing N that meets the target, with every smaller
+    N measured meeting it too (0 when N = 1 misses)."""
+    best = 0
+    for row in sorted(rows, key=lambda r: r["clients"]):
+        if not row["meets_target"]:
+            break
+        best = row["clients"]
+    return best
 
 
 def lost_finals(result: StreamResult, expected: int) -> int:
@@ -207,9 +242,11 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     1 for r in results for e in r.errors if e.get("code") == "overloaded"
                 ),
                 "server_cpu_s_per_audio_s": cpu / audio_s,
+                "partials_per_speech_s": min(partial_rate(r) for r in results),
                 "partial_lags": partial,
                 "final_lags": final,
             }
+            row["meets_target"] = meets_target(row)
             rows.append(row)
             print(
                 f"N={n:2d}{' revisions' if revisions else ''}: partial P50/P95 "
@@ -360,6 +397,11 @@ COLUMNS = [
     "overloaded_errors",
     "server_cpu_s_per_audio_s",
 ]
+CAPACITY_COLUMNS = [
+    "clients", "partials_per_speech_s", "partial_p50_s", "partial_p95_s", "final_p50_s",
+    "final_p95_s", "wer", "finals_lost", "overloaded_errors", "server_cpu_s_per_audio_s",
+    "meets_target",
+]  # fmt: skip
 
 
 REVISION_COLUMNS = [
@@ -388,7 +430,19 @@ def main() -> int:
         action="store_true",
         help="each N without and with revisions, side by side (section bench_server_revisions)",
     )
+    parser.add_argument(
+        "--capacity",
+        action="store_true",
+        help="N = 1, 2, 3, 4, 6, 8 (or --clients): the most streams that meet the latency "
+        "target (section bench_capacity)",
+    )
+    parser.add_argument("--label", default="", help="with --capacity: names this server's setup")
+    parser.add_argument(
+        "--serve-arg", action="append", default=[], help="an extra `kettle serve` option"
+    )
     args = parser.parse_args()
+    if args.capacity and args.clients == "1,4,8,16":
+        args.clients = "1,2,3,4,6,8"
     args.clients = [int(x) for x in args.clients.split(",")]
     if args.quick:
         args.clients, args.seconds, args.rounds = [1, 4], 10.0, 1
@@ -396,6 +450,9 @@ def main() -> int:
         report_protocols(args, measure_protocols(args))
         return 0
     data = measure(args)
+    if args.capacity:
+        report_capacity(args, data)
+        return 0
     columns = COLUMNS if not args.revisions else REVISION_COLUMNS
     table_rows = [{k: v for k, v in r.items() if k in columns} for r in data["rows"]]
     table = markdown_table(table_rows, columns)
@@ -428,6 +485,48 @@ def main() -> int:
         + "\n![server latency](server_latency.png)\n",
     )
     return 0
+
+
+def report_capacity(args: argparse.Namespace, data: dict[str, Any]) -> None:
+    """Print the capacity table and write it to bench_capacity.json and its section."""
+    streams = capacity(data["rows"])
+    cores = os.cpu_count() or 1
+    label = args.label or "kettle serve defaults"
+    table_rows = [{k: r[k] for k in CAPACITY_COLUMNS} for r in data["rows"]]
+    table = markdown_table(table_rows, CAPACITY_COLUMNS)
+    summary = (
+        f"**{label}: capacity {streams} real-time streams on {cores} cores "
+        f"({streams / cores:g} per core)**"
+    )
+    print(table + "\n" + summary)
+    if args.quick and not args.write:
+        return
+    path = HERE / "bench_capacity.json"
+    runs = json.loads(path.read_text()) if path.exists() else {}
+    command = "python " + " ".join(sys.argv)
+    runs[label] = {**data, "capacity": streams, "cores": cores, "command": command}
+    path.write_text(json.dumps(runs, indent=1), encoding="utf-8")
+    sections = []
+    for name, run in runs.items():
+        rows = [{k: r[k] for k in CAPACITY_COLUMNS} for r in run["rows"]]
+        sections.append(
+            f"### {name}\n\nCommand: `{run['command']}`\n\n"
+            f"Machine: `{json.dumps(run['machine'])}`\n\n"
+            f"**capacity {run['capacity']} streams on {run['cores']} cores "
+            f"({run['capacity'] / run['cores']:g} per core)**\n\n"
+            + markdown_table(rows, CAPACITY_COLUMNS)
+        )
+    write_section(
+        "bench_capacity",
+        "Live capacity: the most real-time streams one `kettle serve` (tiny.en) serves with "
+        f"partial lag P95 <= {PARTIAL_P95_MAX_S:g} s and at least one partial per 1.5 s of "
+        f"speech (the worst client's partials per second of its finals' spans), final lag "
+        f"P95 <= {FINAL_P95_MAX_S:g} s and no final lost, every smaller N meeting it too. "
+        f"Each client replays {args.seconds:g} s of eval speech in real time, as in "
+        "bench_server. One subsection per server setup (`--label`), each from its own run; "
+        "compare setups only on the same machine.\n\n"
+        f"{data['data']}.\n\n" + "\n\n".join(sections),
+    )
 
 
 if __name__ == "__main__":

@@ -64,8 +64,9 @@ inputs:
   read as a container: wav, flac, ...).
 
 timestamps and cache:
-  Words are always aligned (kettle uses them to find speech the model skipped and decode it
-  again), so srt/vtt cues are split at sentence ends and kept under about 7 s;
+  For srt, vtt and json, words are aligned, so cues are split at sentence ends and kept under
+  about 7 s (kettle also uses the words to find speech the model skipped and decode it again;
+  plain txt aligns only windows whose text is short for their speech);
   --word-timestamps also puts the words into json output. Results are cached
   (KETTLE_CACHE_DIR, default ~/.cache/kettle/results.sqlite) by audio content, model and
   options, so a second run over the same audio is instant; --no-cache skips the cache.
@@ -135,8 +136,8 @@ def register_transcribe(sub: Any) -> None:
     parser.add_argument(
         "--fast",
         action="store_true",
-        help="pack 30 s windows and skip re-decoding speech the model skipped: ~1.6x faster, "
-        "less accurate (see benchmarks/RESULTS.md)",
+        help="pack 30 s windows and skip re-decoding speech the model skipped: up to 1.15x "
+        "faster, far less accurate (see benchmarks/RESULTS.md, bench_files)",
     )
     parser.add_argument(
         "--diarize",
@@ -176,7 +177,7 @@ def register_transcribe(sub: Any) -> None:
     parser.set_defaults(func=run)
 
 
-# --fast: the speed of faster-whisper's batched pipeline at its accuracy (bench_files).
+# --fast: faster-whisper's batched pipeline's accuracy, a little faster than the default.
 FAST_OPTIONS: dict[str, Any] = {"windows": WindowConfig(max_window_s=30.0), "recover_depth": 0}
 
 
@@ -250,6 +251,8 @@ def run(args: argparse.Namespace) -> int:
         beam_size=args.beam_size,
         language=args.language,
         word_timestamps=args.word_timestamps,
+        # Timed cues (srt, vtt, json segments) are cut at words: every window is aligned.
+        recover_align_all=formats != ("txt",),
         diarize=args.diarize,
         max_speakers=args.max_speakers,
         **(FAST_OPTIONS if args.fast else {}),

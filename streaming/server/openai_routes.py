@@ -221,6 +221,8 @@ class OpenAIRest:
             languages=parsed.languages,
             # logprobs are the words' probabilities (openai_logprobs.py), so they need words
             word_timestamps=parsed.words or parsed.logprobs,
+            # Timed segments are cut at aligned words; plain text aligns only where needed.
+            recover_align_all=parsed.response_format not in ("json", "text"),
             task=parsed.task,
             prompt=parsed.prompt,
             keyterms=parsed.keyterms,

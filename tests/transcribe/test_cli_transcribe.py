@@ -263,3 +263,21 @@ def test_fast_packs_longer_windows_and_skips_recovery(tmp_path: Path, monkeypatc
             assert not any(r.word_timestamps for r in fake.requests_seen)  # no alignment pass
     assert seen["default"][:3] == [20.0, 20.0, 5.0]
     assert seen["fast"] == [30.0, 15.0]
+
+
+def test_timed_formats_align_every_window_and_txt_only_where_text_is_short(
+    tmp_path: Path, monkeypatch
+) -> None:
+    audio = speechlike(tmp_path / "long.wav", seconds=25.0)
+    monkeypatch.setattr(windows, "speech_spans", lambda audio, config: [(0, len(audio))])
+    asked: dict[str, list[bool]] = {}
+    for fmt in ("txt", "srt"):
+        fake = FakeDecoder(name="tiny.en")
+        monkeypatch.setattr(tcli._LazyDecoder, "_load", lambda self, fake=fake: fake)
+        out = tmp_path / fmt
+        assert main(["transcribe", str(audio), "-o", str(out), "-f", fmt, "--no-cache"]) == 0
+        first_pass = [r for r in fake.requests_seen if r.encode_min_s is not None]
+        asked[fmt] = [r.word_timestamps for r in first_pass]
+        assert all(r.words_below_chars_per_s == 11.0 for r in first_pass)
+    # srt cues are cut at words, so every window is aligned; txt needs no times.
+    assert asked["srt"] == [True, True] and asked["txt"] == [False, False]

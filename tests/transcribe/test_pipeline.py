@@ -125,8 +125,9 @@ def test_speech_the_model_skipped_is_decoded_again(monkeypatch) -> None:
     spans = [(i * 3 * SR, i * 3 * SR + 2 * SR) for i in range(10)]  # 10 x 2 s of speech
     monkeypatch.setattr(windows_mod, "speech_spans", lambda a, c: spans)
     model = Skipper()
-    t = transcribe_audio(np.zeros(30 * SR, np.float32), model, PipelineConfig(recover_depth=3))
-    # Words aligned on the first pass; the speech no word covers becomes a new window, and so
+    cfg_all = PipelineConfig(recover_depth=3, recover_align_all=True)
+    t = transcribe_audio(np.zeros(30 * SR, np.float32), model, cfg_all)
+    # Aligning every window: words aligned on the first pass; the speech no word covers becomes a new window, and so
     # on, three rounds deep.
     assert [len(r.audio) / SR for r in model.seen] == [20, 18, 16, 14]
     # The last round's words would find nothing more to decode: they are not aligned.
@@ -140,9 +141,10 @@ def test_speech_the_model_skipped_is_decoded_again(monkeypatch) -> None:
     t2 = transcribe_audio(np.zeros(30 * SR, np.float32), model2, PipelineConfig(recover_depth=0))
     assert len(model2.seen) == 1 and not model2.seen[0].word_timestamps
     assert t2.text == "Some words."
-    # Gated: words are aligned, in the same pass, only where the text is short for its speech.
+    # Gated (the default): words are aligned, in the same pass, only where the text is short
+    # for its speech.
     model3 = Skipper()
-    cfg = PipelineConfig(recover_align_all=False, recover_depth=3)
+    cfg = PipelineConfig(recover_depth=3)
     t3 = transcribe_audio(np.zeros(30 * SR, np.float32), model3, cfg)
     assert [len(r.audio) / SR for r in model3.seen] == [20, 18, 16, 14]
     assert not any(r.word_timestamps for r in model3.seen)

@@ -3,7 +3,7 @@
 A final's encoder pays for 30 s whatever the window holds, so a decode uses that room: its
 window starts at an earlier final's start and the text already final for that span is forced
 as the decoder's prefix (``DecodeRequest.context``); only the new words come back. (A
-partial's encoder runs on at least 10 s, ``SessionConfig.partial_encode_s``: there the
+partial's encoder runs on at least 5 s, ``SessionConfig.partial_encode_s``: there the
 context costs encoder time once the window is longer.) This module keeps
 the finals that may still serve as context and answers, for a window, where it starts and
 which text goes with it. Pure: positions are sample counts on the stream's clock.

@@ -32,7 +32,7 @@ class EngineConfig:
     busy_target: float = 0.6
     # The cost-based interval never exceeds this: past it partials stop being useful, and
     # when the model still cannot keep up the degradation steps take over.
-    max_cadence_s: float = 2.0
+    max_cadence_s: float = 1.5
     degrade: DegradeConfig = field(default_factory=DegradeConfig)
     # Seconds between returns of glibc's free heap to the OS after work: while idle, or
     # between batches when the model was busy the whole time (native_memory.py); None:

@@ -21,6 +21,11 @@ class SchedulerConfig:
     # A refinement that has waited this long is dropped (the stream counts it skipped): the
     # model has had no idle moment for it, and a revision is worth most soon after its final.
     refine_max_wait_s: float = 5.0
+    # A live speculative final still queued this long after it was asked for (its pause has
+    # lasted hush_ms plus this, so its utterance likely ended) goes before partials: else, on
+    # a busy model, it waits for idle capacity that never comes and the final is decoded only
+    # once the endpoint is due.
+    speculative_urgent_s: float = 0.2
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_batch_size <= 256:
@@ -36,6 +41,10 @@ class SchedulerConfig:
         if not 0.1 <= self.refine_max_wait_s <= 600:
             raise ConfigError(
                 f"refine_max_wait_s must be within 0.1..600, not {self.refine_max_wait_s}"
+            )
+        if not 0.0 <= self.speculative_urgent_s <= 10.0:
+            raise ConfigError(
+                f"speculative_urgent_s must be within 0..10 s, not {self.speculative_urgent_s}"
             )
         if not self.partial_max_wait_s > self.partial_budget_s:
             raise ConfigError("partial_max_wait_s must exceed partial_budget_s")

@@ -7,7 +7,10 @@ highest first (``Priority``):
   never dropped;
 - partials;
 - speculative finals (a final decoded during a pause, discarded if speech resumes) use only
-  idle capacity: they go when no final or partial is queued at all;
+  idle capacity (they go when no final or partial is queued at all) until they have waited
+  ``speculative_urgent_s``: a pause that long has likely ended its utterance, and they go
+  before partials (on a busy model idle capacity never comes, and the final would be decoded
+  only once the endpoint is due);
 - refinements (a second decode of an earlier final with the audio after it, which may
   revise it) and offline work (files and uploads) go only when nothing live is queued, so a
   long upload never delays a live final by more than the one batch already running. The two
@@ -308,12 +311,20 @@ class Scheduler:
         partials = self._live(Priority.PARTIAL, clock)
         if finals and self._due(finals, now, self.config.final_budget_s, DecodeKind.FINAL):
             return self._take(Priority.FINAL, finals, clock)
+        if urgent := self._urgent_speculative(clock):
+            return self._take(Priority.SPECULATIVE, urgent, clock)
         if partials and self._due(partials, now, self.config.partial_budget_s, DecodeKind.PARTIAL):
             return self._take(Priority.PARTIAL, partials, clock)
         if finals or partials:
             return None  # live work is waiting for its budget: the model is not idle
         work = self._idle_work(clock, live_pausing, live_speaking)
         return self._take(*work[0], clock) if work else None
+
+    def _urgent_speculative(self, now: float) -> list[Ticket]:
+        """Live speculative finals queued at least ``speculative_urgent_s``: they go before
+        partials (the utterance has likely ended; its final is due at the endpoint)."""
+        wait = self.config.speculative_urgent_s
+        return [t for t in self._live(Priority.SPECULATIVE, now) if now - t.submitted >= wait]
 
     def _live(self, priority: Priority, now: float) -> list[Ticket]:
         """A class's requests (in submit order) of owners not ahead of real time."""
@@ -411,6 +422,8 @@ class Scheduler:
             times.append(finals[0].submitted + self.config.final_budget_s)
         if partials:
             times.append(partials[0].submitted + self.config.partial_budget_s)
+        if speculative := self._live(Priority.SPECULATIVE, now):
+            times.append(speculative[0].submitted + self.config.speculative_urgent_s)
         if waiting := self._queues[Priority.PARTIAL]:
             # Stale partials expire (and their owners are told) even if nothing else runs.
             times.append(waiting[0].submitted + self.config.partial_max_wait_s)

@@ -606,7 +606,7 @@ def test_partials_and_finals_carry_their_beam_and_encoder_length() -> None:
     finals = [r for r in run.requests if r.kind is DecodeKind.FINAL]
     assert partials and finals
     assert {(r.beam_size, r.encode_min_s) for r in partials} == {(3, 10.0)}
-    assert {(r.beam_size, r.encode_min_s) for r in finals} == {(5, 15.0)}
+    assert {(r.beam_size, r.encode_min_s) for r in finals} == {(5, 10.0)}
     run = drive(ONE, SessionConfig(final_encode_s=30.0))
     finals = [r for r in run.requests if r.kind is DecodeKind.FINAL]
     assert {r.encode_min_s for r in finals} == {None}  # Whisper's 30 s

@@ -199,14 +199,41 @@ def test_classes_go_final_then_partial_then_speculative_then_offline() -> None:
     s = Scheduler(SchedulerConfig(max_batch_size=4, partial_budget_s=0.0, partial_max_wait_s=5))
     s.submit(req("o1", DecodeKind.FINAL), now=0.0, owner="file", priority=Priority.OFFLINE)
     s.submit(spec("s1"), now=0.1, owner="a")
-    s.submit(req("p1"), now=0.2, owner="b")
-    s.submit(req("f1", DecodeKind.FINAL), now=0.3, owner="c")
-    assert [ids(s.next_batch(1.0)) for _ in range(4)] == [["f1"], ["p1"], ["s1"], ["o1"]]
-    assert s.next_batch(1.0) is None
+    s.submit(req("p1"), now=0.15, owner="b")
+    s.submit(req("f1", DecodeKind.FINAL), now=0.2, owner="c")
+    # The speculation is younger than speculative_urgent_s (0.2 s): idle capacity only.
+    assert [ids(s.next_batch(0.25)) for _ in range(4)] == [["f1"], ["p1"], ["s1"], ["o1"]]
+    assert s.next_batch(0.25) is None
+
+
+def test_a_speculation_that_has_waited_goes_before_partials_not_finals() -> None:
+    config = SchedulerConfig(partial_budget_s=0.0, partial_max_wait_s=5, speculative_urgent_s=0.2)
+    s = Scheduler(config)
+    s.submit(spec("s1"), now=0.0, owner="a")
+    assert s.next_deadline(0.0) == 0.0  # the model is idle: it may go at once
+    s.submit(req("p1"), now=0.05, owner="b")
+    assert ids(s.next_batch(0.1)) == ["p1"]  # young: the partial first
+    s.submit(req("p2"), now=0.15, owner="b")
+    s.submit(req("f1", DecodeKind.FINAL), now=0.15, owner="c")
+    assert ids(s.next_batch(0.15)) == ["f1"]
+    # Its pause has lasted: the utterance likely ended, and its final goes before partials.
+    assert s.next_deadline(0.15) == pytest.approx(0.15)  # the queued partial is due already
+    assert ids(s.next_batch(0.2)) == ["s1"]
+    assert ids(s.next_batch(0.2)) == ["p2"]
+    # Queued behind a partial that is not due yet, it says when it becomes urgent.
+    s2 = Scheduler(SchedulerConfig(partial_budget_s=0.5, partial_max_wait_s=5))
+    s2.submit(spec("s1"), now=0.0, owner="a")
+    s2.submit(req("p1"), now=0.0, owner="b")
+    assert s2.next_batch(0.1) is None
+    assert s2.next_deadline(0.1) == pytest.approx(0.2)
+    assert ids(s2.next_batch(0.2)) == ["s1"]
+    with pytest.raises(ConfigError):
+        SchedulerConfig(speculative_urgent_s=-1.0)
 
 
 def test_idle_classes_wait_while_live_work_is_queued_even_before_it_is_due() -> None:
-    s = Scheduler(SchedulerConfig(partial_budget_s=0.5, partial_max_wait_s=5))
+    config = SchedulerConfig(partial_budget_s=0.5, partial_max_wait_s=5, speculative_urgent_s=1.0)
+    s = Scheduler(config)
     s.submit(spec("s1"), now=0.0, owner="a")
     s.submit(req("o1", DecodeKind.FINAL), now=0.0, owner="file", priority=Priority.OFFLINE)
     s.submit(req("p1"), now=0.0, owner="b")
@@ -267,10 +294,10 @@ def test_refinements_go_after_every_live_class_and_never_count_as_live() -> None
     s = Scheduler(SchedulerConfig(max_batch_size=4, partial_budget_s=0.0, partial_max_wait_s=5))
     s.submit(refinement("r1"), now=0.0, owner="a")
     s.submit(spec("s1"), now=0.1, owner="a")
-    s.submit(req("p1"), now=0.2, owner="b")
-    s.submit(req("f1", DecodeKind.FINAL), now=0.3, owner="c")
+    s.submit(req("p1"), now=0.15, owner="b")
+    s.submit(req("f1", DecodeKind.FINAL), now=0.2, owner="c")
     assert s.queued(Priority.REFINE) == 1 and s.live_queued == 3
-    assert [ids(s.next_batch(1.0)) for _ in range(4)] == [["f1"], ["p1"], ["s1"], ["r1"]]
+    assert [ids(s.next_batch(0.25)) for _ in range(4)] == [["f1"], ["p1"], ["s1"], ["r1"]]
 
 
 def test_refinements_and_offline_work_share_idle_time_fairly() -> None:

@@ -127,8 +127,8 @@ def test_speech_the_model_skipped_is_decoded_again(monkeypatch) -> None:
     model = Skipper()
     cfg_all = PipelineConfig(recover_depth=3, recover_align_all=True)
     t = transcribe_audio(np.zeros(30 * SR, np.float32), model, cfg_all)
-    # Aligning every window: words aligned on the first pass; the speech no word covers becomes a new window, and so
-    # on, three rounds deep.
+    # Aligning every window: words aligned on the first pass; the speech no word covers
+    # becomes a new window, and so on, three rounds deep.
     assert [len(r.audio) / SR for r in model.seen] == [20, 18, 16, 14]
     # The last round's words would find nothing more to decode: they are not aligned.
     assert [r.word_timestamps for r in model.seen] == [True] * 3 + [False]

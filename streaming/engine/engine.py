@@ -10,9 +10,10 @@ partials once they have waited ``speculative_urgent_s``) > refinements and offli
 (``decode_offline``, for files and uploads), these two in fair order. A session's queued
 request that became useless (a partial while its final is due, a speculation that speech
 resuming made void) is withdrawn and reported dropped to the session, so its final never
-waits behind it; a speculative final whose utterance ended on the speculated window is promoted to a final. Within a class, a
-stream whose client sends audio faster than real time yields to live streams, and owners
-share the model fairly (the engine reports each stream's audio to the scheduler's pace).
+waits behind it; a speculative final whose utterance ended on the speculated window is
+promoted to a final. Within a class, a stream whose client sends audio faster than real
+time yields to live streams, and owners share the model fairly (the engine reports each
+stream's audio to the scheduler's pace).
 
 A stream's requests reach the scheduler through ``routing.py``; results, failures and retries
 are routed by ``outcomes.py``; the degradation level and the partial cadence are set by

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from bench_server import capacity, meets_target, partial_rate
+from bench_server import capacity, lost_finals, meets_target, partial_rate, unmatched_finals
 from kettle.streaming.client.client import StreamResult
 
 
@@ -43,3 +43,26 @@ def test_partial_rate_is_per_second_of_the_finals_speech() -> None:
     result.partials = [{}] * 6
     assert partial_rate(result) == 2.0
     assert partial_rate(StreamResult()) == 0.0
+
+
+def finals(*spans: tuple[float, float]) -> list[dict[str, float]]:
+    return [{"utterance": i, "start": a, "end": b} for i, (a, b) in enumerate(spans)]
+
+
+def test_a_final_is_lost_when_owed_and_not_sent_not_when_the_model_read_nothing() -> None:
+    result = StreamResult()
+    result.finals = finals((0.0, 2.0), (3.0, 4.0))
+    result.done = {"utterances": 2}
+    assert lost_finals(result) == 0
+    result.finals[1]["utterance"] = 2  # number 1 never came
+    assert lost_finals(result) == 1
+    result.finals = finals((0.0, 2.0))
+    assert lost_finals(result) == 1  # done counts 2, one arrived
+    result.done = None
+    assert lost_finals(result) == 1  # no done: the stream did not end cleanly
+    # The unpaced run read a blip at 2.5-3 s as words, the live run as nothing: unmatched.
+    live, reference = StreamResult(), StreamResult()
+    live.finals = finals((0.0, 2.0), (3.2, 5.0))
+    reference.finals = finals((0.1, 2.1), (2.5, 3.0), (3.0, 5.0))
+    assert unmatched_finals(live, reference) == 1
+    assert unmatched_finals(reference, reference) == 0

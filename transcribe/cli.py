@@ -136,7 +136,7 @@ def register_transcribe(sub: Any) -> None:
     parser.add_argument(
         "--fast",
         action="store_true",
-        help="pack 30 s windows and skip re-decoding speech the model skipped: up to 1.15x "
+        help="pack 30 s windows and skip re-decoding speech the model skipped: about 1.2x "
         "faster, far less accurate (see benchmarks/RESULTS.md, bench_files)",
     )
     parser.add_argument(

@@ -7,8 +7,9 @@ made by repeating that sequence (cut at a clip boundary, so the reference text s
 Each system runs on the same tiny.en CTranslate2 weights, int8, the same CPU threads and beam
 size:
 
-- kettle: its file pipeline (Silero VAD windows packed to 30 s, batched encode+generate
-  across windows, words aligned, speech the model skipped decoded again);
+- kettle: its file pipeline (Silero VAD windows packed to 20 s, batched encode+generate
+  across windows, words aligned where a window's text is short for its speech, speech the
+  model skipped decoded again);
 - faster-whisper ``WhisperModel.transcribe``: its sequential long-form loop, default options;
 - faster-whisper ``BatchedInferencePipeline.transcribe``: VAD chunks, batched.
 

@@ -64,9 +64,9 @@ class PipelineConfig:
     # accuracy). Words are aligned in the first pass only for a window whose text is short
     # for its speech (under ``recover_chars_per_s``; read speech runs at 12-17), or for every
     # window with ``recover_align_all``. 17 aligns all but the fastest speech: on the joined
-    # eval set it found the skips 11 missed (7.58 % WER vs 7.95 %) at the same time in one
-    # run, where every window costs 1.1x (bench_files: kettle vs kettle_align_all). Depth 0
-    # turns it all off.
+    # eval set it found the skips 11 missed (7.58 % WER vs 7.95 %) for 1.05-1.12x the time,
+    # about what aligning every window costs (RESULTS.md, "bench_align_gate"). Depth 0 turns
+    # it all off.
     recover_gap_s: float = 1.5
     recover_depth: int = 1
     recover_chars_per_s: float = 17.0

@@ -98,7 +98,7 @@ class SessionConfig:
     # behind the per-utterance path's; 15 s lost no accuracy (RESULTS.md,
     # "bench_accuracy_levers", session 12). Partials on 5 s and finals on 10 s (issue 28) cut
     # a stream's CPU by 5-20 % against 10 s and 15 s at the same WER on sets a-c (RESULTS.md,
-    # "bench_accuracy_encode"), and doubled partials per speech second at one live stream.
+    # "bench_accuracy_encode").
     partial_encode_s: float = 5.0
     final_encode_s: float = 10.0
     # The model is multilingual (the engine sets it): with no ``language`` it detects each

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from kettle.transcribe import cost_cache, cost_probe, decoding, defaults, nonspeech
+from kettle.transcribe import cost_cache, cost_probe, decoding, defaults, nonspeech, repeats
 from kettle.transcribe.aligner import WordAligner
 from kettle.transcribe.costs import CostProfile
 from kettle.transcribe.decoding import Thresholds
@@ -45,6 +45,7 @@ from kettle.transcribe.types import (
     DecodeKind,
     DecodeRequest,
     DecodeResult,
+    Word,
 )
 
 __all__ = ["MAX_LENGTH", "PROMPT_BUCKETS", "CacheStats", "ModelConfig", "WhisperAdapter"]
@@ -430,11 +431,12 @@ class WhisperAdapter:
         if hyp is None:
             raise DecodeError(f"internal error: request {job.request.request_id!r} not decoded")
         silent = decoding.suppressed(hyp, self._th)
+        text, words = ("", ()) if silent else without_repeats(hyp.text, job.words)
         return DecodeResult(
             request_id=job.request.request_id,
             kind=job.request.kind,
-            text="" if silent else hyp.text,
-            words=() if silent else job.words,
+            text=text,
+            words=words,
             language=job.language,
             avg_logprob=hyp.avg_logprob,
             no_speech_prob=hyp.no_speech_prob,
@@ -445,3 +447,14 @@ class WhisperAdapter:
             fallback=None if silent or not job.final else self._fallback.reason(hyp),
             next_round=job.next_round,
         )
+
+
+def without_repeats(text: str, words: tuple[Word, ...]) -> tuple[str, tuple[Word, ...]]:
+    """A decode's text and words with loops and doubled runs cut (repeats.py): no surface
+    shows words the model repeated and the audio did not say."""
+    tokens = text.split()
+    keep = repeats.repeat_cut(tokens)
+    if len(keep) == len(tokens):
+        return text, words
+    kept_words = tuple(words[i] for i in repeats.repeat_cut([w.word for w in words]))
+    return (" " if text[:1].isspace() else "") + " ".join(tokens[i] for i in keep), kept_words

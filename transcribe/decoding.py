@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from kettle.transcribe import nonspeech
+from kettle.transcribe import nonspeech, repeats
 from kettle.transcribe.nonspeech import NonSpeechPolicy
 
 # A window whose RMS is below this (-80 dBFS) holds nothing to transcribe; Whisper tends to
@@ -66,7 +66,15 @@ def suppressed(hyp: Hypothesis, th: Thresholds) -> bool:
 
 
 def too_repetitive(hyp: Hypothesis, th: Thresholds) -> bool:
-    return th.compression_ratio is not None and hyp.compression_ratio > th.compression_ratio
+    """Whisper's gzip test, and a loop too short for gzip to see ("s s s s s s")."""
+    if th.compression_ratio is None:
+        return False
+    return hyp.compression_ratio > th.compression_ratio or loops(hyp.text)
+
+
+def loops(text: str) -> bool:
+    words = text.split()
+    return len(repeats.loop_cut(words)) < len(words)
 
 
 def needs_fallback(hyp: Hypothesis, th: Thresholds) -> bool:

@@ -33,7 +33,8 @@ class Spoken:
     language: str
     # The audio after it, up to the next utterance, is silence (an endpoint or a pause) or
     # the next utterance itself (a cut). Not so after a finalize mid-speech: speech no final
-    # covers may follow, so no context reaches back across it.
+    # covers may follow, so no context reaches back across it, unless the next utterance
+    # starts where it ended (as when the speech goes on): then no audio lies uncovered.
     sealed: bool = True
     # Its voice signature (voice.py), None if unknown: context stops at a change of voice.
     voice: Voice | None = field(default=None, compare=False)
@@ -100,7 +101,7 @@ class ContextHistory:
                 if s.end > utterance_start:
                     continue  # not before this utterance (never happens in stream order)
                 if (
-                    not s.sealed
+                    (not s.sealed and start > s.end)
                     or s.language != language
                     or utterance_start - s.start > self._max_span
                     or window_end - s.start > max_window
@@ -119,6 +120,14 @@ class ContextHistory:
         first = self._prompt if prompt is None else prompt.strip()
         text = " ".join([first, *older]).strip()[-PROMPT_CHARS:]
         return Context(start, tuple(reversed(texts)), text)
+
+    def ended_within(self, utterance_start: int, within: int) -> bool:
+        """Whether the stream's last final before an utterance ended at most ``within``
+        samples before it."""
+        for s in reversed(self._spoken):
+            if s.end <= utterance_start:
+                return utterance_start - s.end <= within
+        return False
 
     def forget_before(self, earliest_start: int) -> None:
         """Drop finals no future window can hold: every later utterance starts at or after

@@ -14,41 +14,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kettle.streaming.core.agreement import normalize_word
+from kettle.transcribe.repeats import loop_cut as loop_cut  # re-exported
 from kettle.transcribe.types import DecodeResult
 
 MAX_WORDS_PER_S = 6.0  # fast read speech is 3-4 words per second
 EXTRA_WORDS = 4
 MAX_COMPRESSION_RATIO = 2.4  # Whisper's own repetition threshold
-MAX_LOOP_WORDS = 8  # longest repeated phrase looked for
-MIN_LOOP_REPEATS = 3
-MIN_LOOP_SPAN = 6  # words a loop covers before it counts ("no no no" is speech)
 MIN_ECHO_WORDS = 3  # a repeated phrase this long at a decode's start is an echo
-
-
-def loop_cut(words: list[str]) -> list[int]:
-    """Indices of ``words`` to keep: each run of a phrase repeated back to back at least
-    MIN_LOOP_REPEATS times (over MIN_LOOP_SPAN words or more) keeps its first pass."""
-    norm = [normalize_word(w) for w in words]
-    keep: list[int] = []
-    i = 0
-    while i < len(norm):
-        skip = 0
-        for n in range(1, MAX_LOOP_WORDS + 1):
-            phrase = norm[i : i + n]
-            if len(phrase) < n:
-                break
-            repeats = 1
-            while norm[i + repeats * n : i + (repeats + 1) * n] == phrase:
-                repeats += 1
-            if repeats >= MIN_LOOP_REPEATS and repeats * n >= MIN_LOOP_SPAN:
-                skip = (repeats - 1) * n
-                keep.extend(range(i, i + n))
-                i += n + skip
-                break
-        if not skip:
-            keep.append(i)
-            i += 1
-    return keep
 
 
 def implausible(result: DecodeResult, seconds: float) -> bool:

@@ -4,22 +4,29 @@ stream time (pure)."""
 from __future__ import annotations
 
 from kettle.streaming.core.agreement import splice_words
-from kettle.streaming.core.guard import context_echo, loop_cut
+from kettle.streaming.core.guard import context_echo
 from kettle.streaming.core.planner import Plan
 from kettle.streaming.core.utterances import Utterance
 from kettle.transcribe.nonspeech import STREAM as NONSPEECH
+from kettle.transcribe.repeats import repeat_cut, tail_echo
 from kettle.transcribe.types import SAMPLE_RATE, DecodeResult, Word
 
 
-def usable(result: DecodeResult, plan: Plan) -> tuple[str, tuple[Word, ...]]:
-    """The result's text and words, empty for silence, with repetition loops and an
-    echo of the context (guard.py) cut."""
+def usable(
+    result: DecodeResult, plan: Plan, *, adjacent: bool = False
+) -> tuple[str, tuple[Word, ...]]:
+    """The result's text and words, empty for silence, with repetition loops, doubled runs
+    and an echo of the context (guard.py) cut. ``adjacent``: the context's last final ended
+    just before this utterance (a client's finalize at a short pause, a cut), so a run that
+    ends it is an echo even where it starts that final: no two adjacent finals say it."""
     if NONSPEECH.drops(result.text, result.no_speech_prob, result.avg_logprob):
         return "", ()
     tokens = result.text.split()
-    keep = loop_cut(tokens)
+    keep = repeat_cut(tokens)
     if plan.context.finals:
         echo = context_echo(plan.context.finals, [tokens[i] for i in keep])
+        if adjacent:
+            echo = max(echo, tail_echo(plan.context.finals[-1].split(), [tokens[i] for i in keep]))
         keep = keep[echo:]
     if len(keep) == len(tokens):
         return result.text.strip(), result.words

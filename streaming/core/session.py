@@ -103,6 +103,10 @@ logger = logging.getLogger(__name__)
 VOICE_STEP = SAMPLE_RATE // 2  # samples of new audio between an open utterance's signatures
 OVERLOAD_NOTICE_INTERVAL = 5 * SAMPLE_RATE  # samples of stream audio between notices
 MAX_BACKOFF = 8.0
+# A final that ended this close before an utterance (a client's finalize at a short pause, a
+# cut) is its neighbour: the utterance's text never starts by saying its last words again.
+# A speaker who repeats a phrase after a real pause keeps it.
+ADJACENT = int(0.5 * SAMPLE_RATE)
 
 
 @dataclass(frozen=True)
@@ -584,7 +588,7 @@ class Session:
         """A new hypothesis of the open utterance: agreement, then a Partial if not empty.
         One the model doubts is speech shows its words but makes none stable: a stable word
         is forced into the final, and on babble the final found no speech."""
-        text = usable(result, plan)[0]
+        text = usable(result, plan, adjacent=self._adjacent(utt))[0]
         if not text and not utt.agreement.stable_text:
             return
         trusted = NONSPEECH.sure_of_speech(result.no_speech_prob)
@@ -596,6 +600,9 @@ class Session:
         self._events.append(
             Partial(number, utt.start, plan.heard_until, hyp.text, hyp.stable, speculative)
         )
+
+    def _adjacent(self, utt: Utterance) -> bool:
+        return self._history.ended_within(utt.start, ADJACENT)
 
     def _on_final(self, pending: _Pending, result: DecodeResult) -> None:
         utt, plan = pending.utterance, pending.plan
@@ -637,7 +644,7 @@ class Session:
             self._resolve_empty(utt)
 
     def _emit_final(self, utt: Utterance, result: DecodeResult, plan: Plan) -> None:
-        kept, model_words = usable(result, plan)
+        kept, model_words = usable(result, plan, adjacent=self._adjacent(utt))
         text = utt.agreement.finalize(kept)
         if not text:
             self._resolve_empty(utt)

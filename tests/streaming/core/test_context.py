@@ -1,0 +1,61 @@
+"""Context across a client's forced finals, and no run said twice by adjacent finals."""
+
+from __future__ import annotations
+
+from kettle.streaming.core.agreement import Agreement
+from kettle.streaming.core.config import SessionConfig
+from kettle.streaming.core.context import Context, ContextHistory, Spoken
+from kettle.streaming.core.planner import Plan
+from kettle.streaming.core.results import usable
+from kettle.streaming.core.utterances import UtteranceTracker
+from kettle.transcribe.types import SAMPLE_RATE as SR
+from kettle.transcribe.types import DecodeKind, DecodeResult
+
+
+def history(*spoken: Spoken) -> ContextHistory:
+    h = ContextHistory(30 * SR)
+    for s in spoken:
+        h.add(s)
+    return h
+
+
+def test_a_forced_final_the_next_utterance_goes_on_from_is_context() -> None:
+    forced = Spoken(1 * SR, 3 * SR, "And so my fellow Americans", "en", sealed=False)
+    ctx = history(forced).context(3 * SR, 5 * SR, "en", 400)
+    assert ctx.finals == ("And so my fellow Americans",) and ctx.start == 1 * SR
+
+
+def test_no_context_reaches_across_a_forced_final_with_uncovered_audio_after_it() -> None:
+    forced = Spoken(1 * SR, 3 * SR, "And so my fellow Americans", "en", sealed=False)
+    ctx = history(forced).context(4 * SR, 6 * SR, "en", 400)
+    assert ctx.finals == () and ctx.start == 4 * SR
+
+
+def test_ended_within_tells_an_adjacent_final() -> None:
+    h = history(Spoken(1 * SR, 3 * SR, "a b c", "en"))
+    assert h.ended_within(3 * SR + SR // 10, SR // 2)
+    assert not h.ended_within(5 * SR, SR // 2)
+    assert not history().ended_within(SR, SR)
+
+
+def plan(context: Context) -> Plan:
+    tracker = UtteranceTracker()
+    utt = tracker.start(3 * SR, Agreement(0, 2), SessionConfig().utterance_settings())
+    return Plan(utt, DecodeKind.FINAL, context.start, 5 * SR, context, "")
+
+
+def result(text: str) -> DecodeResult:
+    return DecodeResult(request_id="r", kind=DecodeKind.FINAL, text=text, avg_logprob=-0.2)
+
+
+def test_an_adjacent_finals_words_said_again_are_cut_even_from_its_start() -> None:
+    ctx = Context(1 * SR, ("And so my fellow Americans.",), "")
+    said = result(" And so my fellow Americans, ask not")
+    assert usable(said, plan(ctx), adjacent=True)[0] == "ask not"
+    # After a real pause a speaker who starts again as before keeps the words.
+    assert usable(said, plan(ctx), adjacent=False)[0] == "And so my fellow Americans, ask not"
+
+
+def test_a_doubled_run_inside_one_decode_is_cut() -> None:
+    said = result(" And so my fellow Americans. And so my fellow Americans")
+    assert usable(said, plan(Context(3 * SR, (), "")))[0] == "And so my fellow Americans."

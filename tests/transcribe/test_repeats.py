@@ -8,6 +8,10 @@ from kettle.transcribe.repeats import repeat_cut, repeats, run_cut, tail_echo
 from kettle.transcribe.types import Word
 
 
+def words(text: str) -> list[str]:
+    return text.split()
+
+
 def kept(text: str) -> str:
     words = text.split()
     return " ".join(words[i] for i in repeat_cut(words))
@@ -15,7 +19,7 @@ def kept(text: str) -> str:
 
 def test_a_short_clips_letter_loop_keeps_one_pass() -> None:
     assert kept("s s s s s s s s s s s") == "s"
-    assert repeats("s s s s s s s s s s s".split())
+    assert repeats(words("s s s s s s s s s s s"))
 
 
 def test_a_doubled_run_keeps_its_first_copy() -> None:
@@ -35,9 +39,9 @@ def test_a_run_said_twice_apart_is_kept() -> None:
 
 
 def test_tail_echo_finds_the_run_that_ends_the_previous_text() -> None:
-    assert tail_echo("And so my fellow Americans.".split(), "fellow Americans, ask".split()) == 0
-    assert tail_echo("so my fellow Americans.".split(), "so my fellow Americans ask".split()) == 4
-    assert tail_echo("ask not".split(), "ask not what".split()) == 0  # under three words
+    assert tail_echo(words("And so my fellow Americans."), words("fellow Americans, ask")) == 0
+    assert tail_echo(words("so my fellow Americans."), words("so my fellow Americans ask")) == 4
+    assert tail_echo(words("ask not"), words("ask not what")) == 0  # under three words
 
 
 def hypothesis(text: str, ratio: float = 1.2) -> Hypothesis:

@@ -220,6 +220,19 @@ class Session:
         return self._segmenter.in_utterance
 
     @property
+    def final_headroom_s(self) -> float | None:
+        """Seconds of audio before this stream's next final can come due: the endpoint's
+        silence still to come (0 in a pause: its speculative final is asked for now); None
+        when no utterance is open."""
+        seg = self._segmenter
+        if not seg.in_utterance:
+            return None
+        if self.pausing:
+            return 0.0
+        frames = max(0, seg.config.endpoint_frames - seg.silence_frames)
+        return frames * FRAME_SAMPLES / SAMPLE_RATE
+
+    @property
     def final_due(self) -> bool:
         """A closed utterance waits for its final (the engine promotes or withdraws what this
         session has queued so the final need not wait behind it)."""

@@ -29,6 +29,7 @@ import dataclasses
 import functools
 import itertools
 import logging
+import math
 from collections.abc import Callable, Sequence
 from types import TracebackType
 
@@ -302,12 +303,12 @@ class Engine:
                 deadline: float | None = hold
             else:
                 try:
-                    pausing, speaking = self._live_pausing(now), self._live_speaking(now)
+                    pausing, headroom = self._live_pausing(now), self._final_headroom(now)
                     batch = self._scheduler.next_batch(
                         now,
                         sources=len(self._records),
                         live_pausing=pausing,
-                        live_speaking=speaking,
+                        final_headroom_s=headroom,
                     )
                     self._outcomes.route_dropped()
                     if batch:
@@ -321,7 +322,7 @@ class Engine:
                 if await self._release_memory(idle=True):
                     continue
                 deadline = self._scheduler.next_deadline(
-                    now, live_pausing=pausing, live_speaking=speaking
+                    now, live_pausing=pausing, final_headroom_s=headroom
                 )
                 deadline = self._load.check_pressure(now, deadline)
             self._wake.clear()
@@ -334,12 +335,18 @@ class Engine:
             for stream_id, record in self._records.items()
         )
 
-    def _live_speaking(self, now: float) -> bool:
-        """Whether a live stream is inside an utterance (its final may come due soon): then
-        no refinement starts, since a decode cannot be preempted."""
-        return any(
-            record.stream.session.speaking and not self._scheduler.ahead(stream_id, now)
-            for stream_id, record in self._records.items()
+    def _final_headroom(self, now: float) -> float:
+        """Seconds before a live stream's final can come due (math.inf: none is inside an
+        utterance): a refinement that starts must finish by then, since a decode cannot be
+        preempted."""
+        return min(
+            (
+                headroom
+                for stream_id, record in self._records.items()
+                if (headroom := record.stream.session.final_headroom_s) is not None
+                and not self._scheduler.ahead(stream_id, now)
+            ),
+            default=math.inf,
         )
 
     async def _release_memory(self, *, idle: bool) -> bool:

@@ -21,6 +21,10 @@ class SchedulerConfig:
     # A refinement that has waited this long is dropped (the stream counts it skipped): the
     # model has had no idle moment for it, and a revision is worth most soon after its final.
     refine_max_wait_s: float = 5.0
+    # A refinement queued this long goes while live streams speak (not while one pauses:
+    # its final is near), one at a time: a stream that talks without long gaps, or several
+    # streams that take turns, leave no idle moment, and would never get their revisions.
+    refine_urgent_s: float = 2.0
     # A live speculative final still queued this long after it was asked for (its pause has
     # lasted hush_ms plus this, so its utterance likely ended) goes before partials: else, on
     # a busy model, it waits for idle capacity that never comes and the final is decoded only
@@ -42,6 +46,8 @@ class SchedulerConfig:
             raise ConfigError(
                 f"refine_max_wait_s must be within 0.1..600, not {self.refine_max_wait_s}"
             )
+        if not 0.0 <= self.refine_urgent_s <= 600:
+            raise ConfigError(f"refine_urgent_s must be within 0..600, not {self.refine_urgent_s}")
         if not 0.0 <= self.speculative_urgent_s <= 10.0:
             raise ConfigError(
                 f"speculative_urgent_s must be within 0..10 s, not {self.speculative_urgent_s}"

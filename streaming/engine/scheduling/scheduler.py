@@ -15,9 +15,12 @@ highest first (``Priority``):
   revise it) and offline work (files and uploads) go only when nothing live is queued, so a
   long upload never delays a live final by more than the one batch already running. The two
   share that idle time in fair order across owners. Refinements also wait while a live
-  stream is inside an utterance or pausing (its final may come due while one runs, and a
-  decode cannot be preempted) or partials were skipped lately; one
-  that has waited ``refine_max_wait_s`` is dropped (reason ``"stale"``, counted in
+  stream is pausing (its final may come due while one runs, and a decode cannot be
+  preempted) or partials were skipped lately. While live streams speak, a refinement goes
+  (one at a time) when its predicted cost fits before any of their finals can be due
+  (``final_headroom_s``: the endpoint's silence still to come), or once it has waited
+  ``refine_urgent_s``, so a stream that talks without long gaps still gets its revisions;
+  one that has waited ``refine_max_wait_s`` is dropped (reason ``"stale"``, counted in
   ``refinements_skipped``): a late revision is worth less than a prompt final.
 
 Streams ahead of real time (``pace.py``: a client that sent audio faster than real time, a
@@ -287,7 +290,7 @@ class Scheduler:
         *,
         sources: int | None = None,
         live_pausing: bool = False,
-        live_speaking: bool = False,
+        final_headroom_s: float = math.inf,
     ) -> list[Ticket] | None:
         """The batch to run now, or None if nothing is due yet (see next_deadline).
 
@@ -300,8 +303,9 @@ class Scheduler:
         cannot be preempted, and the final would wait for theirs), unless they have waited
         ``AHEAD_STARVE_S``.
 
-        ``live_speaking``: a live stream is inside an utterance; refinements wait for a moment
-        when none is (and none is pausing), so that no final becomes due while one runs.
+        ``final_headroom_s``: seconds before the first final of a live stream inside an
+        utterance can be due (math.inf: none speaks); a refinement runs then only if it is
+        predicted to finish in time, or has waited ``refine_urgent_s``.
         """
         self._expire(now)
         clock = now
@@ -317,7 +321,7 @@ class Scheduler:
             return self._take(Priority.PARTIAL, partials, clock)
         if finals or partials:
             return None  # live work is waiting for its budget: the model is not idle
-        work = self._idle_work(clock, live_pausing, live_speaking)
+        work = self._idle_work(clock, live_pausing, final_headroom_s)
         return self._take(*work[0], clock) if work else None
 
     def _urgent_speculative(self, now: float) -> list[Ticket]:
@@ -334,7 +338,7 @@ class Scheduler:
         return [t for t in self._queues[priority] if self.ahead(t.owner, now)]
 
     def _idle_work(
-        self, now: float, live_pausing: bool = False, live_speaking: bool = False
+        self, now: float, live_pausing: bool = False, final_headroom_s: float = math.inf
     ) -> list[tuple[Priority, list[Ticket]]]:
         """What may run when no live final or partial is queued, most urgent first: live
         streams' speculative finals (a live user's final is about to be due); requests of
@@ -347,9 +351,7 @@ class Scheduler:
             for prio in (Priority.FINAL, Priority.PARTIAL, Priority.SPECULATIVE):
                 if ahead := self._ahead_requests(prio, now):
                     work.append((prio, ahead))
-        refine = self._queues[Priority.REFINE]
-        if live_pausing or live_speaking or self.overloaded(now):
-            refine = []  # a final may be due soon, or live work is already late
+        refine = self._refinable(now, live_pausing, final_headroom_s)
         offline = self._queues[Priority.OFFLINE]
         # Refinements and offline work share what is left, in fair order across owners.
         shared = [(Priority.REFINE, refine), (Priority.OFFLINE, offline)]
@@ -357,6 +359,20 @@ class Scheduler:
         shared.sort(key=lambda item: self.fair.tag(self.in_order(item[1])[0].owner))
         work += shared
         return work
+
+    def _refinable(self, now: float, live_pausing: bool, headroom: float) -> list[Ticket]:
+        """The refinements that may start now (see ``next_batch``)."""
+        queue = self._queues[Priority.REFINE]
+        if not queue or live_pausing or self.overloaded(now):
+            return []  # a final may be due any moment, or live work is already late
+        if math.isinf(headroom):
+            return queue
+        oldest = min(queue, key=lambda t: t.seq)
+        if now - oldest.submitted >= self.config.refine_urgent_s:
+            return [oldest]
+        first = self.in_order(queue)[0]
+        predicted = self.costs.predict([first.request])
+        return [first] if predicted is not None and predicted <= headroom else []
 
     def in_order(self, tickets: Sequence[Ticket]) -> list[Ticket]:
         """Tickets in the order they would be served: the owner's fair tag, then age. (Owners
@@ -412,7 +428,7 @@ class Scheduler:
         return batch
 
     def next_deadline(
-        self, now: float, *, live_pausing: bool = False, live_speaking: bool = False
+        self, now: float, *, live_pausing: bool = False, final_headroom_s: float = math.inf
     ) -> float | None:
         """When next_batch will have something to do without new submissions (or None)."""
         times = []
@@ -432,9 +448,10 @@ class Scheduler:
         if not (finals or partials):
             if self._queues[Priority.REFINE] and self._last_overload is not None:
                 times.append(self._last_overload + OVERLOAD_WINDOW_S)  # held until calm
-            if self._queues[Priority.REFINE] and (live_pausing or live_speaking):
+            held = live_pausing or not math.isinf(final_headroom_s)
+            if self._queues[Priority.REFINE] and held:
                 times.append(now + PAUSE_RECHECK_S)  # held for live speech: look again soon
-            if self._idle_work(now, live_pausing, live_speaking):
+            if self._idle_work(now, live_pausing, final_headroom_s):
                 times.append(now)
             elif any(self._ahead_requests(p, now) for p in Priority):
                 # Held: for their share until it opens; for a pause until it ends or becomes

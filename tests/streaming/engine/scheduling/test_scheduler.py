@@ -310,12 +310,15 @@ def test_refinements_and_offline_work_share_idle_time_fairly() -> None:
 
 
 def test_refinements_wait_while_a_live_stream_speaks_or_pauses_or_partials_are_skipped() -> None:
-    s = Scheduler(SchedulerConfig(partial_max_wait_s=0.5, refine_max_wait_s=10.0))
+    s = Scheduler(
+        SchedulerConfig(partial_max_wait_s=0.5, refine_max_wait_s=10.0, refine_urgent_s=10.0)
+    )
     s.submit(refinement("r1"), now=0.0, owner="a")
     assert s.next_batch(0.0, live_pausing=True) is None
     assert s.next_deadline(0.0, live_pausing=True) == pytest.approx(0.05)  # looks again soon
-    assert s.next_batch(0.0, live_speaking=True) is None  # inside an utterance: it waits too
-    assert s.next_deadline(0.0, live_speaking=True) == pytest.approx(0.05)
+    # Inside an utterance, with no cost known to fit before its final: it waits too.
+    assert s.next_batch(0.0, final_headroom_s=0.5) is None
+    assert s.next_deadline(0.0, final_headroom_s=0.5) == pytest.approx(0.05)
     s.submit(req("p1"), now=0.0, owner="b")
     assert s.next_batch(0.6) is None  # the partial went stale: partials are being skipped
     assert s.overloaded(0.6)
@@ -332,3 +335,24 @@ def test_a_refinement_that_waits_too_long_is_dropped_as_stale_and_counted() -> N
     (dropped,) = s.take_dropped()
     assert (dropped.ticket.request.request_id, dropped.reason) == ("r1", "stale")
     assert s.refinements_skipped == 1 and len(s) == 0
+
+
+def test_a_refinement_runs_while_someone_speaks_when_it_fits_before_their_final() -> None:
+    s = Scheduler(SchedulerConfig(refine_max_wait_s=10.0, refine_urgent_s=3.0))
+    s.costs.observe([refinement("measured")], 0.3)  # a refinement costs about 0.3 s
+    s.submit(refinement("r1"), now=0.0, owner="a")
+    s.submit(refinement("r2"), now=0.0, owner="b")
+    assert s.next_batch(0.0, final_headroom_s=0.2) is None  # the final could be due first
+    batch = s.next_batch(0.0, final_headroom_s=0.5)
+    assert batch is not None and len(batch) == 1  # one at a time while someone speaks
+    assert s.next_batch(0.0, final_headroom_s=0.0, live_pausing=True) is None
+
+
+def test_a_refinement_that_waited_goes_while_streams_keep_talking() -> None:
+    s = Scheduler(SchedulerConfig(refine_max_wait_s=5.0, refine_urgent_s=2.0))
+    s.submit(refinement("r1"), now=0.0, owner="a")
+    s.submit(refinement("r2"), now=1.0, owner="b")
+    assert s.next_batch(1.9, final_headroom_s=0.1) is None  # no cost known: held
+    assert ids(s.next_batch(2.0, final_headroom_s=0.1)) == ["r1"]  # the oldest, alone
+    assert s.next_batch(2.0, live_pausing=True, final_headroom_s=0.0) is None  # a pause holds
+    assert ids(s.next_batch(3.0, final_headroom_s=0.1)) == ["r2"]

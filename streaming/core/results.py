@@ -18,15 +18,18 @@ def usable(
     """The result's text and words, empty for silence, with repetition loops, doubled runs
     and an echo of the context (guard.py) cut. ``adjacent``: the context's last final ended
     just before this utterance (a client's finalize at a short pause, a cut), so a run that
-    ends it is an echo even where it starts that final: no two adjacent finals say it."""
+    ends it is an echo even where it starts that final: no two adjacent finals say it
+    (unless it is all this decode says: a speaker saying it again)."""
     if NONSPEECH.drops(result.text, result.no_speech_prob, result.avg_logprob):
         return "", ()
     tokens = result.text.split()
     keep = repeat_cut(tokens)
     if plan.context.finals:
         echo = context_echo(plan.context.finals, [tokens[i] for i in keep])
-        if adjacent:
-            echo = max(echo, tail_echo(plan.context.finals[-1].split(), [tokens[i] for i in keep]))
+        rest = [tokens[i] for i in keep]
+        tail = tail_echo(plan.context.finals[-1].split(), rest) if adjacent else 0
+        if tail < len(rest):  # all of it said again is a speaker repeating it: kept
+            echo = max(echo, tail)
         keep = keep[echo:]
     if len(keep) == len(tokens):
         return result.text.strip(), result.words

@@ -59,3 +59,8 @@ def test_an_adjacent_finals_words_said_again_are_cut_even_from_its_start() -> No
 def test_a_doubled_run_inside_one_decode_is_cut() -> None:
     said = result(" And so my fellow Americans. And so my fellow Americans")
     assert usable(said, plan(Context(3 * SR, (), "")))[0] == "And so my fellow Americans."
+
+
+def test_a_decode_that_only_says_the_adjacent_final_again_is_kept() -> None:
+    ctx = Context(1 * SR, ("ten of clubs",), "")
+    assert usable(result(" ten of clubs"), plan(ctx), adjacent=True)[0] == "ten of clubs"

@@ -593,6 +593,7 @@ def report(
     result = {
         "machine": machine_info(),
         "server": "kettle serve --host 127.0.0.1 (defaults)",
+        "load_avg_end": round(os.getloadavg()[0], 1),
         "chunk_ms": args.served_chunk_ms,
         "rows": rows,
         "transcripts": [_transcript(r, log) for r in runs for log in r.logs],
@@ -612,7 +613,8 @@ def _transcript(run: Run, log: StreamLog) -> dict[str, Any]:
     finals, revs = finals_of(log), revisions_of(log)
     return {
         "set": run.set_name, "streams": run.streams, "revisions": run.revisions,
-        "item": log.name, "live": live_text(finals), "refined": refined_text(finals, revs),
+        "item": log.name, "partials": log.partials,
+        "live": live_text(finals), "refined": refined_text(finals, revs),
         "revisions_sent": [[r.utterance, r.order, r.text] for r in revs],
     }  # fmt: skip
 

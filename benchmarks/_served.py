@@ -288,6 +288,15 @@ def process_tree(pid: int) -> list[int]:
     return out
 
 
+def trace_fields(line: str) -> dict[str, str]:
+    """The ``key=value`` fields of a trace line (values without spaces, or Python reprs in
+    quotes), e.g. ``refine request: final=3 pass=1 window=12.40-21.90 prompt='...'``."""
+    import re
+
+    pattern = r"(\w+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\S+)"
+    return {key: value for key, value in re.findall(pattern, line)}
+
+
 # --- the client ------------------------------------------------------------------------------
 async def stream_track(url: str, track: Track, *, revisions: bool, chunk_ms: int) -> StreamLog:
     """One stream as the page sends it, paced in real time; every wait bounded."""
@@ -597,7 +606,15 @@ def report(
         "chunk_ms": args.served_chunk_ms,
         "rows": rows,
         "transcripts": [_transcript(r, log) for r in runs for log in r.logs],
-        "trace": [{"set": r.set_name, "revisions": r.revisions, "lines": r.trace} for r in runs]
+        "trace": [
+            {
+                "set": r.set_name,
+                "revisions": r.revisions,
+                "lines": r.trace,
+                "fields": [trace_fields(line) for line in r.trace],
+            }
+            for r in runs
+        ]
         if args.trace
         else None,
     }

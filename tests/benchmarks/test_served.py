@@ -27,6 +27,7 @@ from _served import (
     refined_text,
     revision_effects,
     revisions_of,
+    trace_fields,
     wall_at,
 )
 
@@ -130,3 +131,13 @@ def test_at_once_columns_are_labelled_by_method() -> None:
         {"set": "n", "method": "stream", "words": 0},
     ]
     assert at_once_wers(rows, "m") == {"refined live": 0.15, "refined": 0.1, "offline": 0.07}
+
+
+def test_trace_lines_give_their_fields() -> None:
+    line = (
+        "DEBUG kettle.streaming.core.refine_lane: refine request: final=3 pass=1 "
+        "window=12.40-21.90 max_tokens=40 prompt='it\\'s a test' text=\"x y\""
+    )
+    fields = trace_fields(line)
+    assert fields["final"] == "3" and fields["window"] == "12.40-21.90"
+    assert fields["prompt"] == "'it\\'s a test'" and fields["text"] == '"x y"'

@@ -211,6 +211,22 @@ def next_end_delays(
     return out
 
 
+def audio_sent_by(sent: Sequence[tuple[int, float]], wall: float) -> float:
+    """Audio seconds sent by wall time ``wall`` (the stream's clock when a message came)."""
+    k = int(np.searchsorted([w for _, w in sent], wall, side="right"))
+    return sent[k - 1][0] / SR if k else 0.0
+
+
+def timeline(log: StreamLog) -> list[list[Any]]:
+    """[type, utterance, its end (audio s), audio sent when it arrived (s)] per final and
+    revision: a revision's arrival on the stream's own clock."""
+    return [
+        [m["type"], m["utterance"], m["end"], round(audio_sent_by(log.sent, wall), 2)]
+        for wall, m in log.messages
+        if m.get("type") in ("final", "revision")
+    ]
+
+
 def final_lags(finals: Sequence[FinalRec], sent: Sequence[tuple[int, float]]) -> list[float]:
     """Each final's arrival minus the wall time its end's audio was sent."""
     out = []
@@ -633,6 +649,7 @@ def _transcript(run: Run, log: StreamLog) -> dict[str, Any]:
         "item": log.name, "partials": log.partials,
         "live": live_text(finals), "refined": refined_text(finals, revs),
         "revisions_sent": [[r.utterance, r.order, r.text] for r in revs],
+        "timeline": timeline(log),
     }  # fmt: skip
 
 

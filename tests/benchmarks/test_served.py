@@ -10,6 +10,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from _served import (
+    audio_sent_by,
     FinalRec,
     RevisionRec,
     StreamLog,
@@ -61,6 +62,9 @@ def test_audio_time_maps_to_the_wall_time_its_chunk_was_sent() -> None:
     assert wall_at(sent, 0.15) == 10.2
     assert wall_at(sent, 0.3) == 10.3
     assert wall_at(sent, 0.31) is None  # never sent
+    assert audio_sent_by(sent, 10.05) == 0.0
+    assert audio_sent_by(sent, 10.2) == 0.2
+    assert audio_sent_by(sent, 99.0) == 0.3
 
 
 def test_revision_delay_counts_from_the_next_utterances_end() -> None:

@@ -10,12 +10,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from _served import (
-    audio_sent_by,
     FinalRec,
     RevisionRec,
     StreamLog,
     Track,
     at_once_wers,
+    audio_sent_by,
     final_lags,
     finals_of,
     groups,

@@ -54,6 +54,7 @@ import numpy as np
 SR = 16000
 CHUNK_MS = 100
 STAGGER_S = 1.0  # concurrent streams start this far apart, so their pauses do not line up
+WARMUP_S = 10.0  # of the first track, streamed once and discarded before any measured run
 DONE_TIMEOUT_S = 120.0  # after the last audio, for the remaining finals, revisions and `done`
 SECTION = "bench_accuracy_served"
 OUTCOMES = ("revised", "unchanged", "kept", "skipped", "last")
@@ -211,17 +212,19 @@ def next_end_delays(
     return out
 
 
-def audio_sent_by(sent: Sequence[tuple[int, float]], wall: float) -> float:
-    """Audio seconds sent by wall time ``wall`` (the stream's clock when a message came)."""
-    k = int(np.searchsorted([w for _, w in sent], wall, side="right"))
-    return sent[k - 1][0] / SR if k else 0.0
+def stream_clock(sent: Sequence[tuple[int, float]], wall: float) -> float:
+    """``wall`` on the stream's audio clock: seconds since its first sample would have been
+    recorded (the first chunk was sent when its last sample was)."""
+    if not sent:
+        return 0.0
+    return wall - (sent[0][1] - sent[0][0] / SR)
 
 
 def timeline(log: StreamLog) -> list[list[Any]]:
-    """[type, utterance, its end (audio s), audio sent when it arrived (s)] per final and
-    revision: a revision's arrival on the stream's own clock."""
+    """[type, utterance, its end (audio s), its arrival on the stream's clock (s)] per final
+    and revision: arrival minus end is its lag; past the audio's length, after `stop`."""
     return [
-        [m["type"], m["utterance"], m["end"], round(audio_sent_by(log.sent, wall), 2)]
+        [m["type"], m["utterance"], m["end"], round(stream_clock(log.sent, wall), 2)]
         for wall, m in log.messages
         if m.get("type") in ("final", "revision")
     ]
@@ -439,6 +442,9 @@ def measure(
     interleaved group by group, alternating which goes first."""
     runs: list[Run] = []
     with serving(trace) as server:
+        first = next(t for tracks in sets.values() for t in tracks)
+        warm = dataclasses.replace(first, audio=first.audio[: int(WARMUP_S * SR)])
+        print(brief(run_group(server, "warm-up", [warm], True, chunk_ms)), flush=True)
         turn = 0
         for n in streams:
             for set_name, tracks in sets.items():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import select
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -23,10 +24,12 @@ def start_kettle(
     cwd: str | None = None,
     env: Mapping[str, str] | None = None,
     stderr: IO[str] | None = None,
+    timeout_s: float = 600.0,
 ) -> tuple[subprocess.Popen[str], str]:
     """``python -m kettle.streaming.cli.main serve --port 0 SERVE_ARGS``; returns the process and
     its base URL (http://HOST:PORT) once it serves. ``env`` replaces the environment and
-    ``stderr`` takes the server's log (both: as the caller's, when None)."""
+    ``stderr`` takes the server's log (both: as the caller's, when None); a server that has
+    not started within ``timeout_s`` is killed."""
     cmd = [python, "-m", "kettle.streaming.cli.main", "serve", "--port", "0", *serve_args]
     proc = subprocess.Popen(
         cmd,
@@ -37,10 +40,12 @@ def start_kettle(
         env=None if env is None else dict(env),
     )
     assert proc.stdout is not None
-    line = proc.stdout.readline()
+    ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
+    line = proc.stdout.readline() if ready else ""
     match = SERVING.fullmatch(line)
     if not match:
         proc.kill()
+        proc.wait(30)
         raise SystemExit(f"server did not start: {line!r}")
     return proc, match.group(1)
 

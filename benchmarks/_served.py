@@ -63,6 +63,7 @@ TRACE_LOGGERS = (
     "kettle.streaming.core.refine",
     "kettle.streaming.core.refine_lane",
     "kettle.streaming.core.requests",
+    "kettle.streaming.engine.engine",
 )
 _EPS = 1e-9
 

@@ -645,7 +645,7 @@ def report(
     table = markdown_table([table_row(r, r["at_once"]) for r in rows], COLUMNS)
     print(table)
     if not args.no_write:
-        write_section(args.served_section, _section_text(table))
+        write_section(args.served_section, _section_text(table, args.served_out.name))
     return result
 
 
@@ -660,7 +660,7 @@ def _transcript(run: Run, log: StreamLog) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _section_text(table: str) -> str:
+def _section_text(table: str, json_name: str) -> str:
     return (
         "Real time through a `kettle serve` subprocess (defaults, tiny.en), the page's "
         "config (`revisions: true`), 100 ms chunks paced in real time; each group once "
@@ -673,7 +673,8 @@ def _section_text(table: str) -> str:
         "`delay k`: wall seconds from the end of the next utterance's audio being sent to "
         "the k-th revision's arrival (count). `b/w/s`: each revision alone better/worse/same. "
         "CPU: server seconds per audio second. Lag: final's wall lag from its end's audio, s."
-        f"\n\n{table}\nFigures per set in `bench_accuracy_served.json`.\n"
+        f" Load average at the end: {os.getloadavg()[0]:.1f} (2 cores shared: compare rows of "
+        f"one run).\n\n{table}\nEverything per set, with transcripts: `{json_name}`.\n"
     )
 
 

@@ -8,25 +8,44 @@ from __future__ import annotations
 
 import contextlib
 import re
+import select
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import IO
 
 SERVING = re.compile(r"kettle serving on (http://\S+)\n")
 
 
 def start_kettle(
-    serve_args: Sequence[str], *, python: str = sys.executable, cwd: str | None = None
+    serve_args: Sequence[str],
+    *,
+    python: str = sys.executable,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+    stderr: IO[str] | None = None,
+    timeout_s: float = 600.0,
 ) -> tuple[subprocess.Popen[str], str]:
     """``python -m kettle.streaming.cli.main serve --port 0 SERVE_ARGS``; returns the process and
-    its base URL (http://HOST:PORT) once it serves."""
+    its base URL (http://HOST:PORT) once it serves. ``env`` replaces the environment and
+    ``stderr`` takes the server's log (both: as the caller's, when None); a server that has
+    not started within ``timeout_s`` is killed."""
     cmd = [python, "-m", "kettle.streaming.cli.main", "serve", "--port", "0", *serve_args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=cwd)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        cwd=cwd,
+        env=None if env is None else dict(env),
+    )
     assert proc.stdout is not None
-    line = proc.stdout.readline()
+    ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
+    line = proc.stdout.readline() if ready else ""
     match = SERVING.fullmatch(line)
     if not match:
         proc.kill()
+        proc.wait(30)
         raise SystemExit(f"server did not start: {line!r}")
     return proc, match.group(1)
 
@@ -41,9 +60,14 @@ def stop_kettle(proc: subprocess.Popen[str]) -> None:
 
 
 @contextlib.contextmanager
-def kettle_serving(serve_args: Sequence[str]) -> Iterator[tuple[subprocess.Popen[str], str]]:
+def kettle_serving(
+    serve_args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    stderr: IO[str] | None = None,
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """`start_kettle` for the block, `stop_kettle` after it, whatever happens in it."""
-    proc, base = start_kettle(serve_args)
+    proc, base = start_kettle(serve_args, env=env, stderr=stderr)
     try:
         yield proc, base
     finally:

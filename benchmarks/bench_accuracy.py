@@ -30,6 +30,10 @@ partial before, and the accuracy of those words (aligned to the reference).
     python benchmarks/bench_accuracy.py           # short run (a few minutes on 2 cores)
     python benchmarks/bench_accuracy.py --full    # 3 orders, 4 renderings, all clips, 10 min noise
 
+``--served`` (``--served-streams 1,3``) adds real-time runs through a `kettle serve`
+subprocess, as the browser page streams, beside the decode-at-once columns (_served.py);
+they write bench_accuracy_served.json and its own RESULTS.md section, not this script's.
+
 Writes benchmarks/bench_accuracy.json, benchmarks/accuracy.png and its RESULTS.md section.
 """
 
@@ -55,6 +59,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import _served  # noqa: E402
 from _results import machine_info, markdown_table, write_section  # noqa: E402
 
 SR = 16000
@@ -609,13 +614,16 @@ def main(argv: list[str] | None = None) -> int:
         default="bench_accuracy",
         help="RESULTS.md section to write (runs split by set write one each)",
     )
+    parser.add_argument("--items", type=int, default=None, help="only each set's first N items")
+    parser.add_argument("--quick", action="store_true", help="--items 1: a smoke test")
+    _served.add_arguments(parser)
     args = parser.parse_args(argv)
     full = args.full
     orders = args.orders or (3 if full else 1)
     renderings = args.renderings or (4 if full else 2)
     singles = args.singles if args.singles is not None else (None if full else 12)
     noise_minutes = args.noise_minutes or (10.0 if full else 1.0)
-    methods = args.methods.split(",")
+    methods = [m for m in args.methods.split(",") if m]
     wanted = set(args.sets.split(","))
 
     t0 = time.monotonic()
@@ -634,6 +642,8 @@ def main(argv: list[str] | None = None) -> int:
         sets["m"] = set_m()
     if "n" in wanted:
         sets["n"] = set_n(noise_minutes, clips)
+    if args.items or args.quick:
+        sets = {name: items[: args.items or 1] for name, items in sets.items()}
 
     def refiner(method: str) -> Any:
         name = refine_model_of(method)
@@ -720,6 +730,8 @@ def main(argv: list[str] | None = None) -> int:
             hits = [o.cache_hit_rate for _, o in pairs if o.cache_hit_rate is not None]
             row["cache_hit_rate"] = round(float(np.mean(hits)), 3) if hits else None
         rows.append(row)
+    if _served.wanted(args):  # the at-once rows go beside the served ones, not on their own
+        return _served.run(args, sets, rows)
     total = time.monotonic() - t0
     load1 = os.getloadavg()
     result = {

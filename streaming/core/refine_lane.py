@@ -8,6 +8,8 @@ partial or a final of the same stream.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Callable, Hashable
 
 from kettle.streaming.core.audio_buffer import AudioBuffer
@@ -17,7 +19,9 @@ from kettle.streaming.core.events import Revision
 from kettle.streaming.core.refine import Following, Refinable, RefinePlan, Refiner, RefineStats
 from kettle.streaming.core.requests import build_refinement
 from kettle.streaming.core.utterances import UtteranceTracker
-from kettle.transcribe.types import DecodeRequest, DecodeResult
+from kettle.transcribe.types import SAMPLE_RATE, DecodeRequest, DecodeResult
+
+logger = logging.getLogger(__name__)
 
 
 class RefineLane:
@@ -69,7 +73,10 @@ class RefineLane:
         rid = request_id()
         self._in_flight = (rid, plan)
         audio = buf.slice(plan.start, plan.end)
-        return build_refinement(plan, self._config, self._session_id, rid, audio, keyterms)
+        request = build_refinement(plan, self._config, self._session_id, rid, audio, keyterms)
+        if logger.isEnabledFor(logging.DEBUG):
+            _log_request(plan, request, fed)
+        return request
 
     def owns(self, request_id: Hashable) -> bool:
         return self._in_flight is not None and self._in_flight[0] == request_id
@@ -77,12 +84,20 @@ class RefineLane:
     def finish(self, result: DecodeResult | None) -> Revision | None:
         """The refinement in flight came back (None: it did not run, or failed)."""
         assert self._in_flight is not None
-        plan = self._in_flight[1]
+        rid, plan = self._in_flight
         self._in_flight = None
         if result is None or result.error is not None:
             self._refiner.skipped(plan.target)
+            logger.debug("refine result: id=%s final=%d outcome=skipped", rid, plan.target.number)
             return None
-        return self._refiner.decoded(plan, result)
+        before = dataclasses.replace(self._refiner.stats)
+        revision = self._refiner.decoded(plan, result)
+        logger.debug(
+            "refine result: id=%s final=%d pass=%d outcome=%s text=%r",
+            rid, plan.target.number, plan.target.passes, _outcome(before, self._refiner.stats),
+            result.text,
+        )  # fmt: skip
+        return revision
 
 
 def _beyond(utts: UtteranceTracker) -> Following | None:
@@ -93,3 +108,27 @@ def _beyond(utts: UtteranceTracker) -> Following | None:
     if utts.open is not None:
         return Following(utts.open.start, None)
     return None
+
+
+def _outcome(before: RefineStats, after: RefineStats) -> str:
+    """Which count a refinement's result moved (revised, unchanged or kept)."""
+    for name in ("revised", "unchanged", "kept"):
+        if getattr(after, name) > getattr(before, name):
+            return name
+    return "none"
+
+
+def _log_request(plan: RefinePlan, request: DecodeRequest, fed: int) -> None:
+    """The refinement's inputs, for benchmarks' --trace (seconds on the stream's clock)."""
+    target = plan.target
+
+    def s(samples: int) -> str:
+        return f"{samples / SAMPLE_RATE:.2f}"
+
+    logger.debug(
+        "refine request: id=%s final=%d pass=%d last=%s fed=%s window=%s-%s target=%s-%s "
+        "boundary=%s encode_min_s=%s max_tokens=%d beam=%s prompt=%r final_text=%r",
+        request.request_id, target.number, target.passes + 1, plan.last, s(fed), s(plan.start),
+        s(plan.end), s(target.start), s(target.end), s(plan.boundary), request.encode_min_s,
+        plan.max_tokens, request.beam_size, plan.prompt, target.text,
+    )  # fmt: skip

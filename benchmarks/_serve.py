@@ -65,9 +65,10 @@ def kettle_serving(
     *,
     env: Mapping[str, str] | None = None,
     stderr: IO[str] | None = None,
+    python: str = sys.executable,
 ) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """`start_kettle` for the block, `stop_kettle` after it, whatever happens in it."""
-    proc, base = start_kettle(serve_args, env=env, stderr=stderr)
+    proc, base = start_kettle(serve_args, env=env, stderr=stderr, python=python)
     try:
         yield proc, base
     finally:

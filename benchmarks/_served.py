@@ -42,6 +42,7 @@ import json
 import math
 import os
 import tempfile
+import sys
 import time
 import urllib.request
 from collections import Counter
@@ -412,8 +413,9 @@ def run_group(
 
 
 @contextlib.contextmanager
-def serving(trace: bool) -> Iterator[Server]:
-    """`kettle serve` with its defaults on 127.0.0.1, an ephemeral port; stopped after."""
+def serving(trace: bool, python: str = sys.executable) -> Iterator[Server]:
+    """`kettle serve` with its defaults on 127.0.0.1, an ephemeral port, run by ``python``
+    (another install's interpreter serves another commit: before and after); stopped after."""
     from _serve import kettle_serving
 
     with contextlib.ExitStack() as stack:
@@ -430,19 +432,19 @@ def serving(trace: bool) -> Iterator[Server]:
             env["PYTHONPATH"] = os.pathsep.join(p for p in (folder, env.get("PYTHONPATH")) if p)
             log = stack.enter_context(open(Path(folder, "server.log"), "w+", encoding="utf-8"))
         proc, base = stack.enter_context(
-            kettle_serving(["--host", "127.0.0.1"], env=env, stderr=log)
+            kettle_serving(["--host", "127.0.0.1"], env=env, stderr=log, python=python)
         )
         yield Server(proc.pid, base, log)
 
 
 def measure(
     sets: dict[str, list[Track]], streams: Sequence[int], compare: bool, trace: bool,
-    chunk_ms: int = CHUNK_MS,
+    chunk_ms: int = CHUNK_MS, python: str = sys.executable,
 ) -> list[Run]:  # fmt: skip
     """Every set at every stream count, with revisions and (``compare``) without, the two
     interleaved group by group, alternating which goes first."""
     runs: list[Run] = []
-    with serving(trace) as server:
+    with serving(trace, python) as server:
         first = next(t for tracks in sets.values() for t in tracks)
         warm = dataclasses.replace(first, audio=first.audio[: int(WARMUP_S * SR)])
         print(brief(run_group(server, "warm-up", [warm], True, chunk_ms)), flush=True)
@@ -699,6 +701,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--served-out", type=Path, default=Path(__file__).resolve().parent / f"{SECTION}.json"
     )
     group.add_argument("--served-section", default=SECTION)
+    group.add_argument(
+        "--served-python",
+        default=sys.executable,
+        help="the interpreter whose kettle serves (another commit's install: the before)",
+    )
 
 
 def wanted(args: argparse.Namespace) -> list[int] | None:
@@ -718,6 +725,6 @@ def run(args: argparse.Namespace, sets: dict[str, list[Any]], at_once_rows: list
         if name != "n"
     }
     runs = measure(tracks, streams, not args.served_revisions_only, args.trace,
-                   args.served_chunk_ms)  # fmt: skip
+                   args.served_chunk_ms, args.served_python)  # fmt: skip
     report(runs, at_once_rows, args)
     return 0

@@ -41,8 +41,8 @@ import dataclasses
 import json
 import math
 import os
-import tempfile
 import sys
+import tempfile
 import time
 import urllib.request
 from collections import Counter

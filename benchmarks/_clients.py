@@ -36,8 +36,8 @@ import numpy as np
 SR = 16000
 FRAME = 320  # samples: 20 ms, as the frameworks send audio
 KEY = "clients-key"
-QUIET_S = 4.0  # after the audio, the run ends once no event has come for this long
-SETTLE_MAX_S = 30.0  # and at the latest this long after the audio
+QUIET_S = 6.0  # after the audio, the run ends once no event has come for this long
+SETTLE_MAX_S = 40.0  # and at the latest this long after the audio
 TAIL_S = 2.0  # silence after the speech, so the last turn ends
 JFK_TEXT = (
     "And so my fellow Americans, ask not what your country can do for you, "
@@ -125,10 +125,12 @@ async def paced(audio: np.ndarray, send: Callable[[bytes], Awaitable[None]]) -> 
 
 
 async def settle(run: Run, t0: float) -> None:
-    """Waits, after the audio, until the client has been quiet for QUIET_S (or SETTLE_MAX_S)."""
-    end = time.monotonic() + SETTLE_MAX_S
-    while time.monotonic() < end:
-        last = t0 + (run.events[-1][0] if run.events else 0.0)
+    """Waits, after the audio, until the client has been quiet for QUIET_S (or SETTLE_MAX_S):
+    quiet counts from the audio's end or the last event, whichever is later."""
+    audio_end = time.monotonic()
+    deadline = audio_end + SETTLE_MAX_S
+    while time.monotonic() < deadline:
+        last = max(audio_end, t0 + (run.events[-1][0] if run.events else 0.0))
         if time.monotonic() - last >= QUIET_S:
             return
         await asyncio.sleep(0.1)
@@ -261,12 +263,13 @@ async def drive_livekit(surface: str, base: str, key: str, speech: Speech, run: 
 
 
 async def drive(surface: str, base: str, speech: Speech, *, key: str = KEY) -> Run:
-    """One surface on one recording, bounded: the audio's length plus a minute at most."""
+    """One surface on one recording, bounded in time; a failed or late run keeps what it got."""
     run = Run(surface, speech.name)
     driver = drive_pipecat if surface.startswith("pipecat") else drive_livekit
     t0 = time.monotonic()
     try:
-        await asyncio.wait_for(driver(surface, base, key, speech, run), speech.seconds + 60)
+        bound = speech.seconds + SETTLE_MAX_S + 60  # the audio, settling, closing, starting
+        await asyncio.wait_for(driver(surface, base, key, speech, run), bound)
     except Exception as exc:  # a failed client is a result, reported beside the others
         run.error = f"{type(exc).__name__}: {exc}"
     run.wall_s = round(time.monotonic() - t0, 2)
@@ -359,6 +362,21 @@ def _contains(seq: list[str], part: list[str]) -> bool:
     return any(seq[i : i + n] == part for i in range(len(seq) - n + 1))
 
 
+def spans(run: Run) -> list[tuple[float, float]]:
+    """The client's speech spans (start, end) on the audio clock: what each cut closed."""
+    starts = {"vad_start", "speech_start"}
+    ends = {"vad_stop", "speech_end"}
+    out: list[tuple[float, float]] = []
+    opened: float | None = None
+    for t, kind, _ in run.events:
+        if kind in starts and opened is None:
+            opened = t
+        elif kind in ends and opened is not None:
+            out.append((opened, t))
+            opened = None
+    return out
+
+
 def score(run: Run, reference: str, whole_wer: float) -> dict[str, Any]:
     """A run's row: WER, the whole-file WER, the difference in points, loops and repeats."""
     text = " ".join(run.finals)
@@ -373,6 +391,7 @@ def score(run: Run, reference: str, whole_wer: float) -> dict[str, Any]:
         "finals": len(run.finals),
         "empty_finals": sum(1 for f in run.finals if not f.strip()),
         "cuts": cuts.get("vad_stop", 0) + cuts.get("speech_end", 0),
+        "shortest_span_s": round(min((b - a for a, b in spans(run)), default=0.0), 2),
         "loops": len(token_loops(run.finals, reference)),
         "repeats": len(repeated_runs(run.finals, reference)),
         "error": run.error or "",

@@ -16,10 +16,11 @@ gaps), each followed by 2 s of silence so the last turn ends.
 
 Per surface and recording: WER (Whisper's English normalizer, jiwer) against the reference;
 the WER of kettle's reading of the whole file (the file pipeline, `kettle transcribe`) and the
-difference in points; finals, empty finals, the client's cuts (VAD stops); repeated-token
-loops (one token 3+ times in a row that the reference does not say so); repeated runs (3+
-words twice back to back, in one final or across two adjacent finals, said once in the
-reference). The JSON keeps each run's finals and events (seconds from the first frame).
+difference in points; finals, empty finals, cuts (the ends of speech the client saw: its
+VAD's stops, or for livekit_deepgram the server's); repeated-token loops (one token 3+ times
+in a row that the reference does not say so); repeated runs (3+ words twice back to back, in
+one final or across two adjacent finals, said once in the reference). The JSON keeps each
+run's finals and events (seconds from the first frame).
 
     python benchmarks/bench_clients.py                # all surfaces, JFK and 3 conversations
     python benchmarks/bench_clients.py --quick --surfaces pipecat_deepgram,livekit_openai
@@ -47,6 +48,7 @@ from _clients import (
     drive,
     jfk,
     score,
+    spans,
     wer,
     whole_file_text,
 )
@@ -56,7 +58,7 @@ from _serve import kettle_serving
 CONVERSATIONS = 3
 COLUMNS = [
     "surface", "speech", "wer", "whole_file_wer", "points", "finals", "empty_finals", "cuts",
-    "loops", "repeats", "error",
+    "shortest_span_s", "loops", "repeats", "error",
 ]  # fmt: skip
 
 
@@ -128,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         "data": data_line,
         "rows": rows,
         "whole_file": {s.name: {"reference": s.reference, "text": whole[s.name]} for s in speech},
-        "runs": [r.__dict__ for r in runs],
+        "runs": [{**r.__dict__, "spans": spans(r)} for r in runs],
     }
     print(json.dumps({"machine": info, "rows": rows}, indent=2))
     print(table)
@@ -145,10 +147,14 @@ def section_body(data_line: str, speech: list[Speech], table: str) -> str:
         "The frameworks' STT clients, unchanged but for base URL and key, default VAD,\n"
         "20 ms frames at real time against `kettle serve` (tiny.en, one client at a time).\n"
         "wer: their finals joined; whole_file_wer: `kettle transcribe`'s reading of the whole\n"
-        "file; points: the difference. cuts: the client VAD's stops (a Finalize, a commit or\n"
-        "a posted segment). loops: one token 3+ times in a row; repeats: 3+ words twice back\n"
-        "to back in a final or across adjacent finals; both only where the reference says\n"
-        "them once. Finals text: benchmarks/bench_clients.json.\n\n" + table
+        "file; points: the difference. cuts: the ends of speech the client saw (its VAD's\n"
+        "stops, each a Finalize, a commit or a posted segment; livekit_deepgram has no VAD:\n"
+        "there they are the server's); shortest_span_s: the shortest of those spans, from\n"
+        "its start of speech to its end (LiveKit's StreamAdapter reports a start only once\n"
+        "the previous segment's transcript is back). loops: one token 3+ times in a row;\n"
+        "repeats: 3+ words twice back to back in a final or across adjacent finals; both\n"
+        "only where the reference says them once. Finals text: benchmarks/bench_clients.json.\n\n"
+        + table
     )
 
 

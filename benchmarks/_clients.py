@@ -153,6 +153,7 @@ async def drive_pipecat(surface: str, base: str, key: str, speech: Speech, run: 
     from pipecat.audio.vad.silero import SileroVADAnalyzer
     from pipecat.frames.frames import (
         EndFrame,
+        ErrorFrame,
         Frame,
         InputAudioRawFrame,
         InterimTranscriptionFrame,
@@ -184,10 +185,20 @@ async def drive_pipecat(surface: str, base: str, key: str, speech: Speech, run: 
                 run.note(t0, "vad_stop")
             await self.push_frame(frame, direction)
 
+    class Errors(FrameProcessor):
+        """Records the errors the services push upstream (a refused or failed connection)."""
+
+        async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+            await super().process_frame(frame, direction)
+            if isinstance(frame, ErrorFrame):
+                run.error = run.error or frame.error
+                run.note(t0, "error", frame.error)
+            await self.push_frame(frame, direction)
+
     vad = VADProcessor(vad_analyzer=SileroVADAnalyzer())
     stt = pipecat_service(surface, base, key)
     task = PipelineTask(
-        Pipeline([vad, stt, Collect()]), params=PipelineParams(audio_in_sample_rate=SR)
+        Pipeline([Errors(), vad, stt, Collect()]), params=PipelineParams(audio_in_sample_rate=SR)
     )
     runner = PipelineRunner(handle_sigint=False)
     await runner.add_workers(task)  # (Pipecat 1.3+: workers first, then run())
@@ -234,8 +245,15 @@ async def drive_livekit(surface: str, base: str, key: str, speech: Speech, run: 
     }
     async with utils.http_context.open():
         stt = livekit_stt(surface, base, key)
-        stream = stt.stream()
         t0 = time.monotonic()
+
+        def failed(error: Any) -> None:  # the plugin retries; each failed try is reported
+            run.note(t0, "error", f"{type(error.error).__name__}: {error.error}")
+            if not error.recoverable:
+                run.error = run.error or f"{type(error.error).__name__}: {error.error}"
+
+        stt.on("error", failed)
+        stream = stt.stream()
 
         async def send(pcm: bytes) -> None:
             stream.push_frame(rtc.AudioFrame(pcm, SR, 1, len(pcm) // 2))
@@ -255,6 +273,8 @@ async def drive_livekit(surface: str, base: str, key: str, speech: Speech, run: 
             await paced(speech.audio, send)
             await settle(run, t0)  # an agent session never ends its input: no last flush
         finally:
+            if listening.done() and not listening.cancelled() and listening.exception():
+                run.error = f"{type(listening.exception()).__name__}: {listening.exception()}"
             listening.cancel()
             with contextlib.suppress(BaseException):
                 await listening

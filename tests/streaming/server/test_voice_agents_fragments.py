@@ -65,7 +65,7 @@ async def test_fragments_read_as_the_whole_file(
     surface: str, base: str, speech: Speech, whole_wer: float
 ) -> None:
     run = await drive(surface, base, speech)
-    shown = f"{surface} finals {run.finals}"
+    shown = f"{surface} finals {run.finals}; events (s, kind, text) {run.events}"
     assert run.error is None, shown
     assert run.finals, shown
     assert 100 * wer(speech.reference, " ".join(run.finals)) <= whole_wer + POINTS, shown

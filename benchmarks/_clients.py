@@ -17,7 +17,8 @@ Each surface runs the plugin as its framework runs it by default:
   is posted as one file.
 
 Audio goes in 20 ms frames at real time (a frame's wall time is its audio time); after the
-audio the driver waits until no event has come for ``QUIET_S`` and then closes the client.
+audio the driver waits until no event has come for ``QUIET_S`` (``CUT_WAIT_S`` while a cut
+is unanswered: a final later than that counts as missing) and then closes the client.
 """
 
 from __future__ import annotations
@@ -37,7 +38,10 @@ SR = 16000
 FRAME = 320  # samples: 20 ms, as the frameworks send audio
 KEY = "clients-key"
 QUIET_S = 6.0  # after the audio, the run ends once no event has come for this long
+CUT_WAIT_S = 20.0  # or this long where the last event is a cut not yet answered
 SETTLE_MAX_S = 40.0  # and at the latest this long after the audio
+CUTS = {"vad_stop", "speech_end"}  # the client's ends of speech (LiveKit: also the server's)
+STARTS = {"vad_start", "speech_start"}
 TAIL_S = 2.0  # silence after the speech, so the last turn ends
 JFK_TEXT = (
     "And so my fellow Americans, ask not what your country can do for you, "
@@ -124,14 +128,28 @@ async def paced(audio: np.ndarray, send: Callable[[bytes], Awaitable[None]]) -> 
         await send(pcm16(audio[i : i + FRAME]))
 
 
+def unanswered(run: Run) -> bool:
+    """Whether the last event is a cut with no final since the speech it ended began."""
+    if not run.events or run.events[-1][1] not in CUTS:
+        return False
+    for _, kind, _ in reversed(run.events):
+        if kind == "final":
+            return False
+        if kind in STARTS:
+            return True
+    return True
+
+
 async def settle(run: Run, t0: float) -> None:
-    """Waits, after the audio, until the client has been quiet for QUIET_S (or SETTLE_MAX_S):
-    quiet counts from the audio's end or the last event, whichever is later."""
+    """Waits, after the audio, until the client has been quiet for QUIET_S, or CUT_WAIT_S
+    where its last event is a cut still unanswered (a posted segment's transcript may come
+    late), and SETTLE_MAX_S at most. Quiet counts from the audio's end or the last event."""
     audio_end = time.monotonic()
     deadline = audio_end + SETTLE_MAX_S
     while time.monotonic() < deadline:
         last = max(audio_end, t0 + (run.events[-1][0] if run.events else 0.0))
-        if time.monotonic() - last >= QUIET_S:
+        wait = CUT_WAIT_S if unanswered(run) else QUIET_S
+        if time.monotonic() - last >= wait:
             return
         await asyncio.sleep(0.1)
 
@@ -384,14 +402,12 @@ def _contains(seq: list[str], part: list[str]) -> bool:
 
 def spans(run: Run) -> list[tuple[float, float]]:
     """The client's speech spans (start, end) on the audio clock: what each cut closed."""
-    starts = {"vad_start", "speech_start"}
-    ends = {"vad_stop", "speech_end"}
     out: list[tuple[float, float]] = []
     opened: float | None = None
     for t, kind, _ in run.events:
-        if kind in starts and opened is None:
+        if kind in STARTS and opened is None:
             opened = t
-        elif kind in ends and opened is not None:
+        elif kind in CUTS and opened is not None:
             out.append((opened, t))
             opened = None
     return out

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from _clients import JFK_TEXT, repeated_runs, token_loops, wer
+from _clients import JFK_TEXT, Run, repeated_runs, spans, token_loops, unanswered, wer
 
 
 @pytest.mark.parametrize(
@@ -45,3 +45,14 @@ def test_repeated_runs(finals: list[str], runs: list[str]) -> None:
 def test_wer_after_the_normalizer() -> None:
     assert wer(JFK_TEXT, JFK_TEXT.upper().replace(",", "")) == 0.0
     assert wer("ask not", "ask") == 0.5
+
+
+def test_a_cut_is_unanswered_until_a_final_follows_its_start() -> None:
+    run = Run("s", "x", events=[(0.1, "vad_start", ""), (1.0, "vad_stop", "")])
+    assert unanswered(run)
+    run.events.append((1.2, "final", "hello"))
+    assert not unanswered(run)
+    # LiveKit's Deepgram stream: the server's end of speech comes after its final.
+    run.events += [(2.0, "speech_start", ""), (3.0, "final", "hi"), (3.0, "speech_end", "")]
+    assert not unanswered(run)
+    assert spans(run) == [(0.1, 1.0), (2.0, 3.0)]

@@ -115,7 +115,10 @@ class ContextHistory:
                 start, chars = s.start, chars + len(s.text) + 1
                 texts.append(s.text)
                 taken += 1
-        untaken = list(self._spoken)[: len(self._spoken) - taken]
+        # Only finals before the utterance are its prompt: a refinement's own final, and
+        # those after it, would prompt the model with the very text it is to judge.
+        before = [s for s in self._spoken if s.end <= utterance_start]
+        untaken = before[: len(before) - taken]
         older = [s.text for s in (*self._forgotten, *untaken) if s.start >= since]
         first = self._prompt if prompt is None else prompt.strip()
         text = " ".join([first, *older]).strip()[-PROMPT_CHARS:]

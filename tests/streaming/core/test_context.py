@@ -64,3 +64,16 @@ def test_a_doubled_run_inside_one_decode_is_cut() -> None:
 def test_a_decode_that_only_says_the_adjacent_final_again_is_kept() -> None:
     ctx = Context(1 * SR, ("ten of clubs",), "")
     assert usable(result(" ten of clubs"), plan(ctx), adjacent=True)[0] == "ten of clubs"
+
+
+def test_an_earlier_utterances_prompt_holds_only_the_finals_before_it() -> None:
+    # A refinement of final 1 is prompted with final 0, never with its own text or final 2's.
+    h = history(
+        Spoken(0, 2 * SR, "zero.", "en"),
+        Spoken(3 * SR, 5 * SR, "one.", "en"),
+        Spoken(6 * SR, 8 * SR, "two.", "en"),
+    )
+    ctx = h.context(3 * SR, 9 * SR, None, 400)
+    assert ctx.prompt == "zero."
+    taken = h.context(3 * SR, 9 * SR, "en", 400)
+    assert taken.finals == ("zero.",) and taken.prompt == ""

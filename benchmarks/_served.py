@@ -634,6 +634,7 @@ def report(
         "trace": [
             {
                 "set": r.set_name,
+                "streams": r.streams,
                 "revisions": r.revisions,
                 "lines": r.trace,
                 "fields": [trace_fields(line) for line in r.trace],

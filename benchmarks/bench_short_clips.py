@@ -322,7 +322,8 @@ def section_body(data_line: str, clips_table: str) -> str:
         "serve` (defaults, tiny.en) vs plain faster-whisper (int8, 2 threads, beam 5); "
         "commands: the six `command_short` clips; jfk: jfk.flac after 1 s of silence, cut as "
         "Pipecat's OpenAISTTService posts it (Silero 0.7, stop 0.2 s). WER over each group; "
-        "loops: a token 3+ times back to back. See the script's docstring.\n\n" + clips_table
+        "loops: a token 3+ times back to back. Whisper's normalizer reads FIVE FIVE as 55 (2 "
+        "word errors on both paths). See the script's docstring.\n\n" + clips_table
     )
 
 

@@ -83,8 +83,13 @@ def test_kettle_revisions_asks_for_revisions_and_is_off_by_default() -> None:
 
 
 @pytest.mark.parametrize(
-    "query", ["kettle_revisions=maybe", "kettle_revisions=", "kettle_revisions=1",
-              "kettle_revisions=true&kettle_revisions=false"],  # fmt: skip
+    "query",
+    [
+        "kettle_revisions=maybe",
+        "kettle_revisions=",
+        "kettle_revisions=1",
+        "kettle_revisions=true&kettle_revisions=false",
+    ],  # fmt: skip
 )
 def test_a_bad_value_is_refused_in_assemblyais_shape(query: str) -> None:
     request = HandshakeRequest(assemblyai.PATH, query)

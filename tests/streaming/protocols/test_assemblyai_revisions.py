@@ -66,10 +66,10 @@ def words(*spec: tuple[str, float, float]) -> tuple[Word, ...]:
     return tuple(Word(w, s, e, 0.9) for w, s, e in spec)
 
 
-FINAL_0 = Final(0, 0, 2 * SR, " Alpha, bravo.", words((" Alpha,", 0.5, 0.9), (" bravo.", 1.0, 1.4)),
-                "en", reason="endpoint")  # fmt: skip
-REVISION_0 = Revision(0, 0, 2 * SR, "Alfa, bravo.", words((" Alfa,", 0.5, 0.9), (" bravo.", 1.0, 1.4)),
-                      "en", replaced=" Alpha, bravo.")  # fmt: skip
+ALPHA = words((" Alpha,", 0.5, 0.9), (" bravo.", 1.0, 1.4))
+ALFA = words((" Alfa,", 0.5, 0.9), (" bravo.", 1.0, 1.4))
+FINAL_0 = Final(0, 0, 2 * SR, " Alpha, bravo.", ALPHA, "en", reason="endpoint")
+REVISION_0 = Revision(0, 0, 2 * SR, "Alfa, bravo.", ALFA, "en", replaced=" Alpha, bravo.")
 
 
 # -- the parameter ----------------------------------------------------------------------------
@@ -89,7 +89,7 @@ def test_kettle_revisions_asks_for_revisions_and_is_off_by_default() -> None:
         "kettle_revisions=",
         "kettle_revisions=1",
         "kettle_revisions=true&kettle_revisions=false",
-    ],  # fmt: skip
+    ],
 )
 def test_a_bad_value_is_refused_in_assemblyais_shape(query: str) -> None:
     request = HandshakeRequest(assemblyai.PATH, query)
@@ -126,7 +126,7 @@ def test_a_revision_is_one_more_end_of_turn_turn_of_the_same_order() -> None:
 
 def test_with_format_turns_the_correction_is_formatted() -> None:
     c = codec("format_turns=true&kettle_revisions=true&language_detection=true")
-    plain, formatted = turns(c.on_event(FINAL_0, RECEIVED))
+    _, formatted = turns(c.on_event(FINAL_0, RECEIVED))
     (fix,) = turns(c.on_event(REVISION_0, RECEIVED))
     assert fix["turn_is_formatted"] and fix["end_of_turn"] and fix["turn_order"] == 0
     assert fix["transcript"] == "Alfa, bravo." and fix["utterance"] == formatted["utterance"] == ""
@@ -155,7 +155,7 @@ def test_no_correction_for_a_turn_that_never_was() -> None:
     assert c.on_event(Final(0, 0, SR, " ", (), "en"), RECEIVED) == []  # no words: no turn
     assert c.on_event(REVISION_0, RECEIVED) == []
     assert c.on_event(Revision(7, 0, SR, "x", (), "en"), RECEIVED) == []  # an unknown final
-    (eot,) = turns(c.on_event(FINAL_0, RECEIVED))
+    assert len(turns(c.on_event(FINAL_0, RECEIVED))) == 1
     assert c.on_event(Revision(0, 0, SR, " ", (), "en"), RECEIVED) == []  # no words left
 
 

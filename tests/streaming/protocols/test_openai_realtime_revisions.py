@@ -15,7 +15,6 @@ from kettle.streaming.protocols import openai_realtime_route as route
 from kettle.streaming.protocols.base import Action, CodecContext, ModelInfo, Send
 from kettle.streaming.protocols.handshake import HandshakeRefused, HandshakeRequest
 from kettle.streaming.protocols.openai_realtime import RealtimeCodec
-from kettle.streaming.protocols.openai_realtime_settings import RealtimeSettings
 from kettle.streaming.protocols.openai_rest import MODEL_ALIASES
 from openai.types.realtime import ConversationItemInputAudioTranscriptionCompletedEvent
 
@@ -125,7 +124,7 @@ def test_logprobs_follow_the_corrected_words() -> None:
     h.send(type="session.update", session={"include": ["item.input_audio_transcription.logprobs"]})
     h.append(TWO)
     first, _, fix = h.completed()
-    assert [p["token"] for p in fix["logprobs"]][0].strip() == "alfa"
+    assert fix["logprobs"][0]["token"].strip() == "alfa"
     assert len(fix["logprobs"]) == len(first["logprobs"])
 
 

@@ -19,6 +19,9 @@ import soxr
 from kettle.streaming.server.config import ServerConfig
 from kettle.streaming.server.server import KettleServer
 from kettle.transcribe.fake import FakeDecoder, scripted_audio
+from openai.types.realtime import (
+    ConversationItemInputAudioTranscriptionCompletedEvent as CompletedEvent,
+)
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
@@ -131,8 +134,7 @@ async def test_realtime_corrections_are_completed_events_of_the_same_item(
 ) -> None:
     events = await realtime(thread_server, {"kettle_revisions": "true"}, completed=4)
     completed = [e for e in events if e.type == COMPLETED]
-    assert all(isinstance(e, openai.types.realtime.ConversationItemInputAudioTranscriptionCompletedEvent)
-               for e in completed)  # fmt: skip
+    assert all(isinstance(e, CompletedEvent) for e in completed)
     committed = [e.item_id for e in events if e.type == "input_audio_buffer.committed"]
     assert len(committed) == 3
     # The first item reads "alpha ..." (the fake model reads the others in their context,

@@ -88,7 +88,7 @@ class ItemLedger:
         revision: Revision | None = None,
     ) -> Send:
         # Every message is OTHER to the outbox (deltas only append, so none may be dropped),
-        # or REVISION (kept the same way) for a correction, whose delay the server measures.
+        # or REVISION for a correction (kept the same way; it names the final it corrects).
         event = {"event_id": f"event_{self._tag}_{next(self._events)}", "type": kind, **body}
         text = json.dumps(event, ensure_ascii=False)
         if revision is not None:

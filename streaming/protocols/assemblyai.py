@@ -17,7 +17,14 @@ How kettle's events map:
 - a Final is the end-of-turn ``Turn``: every word final, with the model's times (ms) and
   probabilities; ``utterance`` holds the turn's text, as an utterance ends with the turn;
 - ``ForceEndpoint`` ends the open utterance (kettle's finalize); ``Terminate`` ends the
-  stream: the remaining turns, ``Termination``, close 1000.
+  stream: the remaining turns, ``Termination``, close 1000;
+- a Revision (only with kettle's own query parameter ``kettle_revisions=true``; without it
+  the stream asks for none) is one more end-of-turn ``Turn`` of the turn it corrects, as
+  AssemblyAI re-sends a turn formatted: the same ``turn_order``, ``end_of_turn`` true and
+  ``end_of_turn_confidence`` as before, the corrected ``transcript`` and ``words``, shaped as
+  the turn's last end-of-turn ``Turn`` was (formatted where the turn had a formatted one,
+  ``utterance`` as there). A client keeps the last end-of-turn ``Turn`` of each
+  ``turn_order``.
 
 The speech-model families differ as AssemblyAI's do:
 
@@ -58,7 +65,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kettle.streaming.core.agreement import normalize_word, split_words
-from kettle.streaming.core.backlog import FINAL, OTHER, PARTIAL
+from kettle.streaming.core.backlog import FINAL, OTHER, PARTIAL, REVISION
 from kettle.streaming.core.events import (
     Done,
     Error,
@@ -66,6 +73,7 @@ from kettle.streaming.core.events import (
     Final,
     NoTranscript,
     Partial,
+    Revision,
     SpeechStarted,
 )
 from kettle.streaming.protocols.assemblyai_wire import (
@@ -81,6 +89,7 @@ from kettle.streaming.protocols.assemblyai_wire import (
     credentials as key_credentials,
 )
 from kettle.streaming.protocols.base import (
+    REVISION_HORIZON,
     Action,
     AudioReceived,
     AudioSetup,
@@ -139,6 +148,15 @@ def partial_confidence(text: str, settled: bool) -> float:
     return round(0.3 * ends_sentence(text) + 0.05 * settled, 2)
 
 
+@dataclass(frozen=True)
+class _Ended:
+    """An ended turn, kept for the revisions that may correct it (kettle_revisions)."""
+
+    order: int
+    confidence: float
+    end: int  # the final's end sample
+
+
 @dataclass
 class _Turn:
     order: int
@@ -167,6 +185,7 @@ class AssemblyAICodec:
         self._stopped = False  # Terminate, or an error close: nothing more is read
         self._turns: dict[int, _Turn] = {}
         self._next_order = 0
+        self._ended: dict[int, _Ended] = {}  # final's number -> its turn (kettle_revisions)
         self._ending_error: tuple[int, str] | None = None  # sent at Done instead of Termination
 
     @property
@@ -263,6 +282,8 @@ class AssemblyAICodec:
             return self._on_partial(event)
         if isinstance(event, Final):
             return self._on_final(event)
+        if isinstance(event, Revision):
+            return self._on_revision(event) if self.params.revisions else []
         if isinstance(event, SpeechStarted):
             return [_send({"type": "SpeechStarted", "timestamp": _ms(event.start)})]
         if isinstance(event, NoTranscript):
@@ -324,6 +345,36 @@ class AssemblyAICodec:
         self._next_order = max(self._next_order, turn.order + 1)
         plain = plain_transcript(event.text)
         confidence = turn_confidence(event.reason, event.text, plain == turn.last_partial)
+        if self.params.revisions:
+            self._remember(event.utterance, _Ended(turn.order, confidence, event.end))
+        bodies = self._end_of_turn(turn.order, confidence, event)
+        return [
+            Send(OutMessage(FINAL, compact_json(body), event.utterance, event.end))
+            for body in bodies
+        ]
+
+    def _on_revision(self, event: Revision) -> list[Action]:
+        """A refinement's correction of an ended turn (``kettle_revisions=true`` only): the
+        turn's last end-of-turn Turn again (the formatted one where the turn had one), same
+        ``turn_order`` and confidence, with the corrected ``transcript`` and ``words``."""
+        ended = self._ended.get(event.utterance)
+        if ended is None or not split_words(event.text):
+            return []  # a final with no words had no turn; nothing to correct
+        body = self._end_of_turn(ended.order, ended.confidence, event)[-1]
+        return [Send(OutMessage(REVISION, compact_json(body), event.utterance, event.end))]
+
+    def _remember(self, utterance: int, ended: _Ended) -> None:
+        """A turn a revision may still correct; those too far back to be refined are let go."""
+        self._ended[utterance] = ended
+        horizon = ended.end - REVISION_HORIZON
+        for number in [n for n, e in self._ended.items() if e.end < horizon]:
+            del self._ended[number]
+
+    def _end_of_turn(
+        self, order: int, confidence: float, event: Final | Revision
+    ) -> list[dict[str, Any]]:
+        """The end-of-turn Turn bodies of a final's (or its revision's) text: the
+        unformatted one then, with format_turns, the formatted one; on u3 one formatted."""
         timed = _final_words(event.words) or [
             (w["punctuated_word"], w["start"], w["end"], 0.0)
             for w in spread_words(event.text, event.start / SAMPLE_RATE, event.end / SAMPLE_RATE)
@@ -333,10 +384,10 @@ class AssemblyAICodec:
         formatted_words = [_word(t, s, e, p, True) | word_speaker for t, s, e, p in timed]
         language = {"language_code": event.language} if self.params.language_detection else {}
         language |= self._speaker_fields(label)
-        out: list[Action] = []
         if self.params.u3:
             bodies = [(True, event.text.strip(), formatted_words, event.text.strip())]
         else:
+            plain = plain_transcript(event.text)
             plain_words = [
                 _word(normalize_word(t), s, e, p, True) | word_speaker for t, s, e, p in timed
             ]
@@ -344,9 +395,9 @@ class AssemblyAICodec:
             bodies = [(False, plain, plain_words, plain)]
             if self.params.format_turns:
                 bodies.append((True, event.text.strip(), formatted_words, ""))
-        for formatted, transcript, words, utterance in bodies:
-            body = self._turn_body(
-                turn.order,
+        return [
+            self._turn_body(
+                order,
                 formatted=formatted,
                 end=True,
                 transcript=transcript,
@@ -355,8 +406,8 @@ class AssemblyAICodec:
                 utterance=utterance,
                 extra=language,
             )
-            out.append(Send(OutMessage(FINAL, compact_json(body), event.utterance, event.end)))
-        return out
+            for formatted, transcript, words, utterance in bodies
+        ]
 
     def _speaker_fields(self, label: str | None) -> dict[str, Any]:
         """``speaker_label`` with speaker_labels on: null while a turn is open (its speaker

@@ -55,6 +55,7 @@ _SINGLE = frozenset(
         "language_code",
         "speaker_labels",
         "max_speakers",
+        "kettle_revisions",
     }
 )
 
@@ -109,6 +110,9 @@ class StreamParams:
     # Streaming diarization: ``speaker_label`` on every Turn, ``speaker`` on final words.
     speaker_labels: bool = False
     max_speakers: int = MAX_SPEAKERS
+    # A kettle extension (``kettle_revisions=true``): a later refinement's correction of an
+    # ended turn comes as one more end-of-turn Turn of the same ``turn_order``.
+    revisions: bool = False
 
     @property
     def u3(self) -> bool:
@@ -129,6 +133,7 @@ class StreamParams:
             keyterms=self.keyterms,
             diarize=self.speaker_labels,
             max_speakers=self.max_speakers,
+            revisions=self.revisions,
         )
 
     def with_update(self, turns: TurnSettings, terms: tuple[str, ...] | None) -> StreamParams:
@@ -229,7 +234,8 @@ def stream_language(codes: Sequence[str], family_detects: bool, multilingual: bo
 def parse_query(query: str, *, multilingual: bool, speakers: bool = True) -> StreamParams:
     """The handshake's query string; AssemblyAIParamError (HTTP 400) names what is wrong
     (``speaker_labels=true`` on a server without a speaker model, ``speakers`` False, too).
-    Parameters kettle has no use for (prompt, vad_threshold, ...) are accepted and ignored."""
+    Parameters kettle has no use for (prompt, vad_threshold, ...) are accepted and ignored.
+    ``kettle_revisions`` (true or false) is kettle's own: it asks for corrected turns."""
     one = query_values(query, _SINGLE)
     try:
         many = parse_qs(query, keep_blank_values=True, errors="strict")
@@ -254,6 +260,9 @@ def parse_query(query: str, *, multilingual: bool, speakers: bool = True) -> Str
         raise AssemblyAIParamError(
             "speaker_labels is not available: this server has no speaker model"
         )
+    revisions = False
+    if "kettle_revisions" in one:
+        revisions = parse_flag("kettle_revisions", one["kettle_revisions"])
     cap = MAX_SPEAKERS
     if "max_speakers" in one:
         cap = parse_int("max_speakers", one["max_speakers"], 1, MAX_SPEAKERS)
@@ -267,6 +276,7 @@ def parse_query(query: str, *, multilingual: bool, speakers: bool = True) -> Str
         keyterms=parse_terms(many.get("keyterms_prompt", [])),
         turns=turn_settings(one),
         max_speakers=cap,
+        revisions=revisions,
         **flags,
     )
 

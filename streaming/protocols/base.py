@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from kettle.streaming.core.events import Event
+from kettle.streaming.core.refine import STALE_S
 from kettle.streaming.core.session import SessionConfig
+from kettle.transcribe.types import SAMPLE_RATE
 
 # Close codes (RFC 6455) the runner and codecs use.
 CLOSE_NORMAL = 1000
@@ -36,6 +38,11 @@ CLOSE_POLICY = 1008
 CLOSE_TOO_BIG = 1009
 CLOSE_INTERNAL = 1011
 CLOSE_SERVICE_RESTART = 1012  # a drained replica: reconnect (to another one)
+
+# How far behind the newest final (in 16 kHz samples) a codec keeps what it needs to render
+# a Revision of an earlier one: refine.py skips a refinement past STALE_S of audio after its
+# final, so twice that is more than enough.
+REVISION_HORIZON = int(2 * STALE_S * SAMPLE_RATE)
 
 
 def compact_json(obj: Mapping[str, Any]) -> str:

@@ -45,6 +45,12 @@ How kettle's stream maps onto items (the session runs with ``vad_events``):
 - ``completed`` carries ``languages``: the languages of the item's finals (``[]`` when it
   holds no words).
 - Usage is ``{"type": "duration", "seconds": ...}``: the item's audio.
+- Corrections, only with kettle's URL parameter ``kettle_revisions=true`` (the route's; the
+  session object takes no such field): when a later refinement reads one of an item's
+  finals otherwise, another ``completed`` event for the same ``item_id`` and
+  ``content_index`` (a fresh ``event_id``) carries the item's whole corrected transcript,
+  after its first ``completed`` event; none for a cleared or failed item. Without the
+  parameter the stream asks for no revisions.
 """
 
 from __future__ import annotations

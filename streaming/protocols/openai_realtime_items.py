@@ -15,6 +15,16 @@ class Utterance:
     words: tuple[Word, ...] = ()  # the final's (with probabilities when word timestamps are on)
     language: str = ""
     logprobs: bool = False  # decoded with word probabilities (include asked when it opened)
+    # kettle_revisions: a refinement's corrected text and words (None: none came yet), and
+    # the item the utterance belongs to (set once it is known).
+    revised: str | None = None
+    revised_words: tuple[Word, ...] = ()
+    item: Item | None = None
+
+    @property
+    def latest(self) -> str:
+        """Its text with the latest correction (the final's where none came)."""
+        return self.revised if self.revised is not None else self.text or ""
 
 
 @dataclass(frozen=True)
@@ -39,6 +49,7 @@ class Item:
     seconds: float = 0.0
     words_sent: int = 0  # how many of settled_words() deltas' logprobs have carried
     logprobs: bool = False  # include asked for logprobs when it was made
+    failed: bool = False  # a .failed event ended it (no correction follows)
 
     @property
     def wants_logprobs(self) -> bool:
@@ -67,6 +78,20 @@ class Item:
             if u.text is None:
                 break
             words.extend(u.words)
+        return words
+
+    @property
+    def corrected(self) -> bool:
+        return any(u.revised is not None for u in self.utterances)
+
+    def latest(self) -> str:
+        """The completed transcript with every correction so far (kettle_revisions)."""
+        return " ".join(t for t in (u.latest for u in self.utterances) if t)
+
+    def latest_words(self) -> list[Word]:
+        words: list[Word] = []
+        for u in self.utterances:
+            words.extend(u.revised_words if u.revised is not None else u.words)
         return words
 
     def languages(self) -> list[str]:

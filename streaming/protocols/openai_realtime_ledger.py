@@ -11,7 +11,7 @@ import json
 from collections import deque
 from typing import Any
 
-from kettle.streaming.core.backlog import OTHER
+from kettle.streaming.core.backlog import OTHER, REVISION
 from kettle.streaming.core.events import (
     Done,
     Error,
@@ -20,12 +20,20 @@ from kettle.streaming.core.events import (
     Finalized,
     NoTranscript,
     Partial,
+    Revision,
     SpeechStarted,
     SpeechStopped,
 )
 from kettle.streaming.protocols import kettle_v1_wire as proto
 from kettle.streaming.protocols import openai_realtime_events as bodies
-from kettle.streaming.protocols.base import Action, AudioReceived, CodecContext, OutMessage, Send
+from kettle.streaming.protocols.base import (
+    REVISION_HORIZON,
+    Action,
+    AudioReceived,
+    CodecContext,
+    OutMessage,
+    Send,
+)
 from kettle.streaming.protocols.openai_realtime_items import Finalizing, Item, Utterance
 from kettle.streaming.protocols.openai_realtime_settings import (
     MIN_COMMIT_MS,
@@ -63,6 +71,9 @@ class ItemLedger:
         self._closed_by_commit = False  # a vad_commit's Finalize ended an open utterance
         self._last_stop_ms = 0.0  # where the VAD's last utterance ended
         self.audio_started = False
+        # kettle_revisions: final's number -> its utterance and end sample, while a revision
+        # may still come for it.
+        self._revisable: dict[int, tuple[Utterance, int]] = {}
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -74,11 +85,17 @@ class ItemLedger:
         closing: bool = False,
         fatal: bool = False,
         error_code: str | None = None,
+        revision: Revision | None = None,
     ) -> Send:
-        # Every message is OTHER to the outbox: deltas only append, so none may be dropped.
+        # Every message is OTHER to the outbox (deltas only append, so none may be dropped),
+        # or REVISION for a correction (kept the same way; it names the final it corrects).
         event = {"event_id": f"event_{self._tag}_{next(self._events)}", "type": kind, **body}
         text = json.dumps(event, ensure_ascii=False)
-        return Send(OutMessage(OTHER, text, closing=closing, fatal=fatal), error_code=error_code)
+        if revision is not None:
+            message = OutMessage(REVISION, text, revision.utterance, revision.end)
+        else:
+            message = OutMessage(OTHER, text, closing=closing, fatal=fatal)
+        return Send(message, error_code=error_code)
 
     def _error(
         self,
@@ -131,9 +148,13 @@ class ItemLedger:
         if isinstance(event, Partial):
             return self._progress(self._utterance(event.start, stable=event.stable))
         if isinstance(event, Final):
+            if self.settings.revisions:
+                self._keep_revisable(event)
             final = self._utterance(event.start, text=event.text, words=event.words,
                                     language=event.language)  # fmt: skip
             return self._progress(final)
+        if isinstance(event, Revision):
+            return self._revision(event) if self.settings.revisions else []
         if isinstance(event, NoTranscript):
             return self._progress(self._utterance(event.start, text=""))
         if isinstance(event, SpeechStarted):
@@ -177,6 +198,7 @@ class ItemLedger:
             self._by_start[event.start] = (utt, None)
             return []
         item = Item(self._new_item_id(), [utt], logprobs=utt.logprobs)
+        utt.item = item
         self._by_start[event.start] = (utt, item)
         # Produced before a clear the client asked for (that clear's marker has not come).
         if self._pending and self._pending[0].purpose == "clear":
@@ -218,6 +240,7 @@ class ItemLedger:
             item.utterances, self._unassigned = self._unassigned, []
             item.assigned = True
             for u in item.utterances:
+                u.item = item
                 self._by_start[u.start] = (u, item)
             return self._progress(item)
         if done.purpose == "clear":
@@ -263,7 +286,40 @@ class ItemLedger:
             words = item.settled_words() if item.wants_logprobs else None
             body = bodies.completed(item.item_id, visible, item.seconds, item.languages(), words)
             actions.append(self._send(TRANSCRIBE_PREFIX + "completed", body))
+            if item.corrected:  # a revision came before the item completed
+                actions.append(self._correction(item))
         return actions
+
+    # -- corrections (kettle_revisions) -----------------------------------------------------
+
+    def _keep_revisable(self, event: Final) -> None:
+        found = self._by_start.get(event.start)
+        if found is None:
+            return
+        self._revisable[event.utterance] = (found[0], event.end)
+        horizon = event.end - REVISION_HORIZON
+        for number in [n for n, (_, end) in self._revisable.items() if end < horizon]:
+            del self._revisable[number]
+
+    def _revision(self, event: Revision) -> list[Action]:
+        """A refinement corrected one of an item's finals: once the item has completed,
+        another ``completed`` event for it with the corrected whole transcript."""
+        found = self._revisable.get(event.utterance)
+        if found is None:
+            return []
+        utt = found[0]
+        utt.revised, utt.revised_words = event.text, event.words
+        item = utt.item
+        if item is None or not item.completed or item.cleared or item.failed:
+            return []  # a cleared or failed item never says more; others complete later
+        return [self._correction(item, event)]
+
+    def _correction(self, item: Item, revision: Revision | None = None) -> Send:
+        """The item's ``completed`` event again: same item and content index, the transcript
+        with every correction so far, a fresh event id."""
+        words = item.latest_words() if item.wants_logprobs else None
+        body = bodies.completed(item.item_id, item.latest(), item.seconds, item.languages(), words)
+        return self._send(TRANSCRIBE_PREFIX + "completed", body, revision=revision)
 
     def _new_words(self, item: Item) -> list[Word] | None:
         """A delta's logprobs: the final words settled since the item's last delta (a word
@@ -283,7 +339,7 @@ class ItemLedger:
         actions: list[Action] = []
         for _, item in list(self._by_start.values()):
             if item is not None and item.committed and not item.completed:
-                item.completed = True
+                item.completed = item.failed = True
                 body = bodies.failed(item.item_id, event.code, event.message)
                 actions.append(self._send(TRANSCRIBE_PREFIX + "failed", body))
         body = bodies.error(event.message, code=event.code, kind="server_error")

@@ -56,6 +56,9 @@ class RealtimeSettings:
     languages: tuple[str, ...] = ()  # two or more: detection picks among them
     keyterms: tuple[str, ...] = ()
     logprobs: bool = False
+    # A kettle extension from the URL (``kettle_revisions=true``), never in the session
+    # object: corrections of completed items as further ``completed`` events.
+    revisions: bool = False
 
     @property
     def decode_language(self) -> str | None:
@@ -87,6 +90,7 @@ class RealtimeSettings:
             preroll_ms=td.prefix_padding_ms,
             vad_aggressiveness=td.aggressiveness,
             vad_events=True,
+            revisions=self.revisions,
         )
 
     @property

@@ -439,22 +439,29 @@ def serving(trace: bool, python: str = sys.executable) -> Iterator[Server]:
 
 def measure(
     sets: dict[str, list[Track]], streams: Sequence[int], compare: bool, trace: bool,
-    chunk_ms: int = CHUNK_MS, python: str = sys.executable,
+    chunk_ms: int = CHUNK_MS, python: str = sys.executable, before: str | None = None,
 ) -> list[Run]:  # fmt: skip
     """Every set at every stream count, with revisions and (``compare``) without, the two
-    interleaved group by group, alternating which goes first."""
+    interleaved group by group, alternating which goes first. With ``before`` (another
+    install's interpreter) a second server runs each group too, interleaved the same way;
+    its rows are the set's name with " before"."""
     runs: list[Run] = []
-    with serving(trace, python) as server:
+    with contextlib.ExitStack() as stack:
+        servers = [("", stack.enter_context(serving(trace, python)))]
+        if before is not None:
+            servers.append((" before", stack.enter_context(serving(False, before))))
         first = next(t for tracks in sets.values() for t in tracks)
         warm = dataclasses.replace(first, audio=first.audio[: int(WARMUP_S * SR)])
-        print(brief(run_group(server, "warm-up", [warm], True, chunk_ms)), flush=True)
+        for _, server in servers:
+            print(brief(run_group(server, "warm-up", [warm], True, chunk_ms)), flush=True)
         turn = 0
         for n in streams:
             for set_name, tracks in sets.items():
                 for group in groups(tracks, n):
                     modes = (True, False) if compare else (True,)
-                    for revisions in modes if turn % 2 == 0 else modes[::-1]:
-                        run = run_group(server, set_name, group, revisions, chunk_ms)
+                    order = [(label, srv, rev) for label, srv in servers for rev in modes]
+                    for label, server, revisions in order if turn % 2 == 0 else order[::-1]:
+                        run = run_group(server, set_name + label, group, revisions, chunk_ms)
                         runs.append(run)
                         print(brief(run), flush=True)
                     turn += 1
@@ -703,6 +710,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--served-section", default=SECTION)
     group.add_argument(
+        "--served-before",
+        default=None,
+        help="a second server from this interpreter (another commit's install), interleaved",
+    )
+    group.add_argument(
         "--served-python",
         default=sys.executable,
         help="the interpreter whose kettle serves (another commit's install: the before)",
@@ -726,6 +738,6 @@ def run(args: argparse.Namespace, sets: dict[str, list[Any]], at_once_rows: list
         if name != "n"
     }
     runs = measure(tracks, streams, not args.served_revisions_only, args.trace,
-                   args.served_chunk_ms, args.served_python)  # fmt: skip
+                   args.served_chunk_ms, args.served_python, args.served_before)  # fmt: skip
     report(runs, at_once_rows, args)
     return 0

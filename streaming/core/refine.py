@@ -25,8 +25,9 @@ prompt 13.5 %, RESULTS.md "Rejected experiments").
 No churn: a revision is sent only when its words differ from the current text (as PROTOCOL.md
 compares words: case and punctuation aside), and never to a hypothesis the model is less sure
 of: one that failed Whisper's fallback checks (repetitive, unlikely) at temperature 0, one
-the non-speech policy would drop, one with a repetition loop, an empty one, or one whose
-words' mean log probability is below the current text's by more than ``CHURN_MARGIN``.
+the non-speech policy would drop, one with a repetition loop, an empty one, one that only
+drops the current text's last words (cut at the window's edge), or one whose words' mean log
+probability is below the current text's by more than ``CHURN_MARGIN``.
 
 A final that waited ``STALE_S`` of audio without its refinement is skipped (the engine drops
 refinements under load too); this bounds the audio a stream keeps for it.
@@ -219,8 +220,12 @@ class Refiner:
             self.stats.kept += 1
             return None
         text = join_words(words)
-        if normalized(split_words(text)) == normalized(split_words(target.text)):
+        new, current = normalized(split_words(text)), normalized(split_words(target.text))
+        if new == current:
             self.stats.unchanged += 1
+            return None
+        if len(new) < len(current) and current[: len(new)] == new:
+            self.stats.kept += 1  # the same words, its last ones lost at the window's edge
             return None
         logger.debug(
             "refinement of final %d: %r -> %r, mean log p %.3f -> %.3f",
@@ -256,12 +261,15 @@ def _target_words(plan: RefinePlan, result: DecodeResult) -> tuple[Word, ...] | 
         return None
     offset = plan.start / SAMPLE_RATE
     first, boundary = plan.target.start / SAMPLE_RATE, plan.boundary / SAMPLE_RATE
+    final_end = plan.target.end / SAMPLE_RATE
     words = []
     # Cut at the token budget before the next utterance began, the last word may be cut.
     reached = len(result.tokens) < plan.max_tokens
     for w in result.words:
         start, end = max(w.start + offset, first), max(w.end + offset, first)
-        if (start + end) / 2 >= boundary:
+        # A sentence's last word that alignment stretched over the gap still starts inside
+        # the final ("...on the phone." read as "...on the" lost it).
+        if (start + end) / 2 >= boundary and start >= final_end:
             reached = True
             break
         end = min(end, boundary)  # a word stretched over the gap ends where the next begins

@@ -99,6 +99,26 @@ def test_a_revision_only_when_the_words_differ() -> None:
     assert len(refiner) == 1  # its second pass is still to come
 
 
+def test_a_last_word_stretched_over_the_gap_still_belongs_to_the_final() -> None:
+    refiner = Refiner(context_chars=250)
+    refiner.published(final(text="a b c"))  # 1-3 s; the next utterance starts at 4 s
+    plan = planned(refiner)
+    # " c." starts inside the final (2.8 s) but alignment stretched it to 4.6 s.
+    read = result([(" x", 0.0, 0.5, 0.9), (" b", 0.5, 1.0, 0.9), (" c.", 1.8, 3.6, 0.9),
+                   (" next", 3.1, 3.4, 0.9)])  # fmt: skip
+    revision = refiner.decoded(plan, read)  # type: ignore[arg-type]
+    assert revision is not None and revision.text == "x b c."
+
+
+def test_no_revision_to_a_reading_that_only_lost_the_last_words() -> None:
+    refiner = Refiner(context_chars=250)
+    refiner.published(final(text="on the phone"))
+    plan = planned(refiner)
+    cut = result([(" on", 0.0, 0.5, 0.99), (" the", 0.5, 1.0, 0.99), (" next", 3.1, 3.4, 0.9)])
+    assert refiner.decoded(plan, cut) is None  # type: ignore[arg-type]
+    assert refiner.stats.kept == 1
+
+
 def test_a_revision_carries_the_final_number_and_absolute_word_times() -> None:
     refiner = Refiner(context_chars=250)
     refiner.published(final(number=4, text="a b c"))

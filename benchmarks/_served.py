@@ -644,14 +644,14 @@ def report(
                 "streams": r.streams,
                 "revisions": r.revisions,
                 "lines": r.trace,
-                "fields": [trace_fields(line) for line in r.trace],
             }
             for r in runs
         ]
         if args.trace
         else None,
     }
-    args.served_out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    # One line per transcript and per trace run: the file stays readable and small.
+    args.served_out.write_text(compact_json(result) + "\n", encoding="utf-8")
     table = markdown_table([table_row(r, r["at_once"]) for r in rows], COLUMNS)
     print(table)
     if not args.no_write:
@@ -668,6 +668,18 @@ def _transcript(run: Run, log: StreamLog) -> dict[str, Any]:
         "revisions_sent": [[r.utterance, r.order, r.text] for r in revs],
         "timeline": timeline(log),
     }  # fmt: skip
+
+
+def compact_json(result: dict[str, Any]) -> str:
+    """``result`` as JSON with each top-level list's items on a line of their own."""
+    parts = []
+    for key, value in result.items():
+        if isinstance(value, list):
+            items = ",\n  ".join(json.dumps(v, separators=(",", ":")) for v in value)
+            parts.append(f" {json.dumps(key)}: [\n  {items}\n ]")
+        else:
+            parts.append(f" {json.dumps(key)}: {json.dumps(value)}")
+    return "{\n" + ",\n".join(parts) + "\n}"
 
 
 def _section_text(table: str, json_name: str) -> str:

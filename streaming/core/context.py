@@ -33,8 +33,9 @@ class Spoken:
     language: str
     # The audio after it, up to the next utterance, is silence (an endpoint or a pause) or
     # the next utterance itself (a cut). Not so after a finalize mid-speech: speech no final
-    # covers may follow, so no context reaches back across it, unless the next utterance
-    # starts where it ended (as when the speech goes on): then no audio lies uncovered.
+    # covers may follow, so no context reaches back across it. (Nor where the next utterance
+    # starts right where it ended: given that final as its forced prefix, the model read its
+    # audio again, and a client committing at short pauses got its words twice.)
     sealed: bool = True
     # Its voice signature (voice.py), None if unknown: context stops at a change of voice.
     voice: Voice | None = field(default=None, compare=False)
@@ -101,7 +102,7 @@ class ContextHistory:
                 if s.end > utterance_start:
                     continue  # not before this utterance (never happens in stream order)
                 if (
-                    (not s.sealed and start > s.end)
+                    not s.sealed
                     or s.language != language
                     or utterance_start - s.start > self._max_span
                     or window_end - s.start > max_window

@@ -19,10 +19,10 @@ def history(*spoken: Spoken) -> ContextHistory:
     return h
 
 
-def test_a_forced_final_the_next_utterance_goes_on_from_is_context() -> None:
+def test_no_context_reaches_across_a_forced_final_the_next_utterance_goes_on_from() -> None:
     forced = Spoken(1 * SR, 3 * SR, "And so my fellow Americans", "en", sealed=False)
     ctx = history(forced).context(3 * SR, 5 * SR, "en", 400)
-    assert ctx.finals == ("And so my fellow Americans",) and ctx.start == 1 * SR
+    assert ctx.finals == () and ctx.start == 3 * SR
 
 
 def test_no_context_reaches_across_a_forced_final_with_uncovered_audio_after_it() -> None:

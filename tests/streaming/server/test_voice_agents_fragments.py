@@ -40,7 +40,7 @@ pytestmark = [
 POINTS = 2.0  # the bound: within 2 WER points of the whole file's reading
 # Measured misses of that bound (benchmarks/RESULTS.md "bench_clients"), one JFK word each
 # (4.5 points): Pipecat posts the 0.2 s "ask" alone with the end of "Americans" before it,
-# read "As." (plain faster-whisper reads such clips no better: "bench_short_clips"); LiveKit's
+# read "As." (not compared with plain faster-whisper on that exact clip); LiveKit's
 # Deepgram stream has no revision message, and kettle's live final reads "asked not" where
 # its refinement reads "ask not". They are held to one word, so that no regression passes.
 ONE_WORD_MISS = {"pipecat_openai": 5.0, "livekit_deepgram": 5.0}

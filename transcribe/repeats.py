@@ -4,7 +4,8 @@ Whisper, tiny.en most of all, falls into loops ("the first to be the first to be
 "s s s s s s s s s s s" over a short clip) and, forced to start with words it already wrote,
 writes a phrase again ("And so my fellow Americans. And so my fellow Americans"). A loop is
 a phrase of up to ``MAX_LOOP_WORDS`` words repeated back to back ``MIN_LOOP_REPEATS`` times
-or more over ``MIN_LOOP_SPAN`` words ("no no no" is speech); a doubled run is a phrase of
+or more over ``MIN_LOOP_SPAN`` words ("no no no" is speech), or one word said
+``MIN_WORD_REPEATS`` times or more ("Knock. Knock. Knock. Knock. Knock." for "not"); a doubled run is a phrase of
 ``MIN_RUN_WORDS`` words or more said twice back to back. Both keep their first pass. A short
 clip's loop fits in a few bytes, so gzip's compression ratio (Whisper's own repetition test)
 does not see it; these rules do, on every decode.
@@ -19,6 +20,7 @@ from kettle.transcribe.words import normalize_word
 MAX_LOOP_WORDS = 8  # longest repeated phrase looked for
 MIN_LOOP_REPEATS = 3
 MIN_LOOP_SPAN = 6  # words a loop covers before it counts ("no no no" is speech)
+MIN_WORD_REPEATS = 4  # one word said this many times back to back is a loop ("Knock." x5)
 MIN_RUN_WORDS = 3  # a phrase this long said twice back to back is a doubled run
 MAX_RUN_WORDS = 16
 
@@ -38,7 +40,8 @@ def loop_cut(words: Sequence[str]) -> list[int]:
             repeats = 1
             while norm[i + repeats * n : i + (repeats + 1) * n] == phrase:
                 repeats += 1
-            if repeats >= MIN_LOOP_REPEATS and repeats * n >= MIN_LOOP_SPAN:
+            looped = repeats >= MIN_LOOP_REPEATS and repeats * n >= MIN_LOOP_SPAN
+            if looped or (n == 1 and repeats >= MIN_WORD_REPEATS and phrase[0]):
                 skip = (repeats - 1) * n
                 keep.extend(range(i, i + n))
                 i += n + skip

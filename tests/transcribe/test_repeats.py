@@ -22,6 +22,11 @@ def test_a_short_clips_letter_loop_keeps_one_pass() -> None:
     assert repeats(words("s s s s s s s s s s s"))
 
 
+def test_one_word_said_four_times_or_more_is_a_loop() -> None:
+    assert kept("Knock. Knock. Knock. Knock. Knock.") == "Knock."
+    assert kept("no no no") == "no no no"
+
+
 def test_a_doubled_run_keeps_its_first_copy() -> None:
     text = "And so my fellow Americans. And so my fellow Americans, ask not"
     assert kept(text) == "And so my fellow Americans. ask not"

@@ -6,9 +6,9 @@ writes a phrase again ("And so my fellow Americans. And so my fellow Americans")
 a phrase of up to ``MAX_LOOP_WORDS`` words repeated back to back ``MIN_LOOP_REPEATS`` times
 or more over ``MIN_LOOP_SPAN`` words ("no no no" is speech), or one word said
 ``MIN_WORD_REPEATS`` times or more ("Knock. Knock. Knock. Knock. Knock." for "not"); a
-doubled run is a phrase of ``MIN_RUN_WORDS`` words or more said twice back to back. Both keep their first pass. A short
-clip's loop fits in a few bytes, so gzip's compression ratio (Whisper's own repetition test)
-does not see it; these rules do, on every decode.
+doubled run is a phrase of ``MIN_RUN_WORDS`` words or more said twice back to back. Both
+keep their first pass. A short clip's loop fits in a few bytes, so gzip's compression ratio
+(Whisper's own repetition test) does not see it; these rules do, on every decode.
 """
 
 from __future__ import annotations

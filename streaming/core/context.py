@@ -33,9 +33,9 @@ class Spoken:
     language: str
     # The audio after it, up to the next utterance, is silence (an endpoint or a pause) or
     # the next utterance itself (a cut). Not so after a finalize mid-speech: speech no final
-    # covers may follow, so no context reaches back across it. (Nor where the next utterance
-    # starts right where it ended: given that final as its forced prefix, the model read its
-    # audio again, and a client committing at short pauses got its words twice.)
+    # covers may follow, so no context reaches back across it, unless the next utterance
+    # starts where it ended (the speech went on): then no audio lies uncovered, and a short
+    # fragment after it ("not" after "ask") is read in context, not alone ("Knock.").
     sealed: bool = True
     # Its voice signature (voice.py), None if unknown: context stops at a change of voice.
     voice: Voice | None = field(default=None, compare=False)
@@ -102,7 +102,7 @@ class ContextHistory:
                 if s.end > utterance_start:
                     continue  # not before this utterance (never happens in stream order)
                 if (
-                    not s.sealed
+                    (not s.sealed and start > s.end)
                     or s.language != language
                     or utterance_start - s.start > self._max_span
                     or window_end - s.start > max_window
@@ -125,13 +125,13 @@ class ContextHistory:
         text = " ".join([first, *older]).strip()[-PROMPT_CHARS:]
         return Context(start, tuple(reversed(texts)), text)
 
-    def ended_within(self, utterance_start: int, within: int) -> bool:
-        """Whether the stream's last final before an utterance ended at most ``within``
-        samples before it."""
+    def neighbour(self, utterance_start: int, within: int) -> Spoken | None:
+        """The stream's last final before an utterance if it ended at most ``within`` samples
+        before it."""
         for s in reversed(self._spoken):
             if s.end <= utterance_start:
-                return utterance_start - s.end <= within
-        return False
+                return s if utterance_start - s.end <= within else None
+        return None
 
     def forget_before(self, earliest_start: int) -> None:
         """Drop finals no future window can hold: every later utterance starts at or after

@@ -13,13 +13,15 @@ from kettle.transcribe.types import SAMPLE_RATE, DecodeResult, Word
 
 
 def usable(
-    result: DecodeResult, plan: Plan, *, adjacent: bool = False
+    result: DecodeResult, plan: Plan, *, adjacent: bool = False, forced: bool = False
 ) -> tuple[str, tuple[Word, ...]]:
     """The result's text and words, empty for silence, with repetition loops, doubled runs
     and an echo of the context (guard.py) cut. ``adjacent``: the context's last final ended
     just before this utterance (a client's finalize at a short pause, a cut), so a run that
     ends it is an echo even where it starts that final: no two adjacent finals say it
-    (unless it is all this decode says: a speaker saying it again)."""
+    (unless it is all this decode says: a speaker saying it again). ``forced``: that final
+    was a client's finalize mid-speech and this utterance goes on from where it ended, so
+    even a decode that only says its last words again is an echo of its audio."""
     if NONSPEECH.drops(result.text, result.no_speech_prob, result.avg_logprob):
         return "", ()
     tokens = result.text.split()
@@ -28,7 +30,7 @@ def usable(
         echo = context_echo(plan.context.finals, [tokens[i] for i in keep])
         rest = [tokens[i] for i in keep]
         tail = tail_echo(plan.context.finals[-1].split(), rest) if adjacent else 0
-        if tail < len(rest):  # all of it said again is a speaker repeating it: kept
+        if tail < len(rest) or forced:  # (all of it said again after a pause: a speaker's)
             echo = max(echo, tail)
         keep = keep[echo:]
     if len(keep) == len(tokens):

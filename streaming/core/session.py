@@ -601,7 +601,7 @@ class Session:
         """A new hypothesis of the open utterance: agreement, then a Partial if not empty.
         One the model doubts is speech shows its words but makes none stable: a stable word
         is forced into the final, and on babble the final found no speech."""
-        text = usable(result, plan, adjacent=self._adjacent(utt))[0]
+        text = usable(result, plan, **self._neighbourhood(utt))[0]
         if not text and not utt.agreement.stable_text:
             return
         trusted = NONSPEECH.sure_of_speech(result.no_speech_prob)
@@ -614,8 +614,11 @@ class Session:
             Partial(number, utt.start, plan.heard_until, hyp.text, hyp.stable, speculative)
         )
 
-    def _adjacent(self, utt: Utterance) -> bool:
-        return self._history.ended_within(utt.start, ADJACENT)
+    def _neighbourhood(self, utt: Utterance) -> dict[str, bool]:
+        """``usable``'s view of the final before ``utt``: adjacent, and forced mid-speech."""
+        near = self._history.neighbour(utt.start, ADJACENT)
+        forced = near is not None and not near.sealed and near.end == utt.start
+        return {"adjacent": near is not None, "forced": forced}
 
     def _on_final(self, pending: _Pending, result: DecodeResult) -> None:
         utt, plan = pending.utterance, pending.plan
@@ -657,7 +660,7 @@ class Session:
             self._resolve_empty(utt)
 
     def _emit_final(self, utt: Utterance, result: DecodeResult, plan: Plan) -> None:
-        kept, model_words = usable(result, plan, adjacent=self._adjacent(utt))
+        kept, model_words = usable(result, plan, **self._neighbourhood(utt))
         text = utt.agreement.finalize(kept)
         if not text:
             self._resolve_empty(utt)

@@ -19,10 +19,10 @@ def history(*spoken: Spoken) -> ContextHistory:
     return h
 
 
-def test_no_context_reaches_across_a_forced_final_the_next_utterance_goes_on_from() -> None:
+def test_a_forced_final_the_next_utterance_goes_on_from_is_context() -> None:
     forced = Spoken(1 * SR, 3 * SR, "And so my fellow Americans", "en", sealed=False)
     ctx = history(forced).context(3 * SR, 5 * SR, "en", 400)
-    assert ctx.finals == () and ctx.start == 3 * SR
+    assert ctx.finals == ("And so my fellow Americans",) and ctx.start == 1 * SR
 
 
 def test_no_context_reaches_across_a_forced_final_with_uncovered_audio_after_it() -> None:
@@ -31,11 +31,11 @@ def test_no_context_reaches_across_a_forced_final_with_uncovered_audio_after_it(
     assert ctx.finals == () and ctx.start == 4 * SR
 
 
-def test_ended_within_tells_an_adjacent_final() -> None:
+def test_neighbour_is_the_final_that_ended_just_before() -> None:
     h = history(Spoken(1 * SR, 3 * SR, "a b c", "en"))
-    assert h.ended_within(3 * SR + SR // 10, SR // 2)
-    assert not h.ended_within(5 * SR, SR // 2)
-    assert not history().ended_within(SR, SR)
+    assert h.neighbour(3 * SR + SR // 10, SR // 2) is not None
+    assert h.neighbour(5 * SR, SR // 2) is None
+    assert history().neighbour(SR, SR) is None
 
 
 def plan(context: Context) -> Plan:
@@ -64,6 +64,10 @@ def test_a_doubled_run_inside_one_decode_is_cut() -> None:
 def test_a_decode_that_only_says_the_adjacent_final_again_is_kept() -> None:
     ctx = Context(1 * SR, ("ten of clubs",), "")
     assert usable(result(" ten of clubs"), plan(ctx), adjacent=True)[0] == "ten of clubs"
+    # Unless that final was forced mid-speech and this goes on from it: its audio, again.
+    said = result(" You can call me Abby.")
+    forced = Context(1 * SR, ("You can call me Abby.",), "")
+    assert usable(said, plan(forced), adjacent=True, forced=True)[0] == ""
 
 
 def test_an_earlier_utterances_prompt_holds_only_the_finals_before_it() -> None:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_accuracy import Item as Speech  # one recording: 16 kHz audio, what it says
 
 SR = 16000
 FRAME = 320  # samples: 20 ms, as the frameworks send audio
@@ -55,19 +56,6 @@ SURFACES = (
     "livekit_deepgram",
     "livekit_openai",
 )
-
-
-@dataclass
-class Speech:
-    """One recording: 16 kHz float32 audio and what it says."""
-
-    name: str
-    audio: np.ndarray
-    reference: str
-
-    @property
-    def seconds(self) -> float:
-        return len(self.audio) / SR
 
 
 @dataclass

@@ -47,7 +47,6 @@ import sys
 import time
 import wave
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _results import eval_dir, machine_info, markdown_table, require_eval_set, write_section
 from _serve import kettle_serving
+from bench_accuracy import Item as Clip  # one clip: 16 kHz audio, what it says
 
 SR = 16000
 KEY = "short-clips-key"
@@ -70,19 +70,6 @@ LEAD_S = 1.0  # silence before JFK
 PRE_S = 1.0  # Pipecat keeps up to 1 s of audio before the VAD's start
 STOP_S = 0.2  # and sends the segment 0.2 s after the speech ends
 SECTION = "bench_short_clips"
-
-
-@dataclass
-class Clip:
-    """One short clip: 16 kHz float32 mono audio and what it says."""
-
-    name: str
-    audio: np.ndarray
-    reference: str
-
-    @property
-    def seconds(self) -> float:
-        return len(self.audio) / SR
 
 
 # --- clips -------------------------------------------------------------------------------

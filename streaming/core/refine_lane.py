@@ -90,7 +90,9 @@ class RefineLane:
             self._refiner.skipped(plan.target)
             logger.debug("refine result: id=%s final=%d outcome=skipped", rid, plan.target.number)
             return None
-        before = dataclasses.replace(self._refiner.stats)
+        if not logger.isEnabledFor(logging.DEBUG):
+            return self._refiner.decoded(plan, result)
+        before = dataclasses.replace(self._refiner.stats)  # (the trace's outcome only)
         revision = self._refiner.decoded(plan, result)
         logger.debug(
             "refine result: id=%s final=%d pass=%d outcome=%s text=%r",

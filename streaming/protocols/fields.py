@@ -1,0 +1,230 @@
+"""Field tables: each API's query parameters and message fields as its public reference
+documents them (type, range or enum, required), one row per field with the reference's URL.
+
+A codec validates what a client sends against its API's table, so that a client's mistake
+gets the API's documented error instead of going unnoticed; tests check that every table
+names exactly the fields its parser reads (``Recording`` notes what a parser looks at).
+
+Query parameters arrive as text ("true", "16000"); message fields as JSON values. A row checks
+either: ``parse_query`` turns the text into the typed value, ``check_json`` checks a JSON
+value's type. Both raise ``FieldError`` with a message meant for the client.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kettle.transcribe.errors import KettleError
+
+BOOL = "bool"
+INT = "int"
+NUMBER = "number"  # int or float
+STRING = "string"
+ENUM = "enum"  # a string from ``choices``
+STRINGS = "strings"  # a list of strings (JSON), or a repeated query parameter
+OBJECT = "object"  # a JSON object, checked by the codec itself
+KINDS = (BOOL, INT, NUMBER, STRING, ENUM, STRINGS, OBJECT)
+
+_TRUE, _FALSE = ("true",), ("false",)
+
+
+class FieldError(KettleError):
+    """A field the reference types or bounds otherwise; ``field`` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One documented field. ``low``/``high`` bound an INT or NUMBER (inclusive), or the
+    length of a STRING or STRINGS' items; ``choices`` are an ENUM's values."""
+
+    name: str
+    kind: str
+    url: str
+    required: bool = False
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[str, ...] = ()
+    max_items: int | None = None  # STRINGS: at most this many
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"{self.name}: unknown kind {self.kind!r}")
+        if (self.kind == ENUM) != bool(self.choices):
+            raise ValueError(f"{self.name}: an enum needs choices, and only an enum has them")
+        if not self.url.startswith("https://"):
+            raise ValueError(f"{self.name}: a row needs its reference's URL")
+
+    def parse_query(self, raw: str) -> Any:
+        """The typed value of a query parameter's text."""
+        text = raw.strip()
+        if self.kind == BOOL:
+            if text.lower() in _TRUE:
+                return True
+            if text.lower() in _FALSE:
+                return False
+            raise FieldError(self.name, f"{self.name} must be true or false, not {raw!r}")
+        if self.kind == INT:
+            try:
+                value: Any = int(text)
+            except ValueError:
+                raise FieldError(self.name, f"{self.name} must be an integer, not {raw!r}") from None
+            return self._in_range(value)
+        if self.kind == NUMBER:
+            try:
+                value = float(text)
+            except ValueError:
+                raise FieldError(self.name, f"{self.name} must be a number, not {raw!r}") from None
+            if not math.isfinite(value):
+                raise FieldError(self.name, f"{self.name} must be a finite number, not {raw!r}")
+            return self._in_range(value)
+        if self.kind in (STRING, STRINGS):
+            return self._text(raw)
+        if self.kind == ENUM:
+            return self._choice(text)
+        raise FieldError(self.name, f"{self.name} cannot be given in the query string")
+
+    def check_json(self, value: Any) -> Any:
+        """A JSON value of this field, checked (returned as it is, or as a tuple for STRINGS)."""
+        if self.kind == BOOL:
+            if not isinstance(value, bool):
+                raise FieldError(self.name, f"{self.name} must be a boolean, not {_shown(value)}")
+            return value
+        if self.kind == INT:
+            if isinstance(value, bool) or not isinstance(value, int):
+                if isinstance(value, float) and value.is_integer():
+                    return self._in_range(int(value))  # JSON has one number type
+                raise FieldError(self.name, f"{self.name} must be an integer, not {_shown(value)}")
+            return self._in_range(value)
+        if self.kind == NUMBER:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise FieldError(self.name, f"{self.name} must be a number, not {_shown(value)}")
+            if not math.isfinite(value):
+                raise FieldError(self.name, f"{self.name} must be a finite number")
+            return self._in_range(value)
+        if self.kind == STRING:
+            if not isinstance(value, str):
+                raise FieldError(self.name, f"{self.name} must be a string, not {_shown(value)}")
+            return self._text(value)
+        if self.kind == ENUM:
+            if not isinstance(value, str):
+                raise FieldError(self.name, f"{self.name} must be a string, not {_shown(value)}")
+            return self._choice(value)
+        if self.kind == STRINGS:
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise FieldError(
+                    self.name, f"{self.name} must be a list of strings, not {_shown(value)}"
+                )
+            if self.max_items is not None and len(value) > self.max_items:
+                raise FieldError(
+                    self.name, f"{self.name} holds {len(value)} items, at most {self.max_items}"
+                )
+            return tuple(self._text(v) for v in value)
+        if not isinstance(value, dict):
+            raise FieldError(self.name, f"{self.name} must be an object, not {_shown(value)}")
+        return value
+
+    def _in_range(self, value: Any) -> Any:
+        if (self.low is not None and value < self.low) or (
+            self.high is not None and value > self.high
+        ):
+            raise FieldError(self.name, f"{self.name} must be within {self._bounds()}, not {value}")
+        return value
+
+    def _text(self, value: str) -> str:
+        n = len(value)
+        if (self.low is not None and n < self.low) or (self.high is not None and n > self.high):
+            raise FieldError(
+                self.name, f"{self.name} must be {self._bounds()} characters long, not {n}"
+            )
+        return value
+
+    def _choice(self, value: str) -> str:
+        if value not in self.choices:
+            raise FieldError(
+                self.name, f"{self.name} must be one of {', '.join(self.choices)}, not {value!r}"
+            )
+        return value
+
+    def _bounds(self) -> str:
+        low = "" if self.low is None else f"{self.low:g}"
+        high = "" if self.high is None else f"{self.high:g}"
+        return f"{low}..{high}"
+
+
+@dataclass(frozen=True)
+class FieldTable:
+    """One API surface's fields (a query string, or one message type's fields)."""
+
+    surface: str  # e.g. "Deepgram /v1/listen query", "AssemblyAI UpdateConfiguration"
+    fields: tuple[FieldSpec, ...]
+
+    def __post_init__(self) -> None:
+        names = [f.name for f in self.fields]
+        if len(names) != len(set(names)):
+            raise ValueError(f"{self.surface}: a field is listed twice")
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(f.name for f in self.fields)
+
+    def __getitem__(self, name: str) -> FieldSpec:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    def check_json(self, obj: Mapping[str, Any], *, ignore: frozenset[str] = frozenset()) -> None:
+        """Every field of ``obj`` this table names is checked, and every required one present
+        (``ignore``: names the caller reads itself, e.g. ``type``)."""
+        for f in self.fields:
+            if f.name in ignore:
+                continue
+            if f.name not in obj:
+                if f.required:
+                    raise FieldError(f.name, f"{f.name} is required")
+                continue
+            f.check_json(obj[f.name])
+
+    def missing(self, present: Mapping[str, Any]) -> list[str]:
+        """The required fields ``present`` lacks."""
+        return [f.name for f in self.fields if f.required and f.name not in present]
+
+
+class Recording(Mapping[str, Any]):
+    """A read-only mapping that notes every key a parser looks at (tests compare the keys
+    with the table: a field read but not in the table is a field read unchecked)."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self._data = dict(data)
+        self.looked_at: set[str] = set()
+
+    def __getitem__(self, key: str) -> Any:
+        self.looked_at.add(key)
+        return self._data[key]
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self.looked_at.add(key)
+        return key in self._data
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.looked_at.add(key)
+        return self._data.get(key, default)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

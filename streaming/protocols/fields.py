@@ -74,7 +74,9 @@ class FieldSpec:
             try:
                 value: Any = int(text)
             except ValueError:
-                raise FieldError(self.name, f"{self.name} must be an integer, not {raw!r}") from None
+                raise FieldError(
+                    self.name, f"{self.name} must be an integer, not {raw!r}"
+                ) from None
             return self._in_range(value)
         if self.kind == NUMBER:
             try:

@@ -114,13 +114,14 @@ class ContextHistory:
                 # voice's utterances drift apart over a conversation, neighbours do not).
                 voice = s.voice
                 start, chars = s.start, chars + len(s.text) + 1
-                texts.append(s.text)
+                if s.text:  # (a final read as nothing lends its audio, not its text)
+                    texts.append(s.text)
                 taken += 1
         # Only finals before the utterance are its prompt: a refinement's own final, and
         # those after it, would prompt the model with the very text it is to judge.
         before = [s for s in self._spoken if s.end <= utterance_start]
         untaken = before[: len(before) - taken]
-        older = [s.text for s in (*self._forgotten, *untaken) if s.start >= since]
+        older = [s.text for s in (*self._forgotten, *untaken) if s.start >= since and s.text]
         first = self._prompt if prompt is None else prompt.strip()
         text = " ".join([first, *older]).strip()[-PROMPT_CHARS:]
         return Context(start, tuple(reversed(texts)), text)

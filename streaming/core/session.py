@@ -682,6 +682,11 @@ class Session:
             self._refine.published(Refinable(number, utt.start, utt.end, text, words, language))
 
     def _resolve_empty(self, utt: Utterance) -> None:
+        language = utt.settings.context_language
+        if not utt.sealed and utt.end is not None and utt.end > utt.start and language:
+            # Cut mid-speech and read as nothing (a finalize every 100 ms): its audio is
+            # the next utterance's context, with no text, so its words come back there.
+            self._history.add(Spoken(utt.start, utt.end, "", language, False, utt.voice))
         if self.config.vad_events:
             self._events.append(NoTranscript(utt.start))
         self._utts.release(utt)

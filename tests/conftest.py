@@ -27,6 +27,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
+from hypothesis import settings
+
+# A fixed seed in the quick suite and CI; `--hypothesis-profile deep` for a long local search.
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("deep", max_examples=2000, deadline=None, print_blob=True)
+settings.load_profile("ci")
 
 if TYPE_CHECKING:
     from kettle.transcribe.adapter import WhisperAdapter

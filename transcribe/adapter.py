@@ -29,8 +29,8 @@ from kettle.transcribe import cost_cache, cost_probe, decoding, defaults, nonspe
 from kettle.transcribe.aligner import WordAligner
 from kettle.transcribe.costs import CostProfile
 from kettle.transcribe.decoding import Thresholds
-from kettle.transcribe.encoder import Encoder
-from kettle.transcribe.encoder_cache import EncoderCache
+from kettle.transcribe.encoder import Encoder, group_by_frames
+from kettle.transcribe.encoder_cache import DEFAULT_MAX_BYTES, EncoderCache
 from kettle.transcribe.errors import ConfigError, DecodeError, KettleError, ModelError
 from kettle.transcribe.fallback import FallbackPolicy
 from kettle.transcribe.features import FeatureComputer
@@ -80,7 +80,8 @@ class ModelConfig:
     threads: int = 0
     beam_size: int = defaults.BEAM_SIZE
     partial_max_new_tokens: int = defaults.PARTIAL_MAX_TOKENS
-    encoder_cache_size: int = 32
+    encoder_cache_size: int = 32  # entries at most
+    encoder_cache_bytes: int = DEFAULT_MAX_BYTES  # and bytes at most (encoder_cache.py)
     no_speech_threshold: float = nonspeech.WHISPER_NO_SPEECH_PROB
     log_prob_threshold: float = nonspeech.WHISPER_LOGPROB
     compression_ratio_threshold: float = 2.4
@@ -107,6 +108,7 @@ class ModelConfig:
         _check_int("beam_size", self.beam_size, 1, 64)
         _check_int("partial_max_new_tokens", self.partial_max_new_tokens, 1, MAX_LENGTH // 2)
         _check_int("encoder_cache_size", self.encoder_cache_size, 0, 100_000)
+        _check_int("encoder_cache_bytes", self.encoder_cache_bytes, 0, 2**40)
         _check_int("best_of", self.best_of, 1, 64)
         if not self.temperatures:
             raise ConfigError("temperatures must hold at least one value")
@@ -152,6 +154,8 @@ def _check_int(name: str, value: object, low: int, high: int) -> None:
 class CacheStats:
     hits: int
     misses: int
+    entries: int = 0  # held now
+    bytes: int = 0  # held now (bounded by ModelConfig.encoder_cache_bytes)
 
 
 class WhisperAdapter:
@@ -190,7 +194,7 @@ class WhisperAdapter:
             self._ct2,
             fw,
             FeatureComputer(int(self._ct2.n_mels), device=device),
-            EncoderCache(config.encoder_cache_size),
+            EncoderCache(config.encoder_cache_size, config.encoder_cache_bytes),
         )
         self._prompts = PromptBuilder(
             self._wm, fw, multilingual=self._multilingual, model_name=config.name
@@ -244,7 +248,9 @@ class WhisperAdapter:
 
     def cache_stats(self) -> CacheStats:
         cache = self._encoder.cache
-        return CacheStats(hits=cache.hits, misses=cache.misses)
+        return CacheStats(
+            hits=cache.hits, misses=cache.misses, entries=len(cache), bytes=cache.nbytes
+        )
 
     def clear_encoder_cache(self) -> None:
         """Forget cached encoder outputs (counts stay): for measurements that must not reuse
@@ -380,14 +386,20 @@ class WhisperAdapter:
                 active.append(job)
         if active:
             self._encoder.encode(active)
-            self._prompts.assign_languages(active, self._detect)
-            for job in active:
-                self._prompts.build(job)
-            self._decode_active(active)
-            finals = [j for j in active if j.final]
-            self._aligner.align(
-                [j for j in finals if j.chosen is not None and j.request.wants_words(j.chosen.text)]
-            )
+            # generate takes one encoder length per call: each length decodes on its own, so
+            # no request is padded to a batch-mate's length (same-length requests still batch).
+            for group in group_by_frames(active):
+                self._prompts.assign_languages(group, self._detect)
+                for job in group:
+                    self._prompts.build(job)
+                self._decode_active(group)
+                self._aligner.align(
+                    [
+                        j
+                        for j in group
+                        if j.final and j.chosen is not None and j.request.wants_words(j.chosen.text)
+                    ]
+                )
             for job in active:
                 results[job.index] = self._result(job)
         out = [r for r in results if r is not None]

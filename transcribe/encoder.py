@@ -17,7 +17,7 @@ import numpy as np
 from kettle.transcribe.encoder_cache import EncoderCache, window_key
 from kettle.transcribe.features import FeatureComputer
 from kettle.transcribe.job import Job
-from kettle.transcribe.types import FULL_ENCODER_FRAMES, DecodeKind, encoder_frames
+from kettle.transcribe.types import DecodeKind, encoder_frames
 
 
 class Encoder:
@@ -35,31 +35,36 @@ class Encoder:
             self._released.add(key)
 
     def stack(self, jobs: Sequence[Job]) -> Any:
-        """The jobs' encoder outputs as one StorageView (the model's input to generate)."""
+        """The jobs' encoder outputs as one StorageView (the model's input to generate).
+
+        generate takes one dense tensor and no per-row lengths, so the jobs must share one
+        encoder length (``group_by_frames``): a row is never padded to fit its batch-mates."""
         rows = [j.encoded for j in jobs]
         assert all(r is not None for r in rows)
+        lengths = {r.shape for r in rows if r is not None}
+        if len(lengths) > 1:
+            raise ValueError(f"encoder outputs of differing shapes stacked: {sorted(lengths)}")
         return self._fw.storage(np.stack(rows))
 
     def encode(self, jobs: Sequence[Job]) -> None:
-        """Fill ``job.encoded`` from the cache or one batched encode of the misses.
+        """Fill ``job.frames`` and ``job.encoded`` from the cache or batched encodes of the
+        misses: one encoder pass per input length.
 
-        Every job of a batch gets the same input length (their outputs are stacked for
-        generate): the longest any of them asks for (``encoder_frames``)."""
+        Each job is encoded on its own length (``encoder_frames`` of its window and
+        ``encode_min_s``), never on a batch-mate's, so a request's encoder input, and its
+        text, do not depend on what it was batched with."""
         self._apply_releases()
-        frames = max(
-            (encoder_frames(j.audio.shape[0], j.request.encode_min_s) for j in jobs),
-            default=FULL_ENCODER_FRAMES,
-        )
         pending: dict[Any, list[Job]] = {}
         for job in jobs:
             r = job.request
+            job.frames = encoder_frames(job.audio.shape[0], r.encode_min_s)
             # A caller's key is paired with the window length, so a reused key can never
             # hand one window's encoding to a different-length window; and with the input
             # length, since one window may be encoded on several.
             key = (
-                ("key", r.cache_key, job.audio.shape[0], frames)
+                ("key", r.cache_key, job.audio.shape[0], job.frames)
                 if r.cache_key is not None
-                else (window_key(job.audio), frames)
+                else (window_key(job.audio), job.frames)
             )
             if key in pending:  # same window twice in one batch: encoded once
                 pending[key].append(job)
@@ -71,12 +76,18 @@ class Encoder:
                 job.encoded, job.cache_hit = hit, True
             else:
                 pending[key] = [job]
-        if not pending:
-            return
-        keys = list(pending)
+        by_frames: dict[int, list[Any]] = {}
+        for key, waiting in pending.items():
+            by_frames.setdefault(waiting[0].frames, []).append(key)
+        for frames, keys in by_frames.items():
+            self._encode_misses(frames, [pending[k] for k in keys], keys)
+
+    def _encode_misses(self, frames: int, groups: list[list[Job]], keys: list[Any]) -> None:
+        """One encoder pass over windows of one input length (``groups[i]``: the jobs that
+        share window ``keys[i]``)."""
         feats: list[np.ndarray | None] = []
-        for key in keys:
-            first = pending[key][0]
+        for waiting in groups:
+            first = waiting[0]
             r = first.request
             feat = None
             if r.stream_key is not None and r.kind is DecodeKind.PARTIAL:
@@ -84,15 +95,15 @@ class Encoder:
             feats.append(feat)
         todo = [i for i, f in enumerate(feats) if f is None]
         if todo:
-            computed = self.features.batch([pending[keys[i]][0].audio for i in todo], frames)
+            computed = self.features.batch([groups[i][0].audio for i in todo], frames)
             for i, row in zip(todo, computed, strict=True):
                 feats[i] = row
         batch = np.stack([f for f in feats if f is not None])
         encoded = self._fw.to_numpy(self._ct2.encode(self._fw.storage(batch), to_cpu=True))
-        for key, row in zip(keys, encoded, strict=True):
+        for key, waiting, row in zip(keys, groups, encoded, strict=True):
             row = np.ascontiguousarray(row)
             self.cache.put(key, row)
-            for job in pending[key]:
+            for job in waiting:
                 job.encoded = row
 
     def _apply_releases(self) -> None:
@@ -100,3 +111,12 @@ class Encoder:
             released, self._released = self._released, set()
         for key in released:
             self.features.forget(key)
+
+
+def group_by_frames(jobs: Sequence[Job]) -> list[list[Job]]:
+    """Encoded jobs split by encoder input length, in order of first appearance: each group
+    can be stacked for generate (``Encoder.stack``)."""
+    groups: dict[int, list[Job]] = {}
+    for job in jobs:
+        groups.setdefault(job.frames, []).append(job)
+    return list(groups.values())

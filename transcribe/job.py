@@ -15,6 +15,7 @@ class Job:
     request: DecodeRequest
     audio: np.ndarray
     cache_hit: bool = False
+    frames: int = 0  # the encoder's input length, set by Encoder.encode (its own, not the batch's)
     encoded: np.ndarray | None = None
     language: str = "en"
     prompt: list[int] = field(default_factory=list)

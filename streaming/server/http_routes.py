@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kettle.streaming.protocols.handshake import bearer_token
 from kettle.streaming.server.catalog import rest_apis, websocket_protocols
-from kettle.streaming.server.metrics import METRICS_CONTENT_TYPE
+from kettle.streaming.server.metrics import METRICS_CONTENT_TYPE, encoder_cache_bytes
 from kettle.transcribe.languages import LANGUAGES
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -121,6 +121,10 @@ def routes(server: KettleServer) -> list[BaseRoute]:
         server.metrics.sessions_active.set(server.sessions_active)
         if server.engine is not None:
             server.metrics.engine_streams.set(server.engine.streams_open)
+            engine = server.engine
+            server.metrics.encoder_cache_bytes.set(
+                encoder_cache_bytes((engine.decoder, engine.final_decoder, engine.refine_decoder))
+            )
         return Response(server.metrics.render(), 200, _NO_CACHE, METRICS_CONTENT_TYPE)
 
     async def info_endpoint(request: Request) -> Response:

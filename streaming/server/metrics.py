@@ -8,6 +8,7 @@ arrived in a WebSocket message to the wall time the event's message was sent.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 
 from kettle.streaming.engine.report import BatchReport
 from kettle.transcribe.types import SAMPLE_RATE
@@ -127,6 +128,11 @@ class ServerMetrics:
             buckets=_LOOP_LAG_BUCKETS,
             registry=r,
         )
+        self.encoder_cache_bytes = Gauge(
+            "kettle_encoder_cache_bytes",
+            "Bytes of encoder outputs the models' encoder caches hold now",
+            registry=r,
+        )
         self.engine_streams = Gauge(
             "kettle_engine_streams_open",
             "Streams the engine holds now (after every client left: 0, or a leak)",
@@ -179,6 +185,21 @@ class ServerMetrics:
         """A sample's current value (tests and readiness checks); 0 when absent."""
         got = self.registry.get_sample_value(name, labels or {})
         return 0.0 if got is None else float(got)
+
+
+def encoder_cache_bytes(decoders: Iterable[object]) -> int:
+    """Bytes the decoders' encoder caches hold now (each decoder once; a decoder whose
+    ``cache_stats`` does not tell bytes counts 0)."""
+    total = 0
+    seen: list[object] = []
+    for decoder in decoders:
+        if any(decoder is d for d in seen):
+            continue
+        seen.append(decoder)
+        stats = getattr(decoder, "cache_stats", None)
+        if stats is not None:
+            total += int(getattr(stats(), "bytes", 0))
+    return total
 
 
 class ArrivalLog:

@@ -14,9 +14,10 @@ from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
 from kettle.transcribe.decoding import Hypothesis, Thresholds
 from kettle.transcribe.errors import ConfigError, DecodeError
 from kettle.transcribe.features import FeatureComputer
-from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest
+from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest, encoder_frames
 
 from tests.conftest import TOKEN_FLIP_WORD_EDITS, word_edits
+from tests.transcribe.conftest import EncoderCalls
 
 P, F = DecodeKind.PARTIAL, DecodeKind.FINAL
 # Log-mel features of one window by two paths (the kernels and faster-whisper's extractor,
@@ -79,6 +80,7 @@ def _noise(kind: str, seconds: float, amplitude: float, seed: int = 0) -> np.nda
         {"temperatures": (0.0, 3.0)},
         {"no_speech_threshold": 1.5},
         {"encoder_cache_size": -1},
+        {"encoder_cache_bytes": -1},
         {"name": ""},
     ],
 )
@@ -416,7 +418,7 @@ def test_stream_partials_use_incremental_features(
 
 
 @pytest.mark.slow
-def test_short_encodes_transcribe_and_share_one_length_per_batch(
+def test_short_encodes_transcribe(
     tiny_decoder: WhisperAdapter, speech: list[tuple[np.ndarray, str]], wer_fn: Any
 ) -> None:
     clips = speech[:3]
@@ -429,29 +431,50 @@ def test_short_encodes_transcribe_and_share_one_length_per_batch(
     assert wer_fn([ref for _, ref in clips], [r.text for r in short]) <= 0.15
     for r, (audio, _) in zip(short, clips, strict=True):
         assert r.words and r.words[-1].end <= len(audio) / SAMPLE_RATE + 1e-6
-    # A batch is encoded on its longest request's length: a short request batched with a
-    # 30 s one is encoded on 30 s, as it would be alone with encode_min_s=None.
-    window = clips[0][0][: 2 * SAMPLE_RATE] * 0.8  # a window no other test encodes
-    mixed = tiny_decoder.decode_batch(
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", [P, F])
+def test_a_request_reads_the_same_alone_and_among_other_lengths(
+    tiny_decoder: WhisperAdapter,
+    speech: list[tuple[np.ndarray, str]],
+    record_encoder: Callable[[WhisperAdapter], EncoderCalls],
+    kind: DecodeKind,
+) -> None:
+    """Issue 38: a clip's encoder input (its padding) and its text do not depend on its
+    batch-mates. Recorded where the padding happens: the features the model's encode gets."""
+    calls = record_encoder(tiny_decoder)
+    clip = speech[1][0] * 0.7  # "Stuff it into you...", 3.3 s: a window no other test encodes
+    frames = encoder_frames(clip.shape[0], 1.0)
+
+    def request(audio: np.ndarray, rid: str, min_s: float | None = 1.0) -> DecodeRequest:
+        # Distinct cache keys: every decode below runs the encoder (nothing from the cache).
+        return DecodeRequest(
+            audio=audio, kind=kind, request_id=rid, encode_min_s=min_s, cache_key=(kind, rid)
+        )
+
+    (alone,) = tiny_decoder.decode_batch([request(clip, "alone")])
+    (given_alone,) = calls.rows()
+    assert given_alone.shape[-1] == frames == 500
+    calls.calls.clear()
+    mates = [speech[0][0], speech[2][0], speech[3][0]]  # 10.4 s, 2.1 s, 5.4 s
+    batch = tiny_decoder.decode_batch(
         [
-            DecodeRequest(audio=window, kind=P, encode_min_s=1.0, request_id="short"),
-            DecodeRequest(audio=clips[1][0], kind=P, request_id="full"),
+            request(mates[0], "long"),
+            request(clip.copy(), "clip"),
+            request(mates[1], "short"),
+            request(mates[2], "upload", None),  # Whisper's 30 s
         ]
     )
-    (alone,) = tiny_decoder.decode_batch([DecodeRequest(audio=window.copy(), kind=P)])
-    assert alone.encoder_cache_hit
-    # Alone, its generate is a batch of one, not of two: within a flipped token. The same
-    # batch again, the short request now asking for 30 s, takes both rows from the cache
-    # into the same generate batch: bit-identical inputs, the same texts.
-    assert word_edits(alone.text, mixed[0].text) <= TOKEN_FLIP_WORD_EDITS, alone.text
-    again = tiny_decoder.decode_batch(
-        [
-            DecodeRequest(audio=window.copy(), kind=P, request_id="short"),
-            DecodeRequest(audio=clips[1][0].copy(), kind=P, request_id="full"),
-        ]
-    )
-    assert [r.encoder_cache_hit for r in again] == [True, True]
-    assert [r.text for r in again] == [r.text for r in mixed] and mixed[0].text
+    assert [r.request_id for r in batch] == ["long", "clip", "short", "upload"]
+    given = [row for row in calls.rows() if row.shape[-1] == frames]
+    assert len(given) == 1 and sorted(r.shape[-1] for r in calls.rows()) == [400, 500, 1200, 3000]
+    np.testing.assert_array_equal(given[0], given_alone)  # bit-identical encoder input
+    # The clip is the only one of its length, so its generate is a batch of one as alone:
+    # the same model inputs throughout, the same text (and words).
+    assert alone.text and batch[1].text == alone.text, (alone.text, batch[1].text)
+    assert batch[1].words == alone.words
+    assert all(r.text for r in batch)
 
 
 def test_partials_may_ask_for_a_beam(

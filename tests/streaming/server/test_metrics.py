@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from kettle.streaming.engine.report import BatchReport
-from kettle.streaming.server.metrics import ArrivalLog, ServerMetrics
+from kettle.streaming.server.metrics import ArrivalLog, ServerMetrics, encoder_cache_bytes
 
 
 def test_arrival_log_maps_16k_samples_to_input_messages() -> None:
@@ -45,3 +47,16 @@ def test_metrics_render_and_observer() -> None:
     assert m.value("kettle_batches_failed_total") == 1.0
     # Private registries: a second server's metrics start from zero.
     assert ServerMetrics().value("kettle_encoder_cache_hits_total") == 0.0
+
+
+def test_encoder_cache_bytes_counts_each_decoder_once() -> None:
+    def decoder(held: int) -> SimpleNamespace:
+        return SimpleNamespace(cache_stats=lambda: SimpleNamespace(hits=0, misses=0, bytes=held))
+
+    live, final = decoder(1000), decoder(250)
+    no_bytes = SimpleNamespace(cache_stats=lambda: SimpleNamespace(hits=0, misses=0))
+    # The engine's live, final and refine decoders are often one and the same.
+    assert encoder_cache_bytes((live, final, live, no_bytes, object())) == 1250
+    m = ServerMetrics()
+    m.encoder_cache_bytes.set(encoder_cache_bytes((live, live, live)))
+    assert m.value("kettle_encoder_cache_bytes") == 1000

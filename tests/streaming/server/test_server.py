@@ -570,6 +570,7 @@ async def test_http_routes(make_server: Callable[..., Any], tmp_path: Path) -> N
     assert status == 200 and headers["Content-Type"].startswith("text/plain")
     assert b"kettle_sessions_active 0.0" in body
     assert b"kettle_engine_streams_open 0.0" in body
+    assert b"kettle_encoder_cache_bytes 0.0" in body  # the fake model keeps no encodings
     status, headers, body = await get(server, "/")
     assert status == 200 and headers["Content-Type"].startswith("text/html")
     assert b"<title>kettle</title>" in body

@@ -61,6 +61,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from kettle.kernels.pcm import ENCODINGS
 from kettle.streaming.protocols import openai_realtime_events as bodies
 from kettle.streaming.protocols.base import (
     Action,
@@ -210,13 +211,28 @@ class RealtimeCodec(ItemLedger):
                     client_event=client_event,
                 )
             ]
+        # Each append holds whole samples of the session's format: a stray byte would shift
+        # every sample after it (and lose all later speech), so it is dropped, and said so.
+        width = ENCODINGS[audio_setup(self.settings.format).encoding]
+        stray = len(data) % width
+        actions: list[Action] = []
+        if stray:
+            data = data[: len(data) - stray]
+            actions.append(
+                self._error(
+                    f"'audio' ends with {stray} byte(s) that are not a whole {width}-byte "
+                    "sample; they were dropped",
+                    param="audio",
+                    client_event=client_event,
+                )
+            )
         if not data:
-            return []
+            return actions
         if not self.audio_started:
             self._retuned(self.settings)  # the stream opens with these
         self.audio_started = True
         self._appended_bytes += len(data)
-        return [FeedAudio(data)]
+        return [*actions, FeedAudio(data)]
 
     def _commit(self, client_event: str | None) -> list[Action]:
         buffered = self._appended_ms - self._boundary_ms

@@ -144,12 +144,16 @@ class OddInput(RuleBasedStateMachine):
                     self.finalize()
             self.end_stream()
             self.ended = True
-            words = " ".join(f.text for f in driver.finals).split()
+            words = " ".join(self.transcript()).split()
             assert words[-len(SPEECH) :] == SPEECH, f"speech after odd input lost: {words}"
             assert all(words.count(w) == 1 for w in SPEECH), f"said twice: {words}"
         for message in driver.sent:
             self.check_shape(message)
         self.check_close()
+
+    def transcript(self) -> list[str]:
+        """The final texts the client got, in order (the engine's, unless overridden)."""
+        return [f.text for f in self.driver.finals]
 
     def check_shape(self, message: Sent) -> None:
         raise NotImplementedError

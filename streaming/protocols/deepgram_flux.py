@@ -43,6 +43,9 @@ Choices where kettle differs from Flux (documented, not hidden):
   audio heard so far in it; words of a transcript not yet final are timed evenly over the
   window with ``confidence`` 0 (partials carry no word alignment); a final's words are the
   model's.
+- The query and ``Configure`` are checked against deepgram_fields' tables (``model`` is
+  required, as Flux's reference says); a ``Configure`` that fails them gets a
+  ``ConfigureFailure`` and changes nothing.
 - ``flux-general-multi`` detects the language per utterance (a multilingual model only);
   ``language_hint`` is ignored, ``numerals`` accepted (Whisper writes numerals as it hears
   fit), ``profanity_filter=true`` and ``redact`` refused.

@@ -141,7 +141,7 @@ class FieldSpec:
                     self.name, f"{self.name} holds {len(value)} items, at most {self.max_items}"
                 )
             return tuple(self._item(v) for v in value)
-        if not isinstance(value, dict):
+        if not isinstance(value, Mapping):
             raise FieldError(self.name, f"{self.name} must be an object, not {_shown(value)}")
         return value
 

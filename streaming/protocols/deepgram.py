@@ -57,6 +57,7 @@ Choices where kettle differs from Deepgram's service (documented, not hidden):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import hashlib
@@ -102,6 +103,7 @@ from kettle.streaming.protocols.deepgram_configure import (
     ConfigureMalformed,
     parse_configure,
 )
+from kettle.streaming.protocols.deepgram_fields import LIVE_MESSAGE
 from kettle.streaming.protocols.deepgram_results import results_body
 from kettle.streaming.protocols.deepgram_wire import (
     ENCODINGS,
@@ -112,8 +114,10 @@ from kettle.streaming.protocols.deepgram_wire import (
     ModelIdentity,
     check_speakers,
     listen_credentials,
+    message_type,
     parse_listen_query,
 )
+from kettle.streaming.protocols.fields import FieldError
 from kettle.streaming.protocols.handshake import (
     HandshakeRefused,
     HandshakeRequest,
@@ -224,7 +228,10 @@ class DeepgramLiveCodec:
             obj = json.loads(text)
         except (json.JSONDecodeError, RecursionError):
             obj = None
-        kind = obj.get("type") if isinstance(obj, dict) else None
+        kind: str | None = None
+        if isinstance(obj, dict):
+            with contextlib.suppress(FieldError):  # (a SchemaError below, past the rate gate)
+                kind = message_type(obj, LIVE_MESSAGE)
         if kind == "CloseStream":
             return self._stop()  # never rate-limited
         verdict = rate.check()
@@ -247,7 +254,8 @@ class DeepgramLiveCodec:
                 # No audio, so no stream to finalize: answered here, at once.
                 return [self._empty_final(i) for i in range(len(self._channels))]
             return [Finalize()]
-        if kind == "Configure" and isinstance(obj, dict):
+        if kind == "Configure":
+            assert isinstance(obj, dict)
             return self._configure(obj, text)
         description = (
             "message is not valid JSON"

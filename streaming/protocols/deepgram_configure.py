@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kettle.streaming.protocols.deepgram_fields import LIVE_CONFIGURE
+from kettle.streaming.protocols.fields import FieldError
 from kettle.transcribe import keyterms
 from kettle.transcribe.errors import ConfigError
 
@@ -51,12 +53,15 @@ class ConfigureMalformed:
 def parse_configure(
     obj: Mapping[str, Any],
 ) -> ConfigureChange | ConfigureFailed | ConfigureMalformed:
-    """A decoded ``Configure`` message, checked in full before anything is changed."""
+    """A decoded ``Configure`` message, checked in full against ``LIVE_CONFIGURE`` before
+    anything is changed (``type`` is the caller's: LIVE_MESSAGE)."""
+    try:
+        LIVE_CONFIGURE.check_json(obj)
+    except FieldError as exc:
+        return ConfigureMalformed(f"{exc} (or null)")
     raw_terms = obj.get("keyterms")
     terms: tuple[str, ...] | None = None
     if raw_terms is not None:
-        if not isinstance(raw_terms, list) or not all(isinstance(t, str) for t in raw_terms):
-            return ConfigureMalformed("keyterms must be an array of strings (or null)")
         try:
             # Deepgram's Configure keyterms are plain terms: no intensifiers to strip.
             terms = keyterms.normalize(raw_terms)
@@ -65,9 +70,7 @@ def parse_configure(
     raw_features = obj.get("features")
     features: dict[str, bool] | None = None
     if raw_features is not None:
-        if not isinstance(raw_features, dict) or not all(
-            isinstance(v, bool) for v in raw_features.values()
-        ):
+        if not all(isinstance(v, bool) for v in raw_features.values()):
             return ConfigureMalformed("features must be an object of true/false values")
         features = {k: v for k, v in raw_features.items() if k in FORMAT_FEATURES}
     return ConfigureChange(terms, features)

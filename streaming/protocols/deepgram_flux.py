@@ -43,6 +43,9 @@ Choices where kettle differs from Flux (documented, not hidden):
   audio heard so far in it; words of a transcript not yet final are timed evenly over the
   window with ``confidence`` 0 (partials carry no word alignment); a final's words are the
   model's.
+- The query and ``Configure`` are checked against deepgram_fields' tables (``model`` is
+  required, as Flux's reference says); a ``Configure`` that fails them gets a
+  ``ConfigureFailure`` and changes nothing.
 - ``flux-general-multi`` detects the language per utterance (a multilingual model only);
   ``language_hint`` is ignored, ``numerals`` accepted (Whisper writes numerals as it hears
   fit), ``profanity_filter=true`` and ``redact`` refused.
@@ -89,6 +92,7 @@ from kettle.streaming.protocols.base import (
     compact_json,
 )
 from kettle.streaming.protocols.deepgram import credentials, kettle_version, refusal, request_id
+from kettle.streaming.protocols.deepgram_fields import FLUX_MESSAGE
 from kettle.streaming.protocols.deepgram_flux_eot import (
     MIN_END_SILENCE_MS,
     SPEAKING,
@@ -108,7 +112,9 @@ from kettle.streaming.protocols.deepgram_wire import (
     SUBPROTOCOL,
     ListenParamError,
     ModelIdentity,
+    message_type,
 )
+from kettle.streaming.protocols.fields import FieldError
 from kettle.streaming.protocols.handshake import (
     HandshakeRefused,
     HandshakeRequest,
@@ -246,7 +252,10 @@ class DeepgramFluxCodec:
                 "UNPARSABLE_CLIENT_MESSAGE", "a text message must be a JSON object with a type"
             )
             return [Send(OutMessage(OTHER, message, closing=True, fatal=True), "bad_message")]
-        kind = obj.get("type")
+        try:
+            kind: str | None = message_type(obj, FLUX_MESSAGE)
+        except FieldError:
+            kind = None  # warned below, after the rate gate
         if kind == "CloseStream":
             self._stopped = True
             return [Stop()]  # never rate-limited
@@ -269,11 +278,12 @@ class DeepgramFluxCodec:
             return self._configure(obj)
         if kind == "ForceEndTurn":
             return self._force_end()
+        shown = str(obj.get("type"))[:_ECHO_LIMIT]
         return [
             self._warning(
                 "UNKNOWN_MESSAGE_TYPE",
                 "expected a message of type Configure, ForceEndTurn or CloseStream, not "
-                f"{str(kind)[:_ECHO_LIMIT]!r}; it was ignored",
+                f"{shown!r}; it was ignored",
                 "bad_message",
             )
         ]
@@ -298,7 +308,8 @@ class DeepgramFluxCodec:
                         "type": "ConfigureFailure",
                         "code": "INVALID_CONFIGURE",
                         "description": str(exc),
-                    }
+                    },
+                    "bad_message",  # counted as kettle_errors{code="bad_message"}
                 )
             ]
         self.thresholds = change.thresholds

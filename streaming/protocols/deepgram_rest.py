@@ -9,21 +9,21 @@ No I/O here: the route decodes the audio and runs the pipeline.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kettle.streaming.protocols.deepgram_fields import PRERECORDED_QUERY
 from kettle.streaming.protocols.deepgram_wire import (
-    PRERECORDED_PARAMETERS,
     ModelIdentity,
-    parse_int,
+    checked_query,
     plain_transcript,
     query_diarize,
     query_encoding,
     query_flag,
     query_keyterms,
     query_language,
-    query_values,
+    query_lists,
     word_fields,
 )
 from kettle.transcribe.audio_io import RawFormat
@@ -31,8 +31,6 @@ from kettle.transcribe.transcript import Transcript
 
 # Deepgram's raw encodings -> the file reader's RawFormat names.
 RAW_ENCODINGS = {"linear16": "s16le", "mulaw": "mulaw", "alaw": "alaw"}
-MIN_RAW_SAMPLE_RATE = 1000
-MAX_RAW_SAMPLE_RATE = 192000
 
 
 @dataclass(frozen=True)
@@ -55,29 +53,37 @@ class PrerecordedParams:
 def parse_prerecorded_query(
     query: str, *, multilingual: bool, model_name: str
 ) -> PrerecordedParams:
-    """The request's query string; ListenParamError (HTTP 400) names what is wrong.
-    Parameters kettle does not implement are ignored; as on the live endpoint, one that
-    kettle reads must not be given twice with different values, and ``encoding`` and
-    ``sample_rate`` follow the live rule (`query_encoding`): raw audio needs both."""
-    one = query_values(query, PRERECORDED_PARAMETERS)
+    """The request's query string; ListenParamError (HTTP 400) names what is wrong."""
+    return prerecorded_params(query_lists(query), multilingual=multilingual, model_name=model_name)
+
+
+def prerecorded_params(
+    values: Mapping[str, Sequence[str]], *, multilingual: bool, model_name: str
+) -> PrerecordedParams:
+    """A decoded query (`query_lists`), checked against ``PRERECORDED_QUERY``: documented
+    parameters kettle does not implement are checked, then ignored; undocumented ones are
+    never read. As on the live endpoint, one that is not a list must not be given twice with
+    different values, and ``encoding`` and ``sample_rate`` follow the live rule
+    (`query_encoding`): raw audio needs both."""
+    fields = checked_query(values, PRERECORDED_QUERY)
     raw = None
-    encoding, rate = query_encoding(one, (MIN_RAW_SAMPLE_RATE, MAX_RAW_SAMPLE_RATE))
+    encoding, rate = query_encoding(fields)
     if encoding is not None:
-        channels = parse_int("channels", one["channels"], 1, 32) if "channels" in one else 1
-        raw = RawFormat(RAW_ENCODINGS[encoding], rate, channels)
-    multichannel = query_flag(one, "multichannel")
-    detect = query_flag(one, "detect_language")
-    language = query_language(one, multilingual=multilingual, model_name=model_name, detect=detect)
+        raw = RawFormat(RAW_ENCODINGS[encoding], rate, fields.get("channels", 1))
+    detect = query_flag(fields, "detect_language")
+    language = query_language(
+        fields, multilingual=multilingual, model_name=model_name, detect=detect
+    )
     return PrerecordedParams(
         raw=raw,
-        model=one.get("model"),
+        model=fields.get("model"),
         language=language if multilingual else (language or "en"),
-        punctuate=query_flag(one, "punctuate"),
-        smart_format=query_flag(one, "smart_format"),
+        punctuate=query_flag(fields, "punctuate"),
+        smart_format=query_flag(fields, "smart_format"),
         detect_language=detect,
-        multichannel=multichannel,
-        keyterms=query_keyterms(query),
-        diarize=query_diarize(one),
+        multichannel=query_flag(fields, "multichannel"),
+        keyterms=query_keyterms(fields),
+        diarize=query_diarize(fields),
     )
 
 
@@ -145,5 +151,6 @@ __all__ = [
     "PrerecordedParams",
     "error_body",
     "parse_prerecorded_query",
+    "prerecorded_params",
     "render_prerecorded",
 ]

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from kettle.kernels.pcm import MAX_CHANNELS, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
 from kettle.streaming.core.agreement import normalize_word, split_words
 from kettle.streaming.core.session import SessionConfig
+from kettle.streaming.protocols.deepgram_fields import LIVE_QUERY, MAX_ENDPOINTING_MS
+from kettle.streaming.protocols.fields import FieldError, FieldTable
 from kettle.streaming.protocols.handshake import bearer_token
 from kettle.transcribe import keyterms
 from kettle.transcribe.errors import ConfigError, KettleError
@@ -24,31 +25,7 @@ ENCODINGS = {"linear16": "pcm_s16le", "mulaw": "mulaw", "alaw": "alaw"}
 # Deepgram's encodings whose streams describe themselves: read as a container is.
 SELF_DESCRIBING = ("ogg-opus", "flac")
 MIN_ENDPOINTING_MS = 200
-MAX_ENDPOINTING_MS = 10000
-MAX_UTTERANCE_END_MS = 600_000
 SUBPROTOCOL = "token"
-# The query parameters each endpoint reads; it ignores the rest.
-_SHARED_PARAMETERS = frozenset(
-    {
-        "model",
-        "encoding",
-        "sample_rate",
-        "channels",
-        "multichannel",
-        "language",
-        "punctuate",
-        "smart_format",
-        "diarize",
-        "diarize_model",
-    }
-)
-LIVE_PARAMETERS = _SHARED_PARAMETERS | {
-    "endpointing",
-    "utterance_end_ms",
-    "interim_results",
-    "vad_events",
-}
-PRERECORDED_PARAMETERS = _SHARED_PARAMETERS | {"detect_language"}
 
 
 class ListenParamError(KettleError):
@@ -160,16 +137,11 @@ def parse_language(raw: str) -> str | None:
 
 
 def query_values(query: str, reads: Collection[str]) -> dict[str, str]:
-    """The parameters kettle reads (``reads``), one value each; ListenParamError when the
-    query cannot be decoded or gives one of them twice with different values. The others
-    are left out: kettle ignores them, and Deepgram's lists (``tag``, ``keywords``, ...) may
-    repeat."""
-    try:
-        pairs = parse_qs(query, keep_blank_values=True, errors="strict")
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ListenParamError(f"query string cannot be decoded: {exc}") from None
+    """The parameters ``reads`` names, one value each; ListenParamError when the query
+    cannot be decoded or gives one of them twice with different values. The others are left
+    out. (AssemblyAI's query; Deepgram's are read through their tables: `query_lists`.)"""
     one: dict[str, str] = {}
-    for name, values in pairs.items():
+    for name, values in query_lists(query).items():
         if name not in reads:
             continue
         if len(set(values)) > 1:
@@ -178,30 +150,50 @@ def query_values(query: str, reads: Collection[str]) -> dict[str, str]:
     return one
 
 
-def query_keyterms(query: str) -> tuple[str, ...]:
-    """Every ``keyterm`` (Nova-3: plain terms) then every ``keywords`` (Nova-2:
-    ``term:intensifier``, the intensifier dropped) in the query, as one normalized tuple:
-    Whisper takes both the same way. ListenParamError past keyterms' limits."""
+def query_lists(query: str) -> dict[str, list[str]]:
+    """Every parameter of a query string with its values in order; ListenParamError when it
+    cannot be decoded. ``encoding``'s case is not significant (``ALAW`` is ``alaw``)."""
     try:
         pairs = parse_qs(query, keep_blank_values=True, errors="strict")
     except (UnicodeDecodeError, ValueError) as exc:
         raise ListenParamError(f"query string cannot be decoded: {exc}") from None
+    if "encoding" in pairs:
+        pairs["encoding"] = [v.strip().lower() for v in pairs["encoding"]]
+    return pairs
+
+
+def checked_query(values: Mapping[str, Sequence[str]], table: FieldTable) -> dict[str, Any]:
+    """The fields of a decoded query (`query_lists`) that ``table`` names, typed and checked
+    against it (`FieldTable.parse_query`): a repeatable one's values as a tuple. Nothing else
+    is read: parameters the table lacks are ignored. ListenParamError (HTTP 400) names what
+    is wrong."""
     try:
-        terms = keyterms.normalize(pairs.get("keyterm", ()))
-        weighted = keyterms.normalize(pairs.get("keywords", ()), weighted=True)
+        return table.parse_query(values)
+    except FieldError as exc:
+        raise ListenParamError(str(exc)) from None
+
+
+def query_keyterms(fields: Mapping[str, Any]) -> tuple[str, ...]:
+    """Every ``keyterm`` (Nova-3: plain terms) then every ``keywords`` (Nova-2:
+    ``term:intensifier``, the intensifier dropped) of checked fields, as one normalized tuple:
+    Whisper takes both the same way. ListenParamError past keyterms' limits."""
+    try:
+        terms = keyterms.normalize(fields.get("keyterm", ()))
+        weighted = keyterms.normalize(fields.get("keywords", ()), weighted=True)
         return keyterms.normalize((*terms, *weighted))
     except ConfigError as exc:
         raise ListenParamError(str(exc)) from None
 
 
-def query_flag(one: Mapping[str, str], name: str) -> bool:
-    """A true/false parameter; absent is false."""
-    return parse_flag(name, one[name]) if name in one else False
+def query_flag(fields: Mapping[str, Any], name: str) -> bool:
+    """A checked true/false parameter; absent is false."""
+    return bool(fields.get(name, False))
 
 
-def query_diarize(one: Mapping[str, str]) -> bool:
-    """``diarize=true``, or ``diarize_model`` (any version: Deepgram's newer way to ask)."""
-    return query_flag(one, "diarize") or bool(one.get("diarize_model", "").strip())
+def query_diarize(fields: Mapping[str, Any]) -> bool:
+    """``diarize=true``, or ``diarize_model`` (one of the documented versions: Deepgram's
+    newer way to ask)."""
+    return query_flag(fields, "diarize") or "diarize_model" in fields
 
 
 NO_SPEAKER_MODEL = "diarize is not available: this server has no speaker model (kettle[diarize])"
@@ -214,31 +206,29 @@ def check_speakers(diarize: bool, speakers: bool) -> None:
 
 
 def query_language(
-    one: Mapping[str, str], *, multilingual: bool, model_name: str, detect: bool = False
+    fields: Mapping[str, Any], *, multilingual: bool, model_name: str, detect: bool = False
 ) -> str | None:
     """``language`` ("en" when absent; None to detect, as ``detect`` asks too), which the
     model must know: an English-only model takes English only."""
     if detect:
-        return None  # ``language`` is then not looked at
-    language = parse_language(one["language"]) if "language" in one else "en"
+        return None  # ``language`` is then not used
+    language = parse_language(fields["language"]) if "language" in fields else "en"
     if language not in (None, "en") and not multilingual:
         raise ListenParamError(f"language {language!r}: model {model_name} is English-only")
     return language
 
 
-def query_encoding(
-    one: Mapping[str, str], rates: tuple[int, int], *, containers: bool = True
-) -> tuple[str | None, int]:
-    """``encoding`` and ``sample_rate``, one rule for every Deepgram endpoint: raw audio
-    (linear16, mulaw, alaw) needs both, as Deepgram documents (its bytes say neither).
-    Without ``encoding``, or with a self-describing one (ogg-opus, flac), the audio is in a
-    container whose header says its rate, and ``sample_rate`` is not read; an endpoint that
-    takes no containers (``containers`` False) refuses those encodings. Returns (the raw
-    encoding or None, the sample rate: 16000 for a container); ListenParamError (HTTP 400)
-    for anything else."""
-    raw = one.get("encoding")
-    encoding = raw.strip().lower() if raw is not None else ""
-    if containers and (raw is None or encoding in SELF_DESCRIBING):
+def query_encoding(fields: Mapping[str, Any], *, containers: bool = True) -> tuple[str | None, int]:
+    """``encoding`` and ``sample_rate`` (checked fields: the table bounds the rate), one rule
+    for every Deepgram endpoint: raw audio (linear16, mulaw, alaw) needs both, as Deepgram
+    documents (its bytes say neither). Without ``encoding``, or with a self-describing one
+    (ogg-opus, flac), the audio is in a container whose header says its rate, and
+    ``sample_rate`` is not used; an endpoint that takes no containers (``containers`` False)
+    refuses those encodings. Returns (the raw encoding or None, the sample rate: 16000 for a
+    container); ListenParamError (HTTP 400) for a documented encoding kettle cannot decode,
+    and for raw audio without its rate."""
+    encoding = fields.get("encoding")
+    if containers and (encoding is None or encoding in SELF_DESCRIBING):
         return None, 16000
     if encoding not in ENCODINGS:
         if containers:
@@ -246,55 +236,62 @@ def query_encoding(
         else:
             accepted = f"{', '.join(ENCODINGS)} (this endpoint takes raw audio, not containers)"
         raise ListenParamError(f"encoding must be one of {accepted}, not {encoding!r}")
-    if "sample_rate" not in one:
+    if "sample_rate" not in fields:
         raise ListenParamError(
             f"sample_rate is required with encoding={encoding}: raw audio does not say its rate"
         )
-    return encoding, parse_int("sample_rate", one["sample_rate"], *rates)
+    return encoding, int(fields["sample_rate"])
 
 
 def parse_listen_query(query: str, *, multilingual: bool, model_name: str) -> ListenParams:
-    """The handshake's query string; ListenParamError (HTTP 400) names what is wrong.
+    """The handshake's query string; ListenParamError (HTTP 400) names what is wrong."""
+    return listen_params(query_lists(query), multilingual=multilingual, model_name=model_name)
 
-    Parameters kettle does not implement (numerals, redact, ...) are ignored, as Deepgram
-    ignores those a model does not support. Without ``encoding`` the audio is in a
+
+def listen_params(
+    values: Mapping[str, Sequence[str]], *, multilingual: bool, model_name: str
+) -> ListenParams:
+    """A decoded handshake query (`query_lists`), checked against ``LIVE_QUERY``: every
+    documented parameter is typed and bounded there, those kettle does not implement
+    (numerals, redact, tag, ...) are then ignored, as Deepgram ignores those a model does not
+    support, and undocumented ones are never read. Without ``encoding`` the audio is in a
     container (its header says the rest), as Deepgram takes it; raw audio needs
-    ``sample_rate`` too (`query_encoding`).
-    """
-    one = query_values(query, LIVE_PARAMETERS)
-    encoding, rate = query_encoding(one, (MIN_SAMPLE_RATE, MAX_SAMPLE_RATE))
-    channels = parse_int("channels", one["channels"], 1, MAX_CHANNELS) if "channels" in one else 1
-    language = query_language(one, multilingual=multilingual, model_name=model_name)
+    ``sample_rate`` too (`query_encoding`)."""
+    fields = checked_query(values, LIVE_QUERY)
+    encoding, rate = query_encoding(fields)
+    language = query_language(fields, multilingual=multilingual, model_name=model_name)
     endpointing, endpointing_ms = True, None
-    if "endpointing" in one:
-        raw = one["endpointing"].strip().lower()
-        if raw == "false":
+    if "endpointing" in fields:
+        value = fields["endpointing"]
+        if value == "false":
             endpointing = False
-        elif raw != "true":
-            endpointing_ms = parse_int("endpointing", raw, 0, MAX_ENDPOINTING_MS)
-    utterance_end_ms = None
-    if "utterance_end_ms" in one:
-        utterance_end_ms = parse_int(
-            "utterance_end_ms", one["utterance_end_ms"], 1, MAX_UTTERANCE_END_MS
-        )
+        elif value != "true":
+            endpointing_ms = int(value)
     flags = {
-        name: query_flag(one, name)
+        name: query_flag(fields, name)
         for name in ("interim_results", "vad_events", "punctuate", "smart_format")
     }
     return ListenParams(
-        keyterms=query_keyterms(query),
+        keyterms=query_keyterms(fields),
         encoding=encoding,
         sample_rate=rate,
-        channels=channels,
-        multichannel=query_flag(one, "multichannel"),
-        model=one.get("model"),
+        channels=fields.get("channels", 1),
+        multichannel=query_flag(fields, "multichannel"),
+        model=fields.get("model"),
         language=language,
-        diarize=query_diarize(one),
+        diarize=query_diarize(fields),
         endpointing_ms=endpointing_ms,
         endpointing=endpointing,
-        utterance_end_ms=utterance_end_ms,
+        utterance_end_ms=fields.get("utterance_end_ms"),
         **flags,
     )
+
+
+def message_type(obj: Mapping[str, Any], table: FieldTable) -> str:
+    """A client message's ``type``, checked against ``table`` (LIVE_MESSAGE, FLUX_MESSAGE):
+    FieldError when it is missing, not a string, or not one of the documented types."""
+    table.check_json(obj)
+    return str(obj["type"])
 
 
 def listen_credentials(
@@ -366,7 +363,10 @@ __all__ = [
     "ListenParams",
     "ModelIdentity",
     "check_speakers",
+    "checked_query",
     "listen_credentials",
+    "listen_params",
+    "message_type",
     "parse_flag",
     "parse_int",
     "parse_language",
@@ -374,7 +374,10 @@ __all__ = [
     "plain_transcript",
     "query_diarize",
     "query_encoding",
+    "query_flag",
     "query_keyterms",
+    "query_language",
+    "query_lists",
     "spread_words",
     "word_fields",
 ]

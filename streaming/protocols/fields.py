@@ -13,7 +13,8 @@ value's type. Both raise ``FieldError`` with a message meant for the client.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,10 @@ OBJECT = "object"  # a JSON object, checked by the codec itself
 KINDS = (BOOL, INT, NUMBER, STRING, ENUM, STRINGS, OBJECT)
 
 _TRUE, _FALSE = ("true",), ("false",)
+# A query's integer and number as the references write them (ASCII digits: Python's int() and
+# float() also take "1_000", "٣" and "infinity", which no client means).
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+_NUMBER_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
 class FieldError(KettleError):
@@ -42,7 +47,10 @@ class FieldError(KettleError):
 @dataclass(frozen=True)
 class FieldSpec:
     """One documented field. ``low``/``high`` bound an INT or NUMBER (inclusive), or the
-    length of a STRING or STRINGS' items; ``choices`` are an ENUM's values."""
+    length of a STRING or STRINGS' items; ``choices`` are an ENUM's values (or, for STRINGS,
+    each item's). ``literals``: query texts taken as they are besides the kind's (Deepgram's
+    ``endpointing`` is milliseconds or ``false``). ``nullable``: JSON null is accepted (and
+    means "unchanged" to the codecs that read it)."""
 
     name: str
     kind: str
@@ -52,18 +60,24 @@ class FieldSpec:
     high: float | None = None
     choices: tuple[str, ...] = ()
     max_items: int | None = None  # STRINGS: at most this many
+    literals: tuple[str, ...] = ()
+    nullable: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"{self.name}: unknown kind {self.kind!r}")
-        if (self.kind == ENUM) != bool(self.choices):
-            raise ValueError(f"{self.name}: an enum needs choices, and only an enum has them")
+        if self.kind == ENUM and not self.choices:
+            raise ValueError(f"{self.name}: an enum needs choices")
+        if self.choices and self.kind not in (ENUM, STRINGS):
+            raise ValueError(f"{self.name}: only an enum or a list of strings has choices")
         if not self.url.startswith("https://"):
             raise ValueError(f"{self.name}: a row needs its reference's URL")
 
     def parse_query(self, raw: str) -> Any:
-        """The typed value of a query parameter's text."""
+        """The typed value of a query parameter's text (one value of a repeated STRINGS)."""
         text = raw.strip()
+        if text.lower() in self.literals:
+            return text.lower()
         if self.kind == BOOL:
             if text.lower() in _TRUE:
                 return True
@@ -71,29 +85,28 @@ class FieldSpec:
                 return False
             raise FieldError(self.name, f"{self.name} must be true or false, not {raw!r}")
         if self.kind == INT:
-            try:
-                value: Any = int(text)
-            except ValueError:
-                raise FieldError(
-                    self.name, f"{self.name} must be an integer, not {raw!r}"
-                ) from None
-            return self._in_range(value)
+            if not _INT_TEXT.fullmatch(text):
+                raise FieldError(self.name, f"{self.name} must be an integer, not {raw!r}")
+            return self._in_range(int(text))
         if self.kind == NUMBER:
-            try:
-                value = float(text)
-            except ValueError:
-                raise FieldError(self.name, f"{self.name} must be a number, not {raw!r}") from None
+            if not _NUMBER_TEXT.fullmatch(text):
+                raise FieldError(self.name, f"{self.name} must be a number, not {raw!r}")
+            value = float(text)
             if not math.isfinite(value):
                 raise FieldError(self.name, f"{self.name} must be a finite number, not {raw!r}")
             return self._in_range(value)
-        if self.kind in (STRING, STRINGS):
+        if self.kind == STRING:
             return self._text(raw)
+        if self.kind == STRINGS:
+            return self._item(raw)
         if self.kind == ENUM:
             return self._choice(text)
         raise FieldError(self.name, f"{self.name} cannot be given in the query string")
 
     def check_json(self, value: Any) -> Any:
         """A JSON value of this field, checked (returned as it is, or as a tuple for STRINGS)."""
+        if value is None and self.nullable:
+            return None
         if self.kind == BOOL:
             if not isinstance(value, bool):
                 raise FieldError(self.name, f"{self.name} must be a boolean, not {_shown(value)}")
@@ -127,8 +140,8 @@ class FieldSpec:
                 raise FieldError(
                     self.name, f"{self.name} holds {len(value)} items, at most {self.max_items}"
                 )
-            return tuple(self._text(v) for v in value)
-        if not isinstance(value, dict):
+            return tuple(self._item(v) for v in value)
+        if not isinstance(value, Mapping):
             raise FieldError(self.name, f"{self.name} must be an object, not {_shown(value)}")
         return value
 
@@ -146,6 +159,10 @@ class FieldSpec:
                 self.name, f"{self.name} must be {self._bounds()} characters long, not {n}"
             )
         return value
+
+    def _item(self, value: str) -> str:
+        """One string of a STRINGS: its length, and one of ``choices`` when there are any."""
+        return self._choice(self._text(value)) if self.choices else self._text(value)
 
     def _choice(self, value: str) -> str:
         if value not in self.choices:
@@ -193,6 +210,30 @@ class FieldTable:
                     raise FieldError(f.name, f"{f.name} is required")
                 continue
             f.check_json(obj[f.name])
+
+    def parse_query(self, values: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+        """A decoded query string's fields (name -> its values, in order), typed and checked:
+        every field this table names that is present (a STRINGS field's values as a tuple, any
+        other's one value, which may be repeated but not changed) and every required one.
+        Names the table lacks are never looked at: the caller ignores them."""
+        out: dict[str, Any] = {}
+        for f in self.fields:
+            if f.name not in values:
+                if f.required:
+                    raise FieldError(f.name, f"{f.name} is required")
+                continue
+            raw = values[f.name]
+            if f.kind == STRINGS:
+                if f.max_items is not None and len(raw) > f.max_items:
+                    raise FieldError(
+                        f.name, f"{f.name} is given {len(raw)} times, at most {f.max_items}"
+                    )
+                out[f.name] = tuple(f.parse_query(v) for v in raw)
+            elif len(set(raw)) > 1:
+                raise FieldError(f.name, f"{f.name} is given more than once with different values")
+            else:
+                out[f.name] = f.parse_query(raw[0])
+        return out
 
     def missing(self, present: Mapping[str, Any]) -> list[str]:
         """The required fields ``present`` lacks."""

@@ -125,6 +125,8 @@ async def _transcribe(server: KettleServer, request: Request, request_id: str) -
         )
         check_speakers(params.diarize, engine.speakers is not None)
     except ListenParamError as exc:
+        # No session to refuse: counted as an error sent, with the handshakes' reason.
+        server.metrics.errors.labels(code="bad_query").inc()
         raise _Refused(400, "Bad Request", str(exc)) from None
     if request.headers.get("content-type", "").split(";")[0].strip() == "application/json":
         raise _Refused(

@@ -13,6 +13,7 @@ value's type. Both raise ``FieldError`` with a message meant for the client.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,11 @@ OBJECT = "object"  # a JSON object, checked by the codec itself
 KINDS = (BOOL, INT, NUMBER, STRING, ENUM, STRINGS, OBJECT)
 
 _TRUE, _FALSE = ("true",), ("false",)
+_INTEGER = re.compile(r"[+-]?[0-9]+")  # (int() would also take "16_000" and other digits)
+# A row's reference: a public page, or a section of kettle's own protocol document.
+_PROTOCOL_DOC = re.compile(r"docs/protocol\.md#[a-z0-9][a-z0-9-]*")
+_NULLS = ("", "null")  # a nullable query parameter's null
+_LISTED = 12  # an enum with more choices is named by its count in a refusal
 
 
 class FieldError(KettleError):
@@ -42,7 +48,14 @@ class FieldError(KettleError):
 @dataclass(frozen=True)
 class FieldSpec:
     """One documented field. ``low``/``high`` bound an INT or NUMBER (inclusive), or the
-    length of a STRING or STRINGS' items; ``choices`` are an ENUM's values."""
+    length of a STRING or STRINGS' items; ``choices`` are an ENUM's values.
+
+    ``url``: the reference (``https://...``, or ``docs/protocol.md#<section>`` for kettle's
+    own protocol). ``nullable``: JSON null (and, in a query, an empty value or ``null``) is
+    taken and means "not set" (None). ``fold_case``: an ENUM's value is matched ignoring case
+    and returned as its choice. ``integral_floats``: an INT takes a JSON float without a
+    fraction (``16000.0``), as JSON has one number type; False refuses it.
+    """
 
     name: str
     kind: str
@@ -52,18 +65,23 @@ class FieldSpec:
     high: float | None = None
     choices: tuple[str, ...] = ()
     max_items: int | None = None  # STRINGS: at most this many
+    nullable: bool = False
+    fold_case: bool = False
+    integral_floats: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"{self.name}: unknown kind {self.kind!r}")
         if (self.kind == ENUM) != bool(self.choices):
             raise ValueError(f"{self.name}: an enum needs choices, and only an enum has them")
-        if not self.url.startswith("https://"):
+        if not (self.url.startswith("https://") or _PROTOCOL_DOC.fullmatch(self.url)):
             raise ValueError(f"{self.name}: a row needs its reference's URL")
 
     def parse_query(self, raw: str) -> Any:
         """The typed value of a query parameter's text."""
         text = raw.strip()
+        if self.nullable and text in _NULLS:
+            return None
         if self.kind == BOOL:
             if text.lower() in _TRUE:
                 return True
@@ -71,13 +89,9 @@ class FieldSpec:
                 return False
             raise FieldError(self.name, f"{self.name} must be true or false, not {raw!r}")
         if self.kind == INT:
-            try:
-                value: Any = int(text)
-            except ValueError:
-                raise FieldError(
-                    self.name, f"{self.name} must be an integer, not {raw!r}"
-                ) from None
-            return self._in_range(value)
+            if not _INTEGER.fullmatch(text):
+                raise FieldError(self.name, f"{self.name} must be an integer, not {raw!r}")
+            return self._in_range(int(text))
         if self.kind == NUMBER:
             try:
                 value = float(text)
@@ -93,14 +107,17 @@ class FieldSpec:
         raise FieldError(self.name, f"{self.name} cannot be given in the query string")
 
     def check_json(self, value: Any) -> Any:
-        """A JSON value of this field, checked (returned as it is, or as a tuple for STRINGS)."""
+        """A JSON value of this field, checked (returned as it is, or as a tuple for STRINGS;
+        None for a nullable field's null)."""
+        if value is None and self.nullable:
+            return None
         if self.kind == BOOL:
             if not isinstance(value, bool):
                 raise FieldError(self.name, f"{self.name} must be a boolean, not {_shown(value)}")
             return value
         if self.kind == INT:
             if isinstance(value, bool) or not isinstance(value, int):
-                if isinstance(value, float) and value.is_integer():
+                if self.integral_floats and isinstance(value, float) and value.is_integer():
                     return self._in_range(int(value))  # JSON has one number type
                 raise FieldError(self.name, f"{self.name} must be an integer, not {_shown(value)}")
             return self._in_range(value)
@@ -148,11 +165,17 @@ class FieldSpec:
         return value
 
     def _choice(self, value: str) -> str:
-        if value not in self.choices:
-            raise FieldError(
-                self.name, f"{self.name} must be one of {', '.join(self.choices)}, not {value!r}"
-            )
-        return value
+        if value in self.choices:
+            return value
+        if self.fold_case:
+            for choice in self.choices:
+                if choice.casefold() == value.casefold():
+                    return choice
+        if len(self.choices) > _LISTED:
+            named = f"the {len(self.choices)} values {', '.join(self.choices[:3])}, ..."
+        else:
+            named = ", ".join(self.choices)
+        raise FieldError(self.name, f"{self.name} must be one of {named}, not {_shown(value)}")
 
     def _bounds(self) -> str:
         low = "" if self.low is None else f"{self.low:g}"
@@ -193,6 +216,27 @@ class FieldTable:
                     raise FieldError(f.name, f"{f.name} is required")
                 continue
             f.check_json(obj[f.name])
+
+    def parse_json(
+        self, obj: Mapping[str, Any], *, ignore: frozenset[str] = frozenset()
+    ) -> tuple[dict[str, Any], list[FieldError]]:
+        """Every field of ``obj`` this table names, checked: the checked values of those that
+        pass, and the error of each that does not (a required one missing among them), so a
+        codec that refuses a message whole can name every reason."""
+        values: dict[str, Any] = {}
+        errors: list[FieldError] = []
+        for f in self.fields:
+            if f.name in ignore:
+                continue
+            if f.name not in obj:
+                if f.required:
+                    errors.append(FieldError(f.name, f"{f.name} is required"))
+                continue
+            try:
+                values[f.name] = f.check_json(obj[f.name])
+            except FieldError as exc:
+                errors.append(exc)
+        return values, errors
 
     def missing(self, present: Mapping[str, Any]) -> list[str]:
         """The required fields ``present`` lacks."""

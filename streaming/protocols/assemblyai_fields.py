@@ -91,7 +91,12 @@ QUERY = FieldTable(
         FieldSpec("max_speakers", INT, UNIVERSAL, low=1, high=MAX_SPEAKERS),
         _threshold("vad_threshold", UNIVERSAL),
         FieldSpec("prompt", STRING, U3_PRO),
+        FieldSpec("agent_context", STRING, U3_PRO),
         FieldSpec("mode", ENUM, MODES, choices=("min_latency", "balanced", "max_accuracy")),
+        FieldSpec("continuous_partials", BOOL, SDK),
+        FieldSpec("interruption_delay", INT, SDK, low=0),
+        FieldSpec("turn_left_pad_ms", INT, SDK, low=0),
+        FieldSpec("filter_profanity", BOOL, SDK),
         FieldSpec("kettle_revisions", BOOL, KETTLE),  # kettle's own: corrected turns
     ),
 )

@@ -35,7 +35,8 @@ SDK = (
     "https://github.com/AssemblyAI/assemblyai-python-sdk/blob/HEAD/"
     "assemblyai/streaming/v3/models.py"
 )
-KETTLE = "docs/protocol.md#server-to-client"  # kettle's revisions, which kettle_revisions asks
+# kettle's revisions, which kettle_revisions asks for (PROTOCOL.md's "Server to client").
+KETTLE = "docs/protocol.md#server-to-client-all-text-json-one-object-per-message"
 
 ENCODINGS = ("pcm_s16le", "pcm_mulaw")
 MAX_SILENCE_MS = 60_000  # kettle's bound: the reference gives none

@@ -4,8 +4,10 @@ each row's violations and valid edge values, derived from its kind, bounds and c
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +27,21 @@ from kettle.streaming.server.hosts import HostPolicy
 from kettle.streaming.server.limits import Authenticator
 from kettle.streaming.server.metrics import ServerMetrics
 from kettle.streaming.server.origins import OriginPolicy
+
+PROTOCOL_DOC = Path(__file__).resolve().parents[3] / "docs" / "protocol.md"
+
+
+def protocol_anchors() -> set[str] | None:
+    """The section anchors of docs/protocol.md as GitHub makes them (None: no such file yet;
+    issue 39 moves PROTOCOL.md there)."""
+    if not PROTOCOL_DOC.exists():
+        return None
+    headings = re.findall(r"^#+ (.+)$", PROTOCOL_DOC.read_text(encoding="utf-8"), re.M)
+    return {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-") for h in headings}
+
+
+def cited_sections(urls: set[str]) -> set[str]:
+    return {url.partition("#")[2] for url in urls if url.startswith("docs/protocol.md#")}
 
 
 class AllowGate:

@@ -30,7 +30,7 @@ OBJECT = "object"  # a JSON object, checked by the codec itself
 KINDS = (BOOL, INT, NUMBER, STRING, ENUM, STRINGS, OBJECT)
 
 _TRUE, _FALSE = ("true",), ("false",)
-_INTEGER = re.compile(r"[+-]?[0-9]+")  # (int() would also take "16_000" and other digits)
+_INTEGER = re.compile(r"-?[0-9]+")  # (int() would also take "+16", "16_000", other digits)
 # A row's reference: a public page, or a section of kettle's own protocol document.
 _PROTOCOL_DOC = re.compile(r"docs/protocol\.md#[a-z0-9][a-z0-9-]*")
 _NULLS = ("", "null")  # a nullable query parameter's null

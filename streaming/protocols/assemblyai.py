@@ -76,14 +76,15 @@ from kettle.streaming.core.events import (
     Revision,
     SpeechStarted,
 )
+from kettle.streaming.protocols import assemblyai_fields
 from kettle.streaming.protocols.assemblyai_wire import (
     ENCODINGS,
     PATH,
     AssemblyAIParamError,
+    ConfigurationUpdate,
     StreamParams,
+    parse_client_message,
     parse_query,
-    parse_terms,
-    turn_settings,
 )
 from kettle.streaming.protocols.assemblyai_wire import (
     credentials as key_credentials,
@@ -223,6 +224,8 @@ class AssemblyAICodec:
         return [FeedAudio(data)]
 
     def on_text(self, text: str, rate: RateGate) -> list[Action]:
+        """A client message, checked against its type's table (``assemblyai_fields``): any
+        mistake closes the session with Error 3006, as AssemblyAI's does."""
         if self._stopped:
             return []
         try:
@@ -232,34 +235,37 @@ class AssemblyAICodec:
         kind = obj.get("type") if isinstance(obj, dict) else None
         if not isinstance(kind, str):
             return self._fatal(INVALID_MESSAGE, f"Invalid Message: {text[:_ECHO_LIMIT]}")
-        if kind == "Terminate":
+        if kind not in assemblyai_fields.MESSAGES:
+            return self._fatal(INVALID_MESSAGE, f"Invalid Message Type: {kind[:_ECHO_LIMIT]}")
+        if kind in ("KeepAlive", "UpdateConfiguration") and rate.check() != "allow":
+            return []  # over the rate: AssemblyAI has no notice for it, so dropped quietly
+        try:
+            message = parse_client_message(obj)
+        except AssemblyAIParamError as exc:
+            return self._fatal(INVALID_MESSAGE, f"Invalid Message: {str(exc)[:_ECHO_LIMIT]}")
+        if message.type == "Terminate":
             self._stopped = True
             return [Stop()]
-        if kind == "ForceEndpoint":
+        if message.type == "ForceEndpoint":
             return [Finalize()] if self._bytes else []  # no audio: no turn to end
-        if kind not in ("KeepAlive", "UpdateConfiguration"):
-            return self._fatal(INVALID_MESSAGE, f"Invalid Message Type: {kind[:_ECHO_LIMIT]}")
-        if rate.check() != "allow":
-            return []  # over the rate: AssemblyAI has no notice for it, so dropped quietly
-        if kind == "KeepAlive":
-            return []  # reading it reset the idle timer
-        return self._update(obj)
+        if message.update is None:
+            return []  # KeepAlive: reading it reset the idle timer
+        return self._update(message.update)
 
-    def _update(self, obj: Mapping[str, Any]) -> list[Action]:
+    def _update(self, update: ConfigurationUpdate) -> list[Action]:
         """UpdateConfiguration: keyterms and the turn settings (as the endpoint they give)
-        apply to the open stream from now on, and to the stream's setup if none is open."""
-        try:
-            turns = turn_settings(obj)
-            raw = obj.get("keyterms_prompt")
-            terms = None if raw is None else parse_terms(raw if isinstance(raw, list) else [raw])
-        except ListenParamError as exc:
-            return self._fatal(INVALID_MESSAGE, f"Invalid Message: {exc}")
+        apply to the open stream from now on, and to the stream's setup if none is open;
+        format_turns to the turns that end from now on."""
         before = self.params.turns.endpoint_ms(self.params.u3)
-        self.params = self.params.with_update(turns, terms)
+        self.params = self.params.with_update(update)
         after = self.params.turns.endpoint_ms(self.params.u3)
-        if terms is None and after == before:
+        if update.keyterms is None and after == before:
             return []
-        return [Reconfigure(keyterms=terms, endpoint_silence_ms=None if after == before else after)]
+        return [
+            Reconfigure(
+                keyterms=update.keyterms, endpoint_silence_ms=None if after == before else after
+            )
+        ]
 
     def on_leftover(self, leftover_bytes: int, frame_bytes: int) -> list[Action]:
         return []  # half a sample at the very end: nothing a client can act on

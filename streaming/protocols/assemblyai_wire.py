@@ -1,6 +1,7 @@
 """AssemblyAI Universal-Streaming v3's handshake vocabulary: the query parameters of
-``/v3/ws``, the credentials, the speech-model families and the silence settings that become
-kettle's endpoint. No I/O.
+``/v3/ws``, the credentials, the speech-model families, the silence settings that become
+kettle's endpoint, and the client messages. Everything a client sends is checked against
+``assemblyai_fields``' tables. No I/O.
 """
 
 from __future__ import annotations
@@ -11,15 +12,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qs
 
-from kettle.kernels.pcm import MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
 from kettle.streaming.core.session import SessionConfig
-from kettle.streaming.protocols.deepgram_wire import (
-    ListenParamError,
-    parse_flag,
-    parse_int,
-    parse_language,
-    query_values,
-)
+from kettle.streaming.protocols import assemblyai_fields as fields
+from kettle.streaming.protocols.deepgram_wire import ListenParamError, parse_language
+from kettle.streaming.protocols.fields import STRINGS, FieldError, FieldSpec
 from kettle.streaming.protocols.handshake import bearer_token
 from kettle.transcribe import keyterms
 from kettle.transcribe.errors import ConfigError
@@ -39,29 +35,15 @@ DEFAULT_THRESHOLD = 0.4
 # Whisper transcribes word fragments badly; kettle's VAD needs this much silence at least.
 MIN_ENDPOINT_MS = 200
 MAX_ENDPOINT_MS = 10_000
-MAX_SILENCE_MS = 60_000
-# The parameters read as one value each; keyterms_prompt and language_codes may repeat.
-_SINGLE = frozenset(
-    {
-        "sample_rate",
-        "encoding",
-        "speech_model",
-        "format_turns",
-        "end_of_turn_confidence_threshold",
-        "min_turn_silence",
-        "min_end_of_turn_silence_when_confident",
-        "max_turn_silence",
-        "language_detection",
-        "language_code",
-        "speaker_labels",
-        "max_speakers",
-        "kettle_revisions",
-    }
-)
+_TYPE = frozenset({"type"})
 
 
 class AssemblyAIParamError(ListenParamError):
     """A handshake parameter or configuration value kettle refuses (HTTP 400, or Error 3006)."""
+
+
+class UnknownMessageType(AssemblyAIParamError):
+    """A client message whose ``type`` AssemblyAI does not name (Error 3006)."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +74,7 @@ class TurnSettings:
         return min(max(ms, MIN_ENDPOINT_MS), MAX_ENDPOINT_MS)
 
 
-MAX_SPEAKERS = 16  # kettle's cap per stream (SessionConfig.max_speakers)
+MAX_SPEAKERS = 16  # kettle's cap per stream (SessionConfig.max_speakers), the default
 
 
 @dataclass(frozen=True)
@@ -136,83 +118,88 @@ class StreamParams:
             revisions=self.revisions,
         )
 
-    def with_update(self, turns: TurnSettings, terms: tuple[str, ...] | None) -> StreamParams:
+    def with_update(self, update: ConfigurationUpdate) -> StreamParams:
         return replace(
             self,
-            turns=self.turns.updated(turns),
-            keyterms=self.keyterms if terms is None else terms,
+            turns=self.turns.updated(update.turns),
+            keyterms=self.keyterms if update.keyterms is None else update.keyterms,
+            format_turns=self.format_turns if update.format_turns is None else update.format_turns,
         )
 
 
-def parse_number(name: str, raw: object, low: float, high: float) -> float:
-    """A number within low..high, from query text or a JSON value."""
-    if isinstance(raw, bool):
-        raise AssemblyAIParamError(f"{name} must be a number, not {raw!r}")
-    try:
-        value = float(raw) if isinstance(raw, str | int | float) else float("nan")
-    except ValueError:
-        value = float("nan")
-    if not low <= value <= high:  # (NaN fails too)
-        raise AssemblyAIParamError(f"{name} must be a number within {low:g}..{high:g}, not {raw!r}")
-    return value
+@dataclass(frozen=True)
+class ConfigurationUpdate:
+    """What one UpdateConfiguration changes (None: left as it was). Its other fields
+    (vad_threshold, prompt, ...) are checked and have no use in kettle."""
+
+    turns: TurnSettings = TurnSettings()
+    keyterms: tuple[str, ...] | None = None
+    format_turns: bool | None = None
 
 
-def parse_silence(name: str, raw: object) -> int:
-    if isinstance(raw, int) and not isinstance(raw, bool):
-        raw = str(raw)
-    if not isinstance(raw, str):
-        raise AssemblyAIParamError(f"{name} must be an integer number of ms, not {raw!r}")
-    return parse_int(name, raw, 0, MAX_SILENCE_MS)
+@dataclass(frozen=True)
+class ClientMessage:
+    """A client text message: its ``type``, and for UpdateConfiguration what it changes."""
+
+    type: str
+    update: ConfigurationUpdate | None = None
 
 
 def turn_settings(values: Mapping[str, Any]) -> TurnSettings:
-    """The turn-detection numbers of a query (text) or an UpdateConfiguration (JSON)."""
-    threshold = values.get("end_of_turn_confidence_threshold")
+    """The turn-detection numbers among checked values (a query's, an update's);
+    ``min_turn_silence`` wins over its older name."""
     low = values.get("min_turn_silence", values.get("min_end_of_turn_silence_when_confident"))
-    high = values.get("max_turn_silence")
     return TurnSettings(
-        None
-        if threshold is None
-        else parse_number("end_of_turn_confidence_threshold", threshold, 0, 1),
-        None if low is None else parse_silence("min_turn_silence", low),
-        None if high is None else parse_silence("max_turn_silence", high),
+        values.get("end_of_turn_confidence_threshold"), low, values.get("max_turn_silence")
     )
 
 
-def parse_terms(values: Iterable[object]) -> tuple[str, ...]:
-    """keyterms_prompt: each value a JSON list of strings (what the SDKs send) or one term
-    (the parameter repeated), or already a list (UpdateConfiguration's JSON)."""
-    terms: list[object] = []
-    for value in values:
-        if isinstance(value, str) and value.lstrip().startswith("["):
-            try:
-                value = json.loads(value)
-            except (json.JSONDecodeError, RecursionError):
-                raise AssemblyAIParamError("keyterms_prompt is not a valid JSON list") from None
-        if isinstance(value, list):
-            terms.extend(value)
-        else:
-            terms.append(value)
+def parse_terms(terms: Iterable[str]) -> tuple[str, ...]:
+    """keyterms_prompt's terms (checked: a list of strings) as kettle keeps them: stripped,
+    empty ones dropped, each once."""
     try:
-        return keyterms.normalize(terms)  # (a non-string is refused there)
+        return keyterms.normalize(terms)
     except ConfigError as exc:
         raise AssemblyAIParamError(f"keyterms_prompt: {exc}") from None
 
 
-def _language_codes(values: Sequence[str]) -> list[str]:
-    codes: list[object] = []
-    for value in values:
+def _list_value(spec: FieldSpec, given: Sequence[str]) -> tuple[str, ...]:
+    """A list parameter (keyterms_prompt, language_codes): each value a JSON list of strings
+    (what the SDKs send) or one item (the parameter repeated); checked as a list of strings."""
+    items: list[object] = []
+    for value in given:
         if value.lstrip().startswith("["):
             try:
                 loaded = json.loads(value)
             except (json.JSONDecodeError, RecursionError):
-                raise AssemblyAIParamError("language_codes is not a valid JSON list") from None
-            codes.extend(loaded if isinstance(loaded, list) else [loaded])
+                raise AssemblyAIParamError(f"{spec.name} is not a valid JSON list") from None
+            items.extend(loaded if isinstance(loaded, list) else [loaded])
         else:
-            codes.append(value)
-    if not all(isinstance(c, str) for c in codes):
-        raise AssemblyAIParamError("language_codes must be language codes")
-    return [c for c in codes if isinstance(c, str) and c.strip()]
+            items.append(value)
+    checked: tuple[str, ...] = spec.check_json(items)
+    return checked
+
+
+def query_fields(pairs: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """Every parameter ``assemblyai_fields.QUERY`` names, checked and typed. One value each
+    (given twice, it must be the same value twice), but for the lists, which may repeat."""
+    values: dict[str, Any] = {}
+    for spec in fields.QUERY.fields:
+        if spec.name not in pairs:
+            continue
+        given = pairs[spec.name]
+        try:
+            if spec.kind == STRINGS:
+                values[spec.name] = _list_value(spec, given)
+                continue
+            if len(set(given)) > 1:
+                raise AssemblyAIParamError(
+                    f"{spec.name} is given more than once with different values"
+                )
+            values[spec.name] = spec.parse_query(given[0])
+        except FieldError as exc:
+            raise AssemblyAIParamError(str(exc)) from None
+    return values
 
 
 def stream_language(codes: Sequence[str], family_detects: bool, multilingual: bool) -> str | None:
@@ -234,50 +221,72 @@ def stream_language(codes: Sequence[str], family_detects: bool, multilingual: bo
 def parse_query(query: str, *, multilingual: bool, speakers: bool = True) -> StreamParams:
     """The handshake's query string; AssemblyAIParamError (HTTP 400) names what is wrong
     (``speaker_labels=true`` on a server without a speaker model, ``speakers`` False, too).
-    Parameters kettle has no use for (prompt, vad_threshold, ...) are accepted and ignored.
-    ``kettle_revisions`` (true or false) is kettle's own: it asks for corrected turns."""
-    one = query_values(query, _SINGLE)
+    Parameters kettle has no use for (prompt, vad_threshold, ...) are checked and ignored,
+    those the reference does not name ignored. ``kettle_revisions`` (true or false) is
+    kettle's own: it asks for corrected turns."""
     try:
-        many = parse_qs(query, keep_blank_values=True, errors="strict")
-    except (UnicodeDecodeError, ValueError) as exc:  # pragma: no cover - query_values first
+        pairs = parse_qs(query, keep_blank_values=True, errors="strict")
+    except (UnicodeDecodeError, ValueError) as exc:
         raise AssemblyAIParamError(f"query string cannot be decoded: {exc}") from None
-    encoding = one.get("encoding", "pcm_s16le").strip().lower()
-    if encoding not in ENCODINGS:
-        raise AssemblyAIParamError(
-            f"encoding must be one of {', '.join(ENCODINGS)}, not {encoding!r}"
-        )
-    rate = 16000
-    if "sample_rate" in one:
-        rate = parse_int("sample_rate", one["sample_rate"], MIN_SAMPLE_RATE, MAX_SAMPLE_RATE)
-    model = one.get("speech_model", DEFAULT_MODEL).strip()
+    return stream_params(pairs, multilingual=multilingual, speakers=speakers)
+
+
+def stream_params(
+    pairs: Mapping[str, Sequence[str]], *, multilingual: bool, speakers: bool = True
+) -> StreamParams:
+    """The settings of a decoded query string (each parameter's values, in order)."""
+    values = query_fields(pairs)
+    model = values.get("speech_model", DEFAULT_MODEL).strip()
     if model not in UNIVERSAL_MODELS and not model.startswith(U3_PREFIXES):
         raise AssemblyAIParamError(f"speech_model {model!r} is not a streaming model")
     flags = {
-        name: parse_flag(name, one[name]) if name in one else False
+        name: values.get(name, False)
         for name in ("format_turns", "language_detection", "speaker_labels")
     }
     if flags["speaker_labels"] and not speakers:
         raise AssemblyAIParamError(
             "speaker_labels is not available: this server has no speaker model"
         )
-    revisions = False
-    if "kettle_revisions" in one:
-        revisions = parse_flag("kettle_revisions", one["kettle_revisions"])
-    cap = MAX_SPEAKERS
-    if "max_speakers" in one:
-        cap = parse_int("max_speakers", one["max_speakers"], 1, MAX_SPEAKERS)
-    codes = _language_codes(many.get("language_codes", []) + many.get("language_code", []))
+    codes = [*values.get("language_codes", ()), values.get("language_code", "")]
     family_detects = model != "universal-streaming-english"
     return StreamParams(
-        encoding=encoding,
-        sample_rate=rate,
+        encoding=values.get("encoding", "pcm_s16le"),
+        sample_rate=values.get("sample_rate", 16000),
         speech_model=model,
-        language=stream_language(codes, family_detects, multilingual),
-        keyterms=parse_terms(many.get("keyterms_prompt", [])),
-        turns=turn_settings(one),
-        max_speakers=cap,
-        revisions=revisions,
+        language=stream_language([c for c in codes if c.strip()], family_detects, multilingual),
+        keyterms=parse_terms(values.get("keyterms_prompt", ())),
+        turns=turn_settings(values),
+        max_speakers=values.get("max_speakers", MAX_SPEAKERS),
+        revisions=values.get("kettle_revisions", False),
         **flags,
+    )
+
+
+def parse_client_message(obj: Mapping[str, Any]) -> ClientMessage:
+    """A client message's JSON object, checked against its type's table
+    (``assemblyai_fields.MESSAGES``): UnknownMessageType for a type AssemblyAI does not name,
+    AssemblyAIParamError (naming every bad field) for a field its table refuses. Fields no
+    row names are ignored."""
+    kind = obj.get("type")
+    if not isinstance(kind, str):
+        raise AssemblyAIParamError("type must be a string")
+    table = fields.MESSAGES.get(kind)
+    if table is None:
+        raise UnknownMessageType(kind)
+    values, errors = table.parse_json(obj, ignore=_TYPE)
+    if errors:
+        raise AssemblyAIParamError("; ".join(map(str, errors)))
+    if kind != "UpdateConfiguration":
+        return ClientMessage(kind)
+    given = {name: value for name, value in values.items() if value is not None}
+    terms = given.get("keyterms_prompt")
+    return ClientMessage(
+        kind,
+        ConfigurationUpdate(
+            turn_settings(given),
+            None if terms is None else parse_terms(terms),
+            given.get("format_turns"),
+        ),
     )
 
 
@@ -294,10 +303,14 @@ __all__ = [
     "ENCODINGS",
     "PATH",
     "AssemblyAIParamError",
+    "ClientMessage",
+    "ConfigurationUpdate",
     "StreamParams",
     "TurnSettings",
+    "UnknownMessageType",
     "credentials",
+    "parse_client_message",
     "parse_query",
     "parse_terms",
-    "turn_settings",
+    "stream_params",
 ]

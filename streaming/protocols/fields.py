@@ -31,9 +31,13 @@ KINDS = (BOOL, INT, NUMBER, STRING, ENUM, STRINGS, OBJECT)
 
 _TRUE, _FALSE = ("true",), ("false",)
 # A query's integer and number as the references write them (ASCII digits: Python's int() and
-# float() also take "1_000", "٣" and "infinity", which no client means).
-_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+# float() also take "1_000", "٣" and "infinity", which no client means; "+16" neither).
+_INT_TEXT = re.compile(r"-?[0-9]+")
 _NUMBER_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+# A row's reference: a public page, or a section of kettle's own protocol document.
+_PROTOCOL_DOC = re.compile(r"docs/protocol\.md#[a-z0-9][a-z0-9-]*")
+_NULLS = ("", "null")  # a nullable query parameter's null
+_LISTED = 12  # an enum with more choices is named by its count in a refusal
 
 
 class FieldError(KettleError):
@@ -48,9 +52,16 @@ class FieldError(KettleError):
 class FieldSpec:
     """One documented field. ``low``/``high`` bound an INT or NUMBER (inclusive), or the
     length of a STRING or STRINGS' items; ``choices`` are an ENUM's values (or, for STRINGS,
-    each item's). ``literals``: query texts taken as they are besides the kind's (Deepgram's
-    ``endpointing`` is milliseconds or ``false``). ``nullable``: JSON null is accepted (and
-    means "unchanged" to the codecs that read it)."""
+    each item's).
+
+    ``url``: the reference (``https://...``, or ``docs/protocol.md#<section>`` for kettle's
+    own protocol). ``literals``: query texts taken as they are besides the kind's (Deepgram's
+    ``endpointing`` is milliseconds or ``false``). ``nullable``: JSON null (and, in a query,
+    an empty value or ``null``) is taken and means "not set" (None). ``fold_case``: an ENUM's
+    value is matched ignoring case and returned as its choice. ``integral_floats``: an INT
+    takes a JSON float without a fraction (``16000.0``), as JSON has one number type; False
+    refuses it.
+    """
 
     name: str
     kind: str
@@ -62,6 +73,8 @@ class FieldSpec:
     max_items: int | None = None  # STRINGS: at most this many
     literals: tuple[str, ...] = ()
     nullable: bool = False
+    fold_case: bool = False
+    integral_floats: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -70,7 +83,7 @@ class FieldSpec:
             raise ValueError(f"{self.name}: an enum needs choices")
         if self.choices and self.kind not in (ENUM, STRINGS):
             raise ValueError(f"{self.name}: only an enum or a list of strings has choices")
-        if not self.url.startswith("https://"):
+        if not (self.url.startswith("https://") or _PROTOCOL_DOC.fullmatch(self.url)):
             raise ValueError(f"{self.name}: a row needs its reference's URL")
 
     def parse_query(self, raw: str) -> Any:
@@ -78,6 +91,8 @@ class FieldSpec:
         text = raw.strip()
         if text.lower() in self.literals:
             return text.lower()
+        if self.nullable and text in _NULLS:
+            return None
         if self.kind == BOOL:
             if text.lower() in _TRUE:
                 return True
@@ -104,7 +119,8 @@ class FieldSpec:
         raise FieldError(self.name, f"{self.name} cannot be given in the query string")
 
     def check_json(self, value: Any) -> Any:
-        """A JSON value of this field, checked (returned as it is, or as a tuple for STRINGS)."""
+        """A JSON value of this field, checked (returned as it is, or as a tuple for STRINGS;
+        None for a nullable field's null)."""
         if value is None and self.nullable:
             return None
         if self.kind == BOOL:
@@ -113,7 +129,7 @@ class FieldSpec:
             return value
         if self.kind == INT:
             if isinstance(value, bool) or not isinstance(value, int):
-                if isinstance(value, float) and value.is_integer():
+                if self.integral_floats and isinstance(value, float) and value.is_integer():
                     return self._in_range(int(value))  # JSON has one number type
                 raise FieldError(self.name, f"{self.name} must be an integer, not {_shown(value)}")
             return self._in_range(value)
@@ -165,11 +181,17 @@ class FieldSpec:
         return self._choice(self._text(value)) if self.choices else self._text(value)
 
     def _choice(self, value: str) -> str:
-        if value not in self.choices:
-            raise FieldError(
-                self.name, f"{self.name} must be one of {', '.join(self.choices)}, not {value!r}"
-            )
-        return value
+        if value in self.choices:
+            return value
+        if self.fold_case:
+            for choice in self.choices:
+                if choice.casefold() == value.casefold():
+                    return choice
+        if len(self.choices) > _LISTED:
+            named = f"the {len(self.choices)} values {', '.join(self.choices[:3])}, ..."
+        else:
+            named = ", ".join(self.choices)
+        raise FieldError(self.name, f"{self.name} must be one of {named}, not {_shown(value)}")
 
     def _bounds(self) -> str:
         low = "" if self.low is None else f"{self.low:g}"
@@ -234,6 +256,27 @@ class FieldTable:
             else:
                 out[f.name] = f.parse_query(raw[0])
         return out
+
+    def parse_json(
+        self, obj: Mapping[str, Any], *, ignore: frozenset[str] = frozenset()
+    ) -> tuple[dict[str, Any], list[FieldError]]:
+        """Every field of ``obj`` this table names, checked: the checked values of those that
+        pass, and the error of each that does not (a required one missing among them), so a
+        codec that refuses a message whole can name every reason."""
+        values: dict[str, Any] = {}
+        errors: list[FieldError] = []
+        for f in self.fields:
+            if f.name in ignore:
+                continue
+            if f.name not in obj:
+                if f.required:
+                    errors.append(FieldError(f.name, f"{f.name} is required"))
+                continue
+            try:
+                values[f.name] = f.check_json(obj[f.name])
+            except FieldError as exc:
+                errors.append(exc)
+        return values, errors
 
     def missing(self, present: Mapping[str, Any]) -> list[str]:
         """The required fields ``present`` lacks."""

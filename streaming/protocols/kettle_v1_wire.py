@@ -23,16 +23,18 @@ from kettle.streaming.core.events import (
     Revision,
     samples_to_seconds,
 )
+from kettle.streaming.protocols import kettle_v1_fields as fields
 from kettle.streaming.protocols.base import compact_json
+from kettle.streaming.protocols.fields import FieldError
 from kettle.transcribe.errors import KettleError
-from kettle.transcribe.languages import LANGUAGES
 
 PROTOCOL_VERSION = 1
-ENCODINGS = ("pcm_s16le", "pcm_f32le", "mulaw")
-BYTES_PER_SAMPLE = {"pcm_s16le": 2, "pcm_f32le": 4, "mulaw": 1}
-MIN_SAMPLE_RATE = 8000
-MAX_SAMPLE_RATE = 48000
+ENCODINGS = fields.ENCODINGS
+MIN_SAMPLE_RATE = fields.MIN_SAMPLE_RATE
+MAX_SAMPLE_RATE = fields.MAX_SAMPLE_RATE
+MAX_SPEAKERS = fields.MAX_SPEAKERS
 CHANNELS = (1, 2)
+BYTES_PER_SAMPLE = {"pcm_s16le": 2, "pcm_f32le": 4, "mulaw": 1}
 DEFAULT_SAMPLE_RATE = 16000
 MULAW_DEFAULT_SAMPLE_RATE = 8000
 
@@ -43,20 +45,9 @@ OVERLOADED = "overloaded"
 INTERNAL = "internal"
 RATE_LIMITED = "rate_limited"  # addition: a text message over the per-session rate, dropped
 
-# Query parameters that may carry settings; `token` is authentication, handled elsewhere.
-QUERY_FIELDS = ("sample_rate", "encoding", "channels", "language")
-CONFIG_FIELDS = (
-    "sample_rate",
-    "encoding",
-    "channels",
-    "language",
-    "partials",
-    "word_timestamps",
-    "revisions",
-    "diarize",
-    "max_speakers",
-)
-MAX_SPEAKERS = 16
+# The fields of `config` that are settings (all but `type`), in the table's order.
+CONFIG_FIELDS = tuple(f.name for f in fields.CONFIG.fields if f.name != "type")
+_TYPE = frozenset({"type"})
 
 
 class ProtocolError(KettleError):
@@ -185,35 +176,37 @@ def parse_client_message(text: str) -> ClientMessage:
         raise ProtocolError(BAD_MESSAGE, f"message is not valid JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise ProtocolError(BAD_MESSAGE, "message must be a JSON object")
+    return parse_message_object(obj)
+
+
+def parse_message_object(obj: Mapping[str, Any]) -> ClientMessage:
+    """A client message's JSON object, checked against its type's table
+    (``kettle_v1_fields.MESSAGES``); fields the protocol does not name are ignored, so that
+    newer clients still work."""
     kind = obj.get("type")
     if not isinstance(kind, str):
         raise ProtocolError(BAD_MESSAGE, "message needs a string field 'type'")
+    if kind not in fields.MESSAGES:
+        known = ", ".join(fields.MESSAGES)
+        raise ProtocolError(BAD_MESSAGE, f"unknown message type {kind!r} (expected {known})")
     if kind == "config":
         return ConfigMessage(parse_config_fields(obj))
-    simple = _SIMPLE.get(kind)
-    if simple is None:
-        known = ", ".join(["config", *_SIMPLE])
-        raise ProtocolError(BAD_MESSAGE, f"unknown message type {kind!r} (expected {known})")
-    return simple
+    fields.MESSAGES[kind].check_json(obj, ignore=_TYPE)  # (only `type`, read above)
+    return _SIMPLE[kind]
 
 
 def parse_config_fields(obj: Mapping[str, Any]) -> ConfigUpdate:
-    """Validate every settings field of a config object; any invalid one refuses them all.
-
-    Fields the protocol does not name are ignored, so that newer clients still work.
-    """
-    errors: list[str] = []
-    values: dict[str, Any] = {}
-    for name in CONFIG_FIELDS:
-        if name not in obj:
-            continue
-        value = obj[name]
-        try:
-            values[name] = _VALIDATORS[name](value)
-        except ValueError as exc:
-            errors.append(f"{name}: {exc}")
+    """Validate every settings field of a config object against ``kettle_v1_fields.CONFIG``;
+    any invalid one refuses them all, and the refusal names each."""
+    values, errors = fields.CONFIG.parse_json(obj, ignore=_TYPE)
     if errors:
-        raise ProtocolError(BAD_MESSAGE, "config refused, nothing changed: " + "; ".join(errors))
+        raise ProtocolError(
+            BAD_MESSAGE, "config refused, nothing changed: " + "; ".join(map(str, errors))
+        )
+    return _update(values)
+
+
+def _update(values: Mapping[str, Any]) -> ConfigUpdate:
     return ConfigUpdate(
         encoding=values.get("encoding"),
         sample_rate=values.get("sample_rate"),
@@ -228,59 +221,6 @@ def parse_config_fields(obj: Mapping[str, Any]) -> ConfigUpdate:
     )
 
 
-def _check_encoding(value: Any) -> str:
-    if not isinstance(value, str) or value not in ENCODINGS:
-        raise ValueError(f"{value!r} is not one of {', '.join(ENCODINGS)}")
-    return value
-
-
-def _check_sample_rate(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{value!r} is not an integer")
-    if not MIN_SAMPLE_RATE <= value <= MAX_SAMPLE_RATE:
-        raise ValueError(f"{value} is outside {MIN_SAMPLE_RATE}..{MAX_SAMPLE_RATE}")
-    return value
-
-
-def _check_channels(value: Any) -> int:
-    if isinstance(value, bool) or value not in CHANNELS:
-        raise ValueError(f"{value!r} is not 1 or 2")
-    return int(value)
-
-
-def _check_language(value: Any) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or value.lower() not in LANGUAGES:
-        raise ValueError(f"{value!r} is not an ISO 639-1 code of a language Whisper knows")
-    return value.lower()
-
-
-def _check_max_speakers(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SPEAKERS:
-        raise ValueError(f"{value!r} is not an integer from 1 to {MAX_SPEAKERS}")
-    return value
-
-
-def _check_bool(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"{value!r} is not true or false")
-    return value
-
-
-_VALIDATORS = {
-    "encoding": _check_encoding,
-    "sample_rate": _check_sample_rate,
-    "channels": _check_channels,
-    "language": _check_language,
-    "partials": _check_bool,
-    "word_timestamps": _check_bool,
-    "revisions": _check_bool,
-    "diarize": _check_bool,
-    "max_speakers": _check_max_speakers,
-}
-
-
 @dataclass(frozen=True)
 class QueryParams:
     token: str | None
@@ -288,7 +228,8 @@ class QueryParams:
 
 
 def parse_query(query: str) -> QueryParams:
-    """The handshake's query string; ProtocolError(bad_message, why) means HTTP 400.
+    """The handshake's query string (``kettle_v1_fields.QUERY``); ProtocolError(bad_message,
+    why) means HTTP 400, naming every bad parameter.
 
     Values arrive as strings, so numbers are parsed here; `language=` (empty) or
     `language=null` ask for the model default. Unknown parameters are ignored.
@@ -297,26 +238,28 @@ def parse_query(query: str) -> QueryParams:
         pairs = parse_qs(query, keep_blank_values=True, strict_parsing=False, errors="strict")
     except (UnicodeDecodeError, ValueError) as exc:
         raise ProtocolError(BAD_MESSAGE, f"query string cannot be decoded: {exc}") from None
-    obj: dict[str, Any] = {}
+    return query_params(pairs)
+
+
+def query_params(pairs: Mapping[str, list[str]]) -> QueryParams:
+    """The parameters of a decoded query string (each name's values, in order)."""
+    values: dict[str, Any] = {}
     errors: list[str] = []
-    for name in ("token", *QUERY_FIELDS):
-        given = pairs.get(name)
-        if given is None:
+    for spec in fields.QUERY.fields:
+        if spec.name not in pairs:
             continue
+        given = pairs[spec.name]
         if len(given) > 1:
-            errors.append(f"{name}: given more than once")
+            errors.append(f"{spec.name}: given more than once")
             continue
-        raw = given[0]
-        if name in ("sample_rate", "channels"):
-            obj[name] = int(raw) if raw.isascii() and raw.isdigit() else raw
-        elif name == "language":
-            obj[name] = None if raw in ("", "null") else raw
-        else:
-            obj[name] = raw
+        try:
+            values[spec.name] = spec.parse_query(given[0])
+        except FieldError as exc:
+            errors.append(str(exc))
     if errors:
         raise ProtocolError(BAD_MESSAGE, "; ".join(errors))
-    token = obj.pop("token", None)
-    return QueryParams(token=token, update=parse_config_fields(obj))
+    token = values.pop("token", None)
+    return QueryParams(token=token, update=_update(values))
 
 
 # -- server messages ------------------------------------------------------------------------

@@ -155,13 +155,15 @@ async def test_pipecat_pipeline(make_server: Callable[..., Any]) -> None:
     assert len(finals) == 2, [type(f).__name__ for f in down]
     for frame in finals:
         assert frame.text and set(fake_words(frame.text)) <= set(WORDS)
+    turns: list[Any] = [f.result for f in finals]  # (the Turn message of each frame)
+    assert all(t is not None for t in turns)
     # The first turn was ended by ForceEndpoint: certain; the second by the VAD's pause.
-    assert finals[0].result.end_of_turn_confidence == 1.0
-    assert 0.5 <= finals[1].result.end_of_turn_confidence <= 1
-    assert all(f.result.turn_is_formatted for f in finals)
+    assert turns[0].end_of_turn_confidence == 1.0
+    assert 0.5 <= turns[1].end_of_turn_confidence <= 1
+    assert all(t.turn_is_formatted for t in turns)
     # (Audio goes faster than real time here, so a turn may end before any partial.)
-    interims = [f for f in down if isinstance(f, InterimTranscriptionFrame)]
-    assert all(not f.result.end_of_turn for f in interims)
+    interims: list[Any] = [f.result for f in down if isinstance(f, InterimTranscriptionFrame)]
+    assert all(not t.end_of_turn for t in interims)
 
 
 # -- the handshake and errors over a plain WebSocket ---------------------------------------
@@ -192,6 +194,30 @@ async def test_refusals_and_error_close(make_server: Callable[..., Any]) -> None
     async with aiohttp.ClientSession() as http, http.get(server.url + "/v1/info") as response:
         info = await response.json()
     assert info["protocols"]["assemblyai"]["path"] == "/v3/ws"
+
+
+async def test_a_client_mistake_gets_the_documented_error_and_is_counted(
+    make_server: Callable[..., Any],
+) -> None:
+    # Issue 38: keyterms_prompt as a string (the API types it as a list of strings).
+    server = await make_server()
+    url = ws_base(server) + "/v3/ws"
+    with pytest.raises(InvalidStatus) as refused:
+        await connect(url + "?keyterms_prompt=%5B1%5D", additional_headers={"Authorization": KEY})
+    assert refused.value.response.status_code == 400
+    error = json.loads(refused.value.response.body or b"{}")["error"]
+    assert error.startswith("keyterms_prompt must be a list of strings")
+    assert server.metrics.value("kettle_sessions_rejected_total", {"reason": "bad_query"}) == 1
+    async with connect(url + "?sample_rate=16000", additional_headers={"Authorization": KEY}) as ws:
+        await ws.recv()  # Begin
+        await ws.send(json.dumps({"type": "UpdateConfiguration", "keyterms_prompt": "kettle"}))
+        error = json.loads(await asyncio.wait_for(ws.recv(), GUARD))
+        assert error["error_code"] == 3006
+        assert error["error"].startswith("Invalid Message: keyterms_prompt must be a list")
+        with pytest.raises(ConnectionClosed):
+            await asyncio.wait_for(ws.recv(), GUARD)
+    assert ws.close_code == 3006
+    assert server.metrics.value("kettle_errors_total", {"code": "bad_message"}) == 1
 
 
 async def test_terminate_ends_with_termination(make_server: Callable[..., Any]) -> None:

@@ -26,7 +26,13 @@ STRING = "string"
 ENUM = "enum"  # a string from ``choices``
 STRINGS = "strings"  # a list of strings (JSON), or a repeated query parameter
 OBJECT = "object"  # a JSON object, checked by the codec itself
-KINDS = (BOOL, INT, NUMBER, STRING, ENUM, STRINGS, OBJECT)
+FILE = "file"  # a multipart form's file part (bytes), checked by the codec itself
+KINDS = (BOOL, INT, NUMBER, STRING, ENUM, STRINGS, OBJECT, FILE)
+
+# Why a value was refused (FieldError.reason), for codecs that answer with finer codes.
+TYPE, TOO_LOW, TOO_HIGH, CHOICE, LENGTH, TOO_MANY, MISSING, VALUE = (
+    "type", "too_low", "too_high", "choice", "length", "too_many", "missing", "value"
+)  # fmt: skip
 
 _TRUE, _FALSE = ("true",), ("false",)
 
@@ -34,15 +40,18 @@ _TRUE, _FALSE = ("true",), ("false",)
 class FieldError(KettleError):
     """A field the reference types or bounds otherwise; ``field`` names it."""
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, reason: str = VALUE) -> None:
         super().__init__(message)
         self.field = field
+        self.reason = reason  # TYPE, TOO_LOW, ... (VALUE: any other)
 
 
 @dataclass(frozen=True)
 class FieldSpec:
     """One documented field. ``low``/``high`` bound an INT or NUMBER (inclusive), or the
-    length of a STRING or STRINGS' items; ``choices`` are an ENUM's values."""
+    length of a STRING or STRINGS' items; ``choices`` are an ENUM's values (or those a
+    STRINGS' items may take). ``nullable``: JSON ``null`` is taken (as "unset"). ``url``: the
+    reference's page (``https://``), or for a kettle extension its page in ``docs/``."""
 
     name: str
     kind: str
@@ -52,13 +61,16 @@ class FieldSpec:
     high: float | None = None
     choices: tuple[str, ...] = ()
     max_items: int | None = None  # STRINGS: at most this many
+    nullable: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"{self.name}: unknown kind {self.kind!r}")
-        if (self.kind == ENUM) != bool(self.choices):
-            raise ValueError(f"{self.name}: an enum needs choices, and only an enum has them")
-        if not self.url.startswith("https://"):
+        if self.kind == ENUM and not self.choices:
+            raise ValueError(f"{self.name}: an enum needs choices")
+        if self.choices and self.kind not in (ENUM, STRINGS):
+            raise ValueError(f"{self.name}: only an enum or a list of strings has choices")
+        if not self.url.startswith(("https://", "docs/")):
             raise ValueError(f"{self.name}: a row needs its reference's URL")
 
     def parse_query(self, raw: str) -> Any:
@@ -69,88 +81,120 @@ class FieldSpec:
                 return True
             if text.lower() in _FALSE:
                 return False
-            raise FieldError(self.name, f"{self.name} must be true or false, not {raw!r}")
+            raise FieldError(self.name, f"{self.name} must be true or false, not {raw!r}", TYPE)
         if self.kind == INT:
             try:
                 value: Any = int(text)
             except ValueError:
                 raise FieldError(
-                    self.name, f"{self.name} must be an integer, not {raw!r}"
+                    self.name, f"{self.name} must be an integer, not {raw!r}", TYPE
                 ) from None
             return self._in_range(value)
         if self.kind == NUMBER:
             try:
                 value = float(text)
             except ValueError:
-                raise FieldError(self.name, f"{self.name} must be a number, not {raw!r}") from None
+                raise FieldError(
+                    self.name, f"{self.name} must be a number, not {raw!r}", TYPE
+                ) from None
             if not math.isfinite(value):
-                raise FieldError(self.name, f"{self.name} must be a finite number, not {raw!r}")
+                raise FieldError(
+                    self.name, f"{self.name} must be a finite number, not {raw!r}", TYPE
+                )
             return self._in_range(value)
-        if self.kind in (STRING, STRINGS):
+        if self.kind == STRING:
             return self._text(raw)
+        if self.kind == STRINGS:
+            return self._item(raw)
         if self.kind == ENUM:
             return self._choice(text)
         raise FieldError(self.name, f"{self.name} cannot be given in the query string")
 
     def check_json(self, value: Any) -> Any:
         """A JSON value of this field, checked (returned as it is, or as a tuple for STRINGS)."""
+        if value is None and self.nullable:
+            return None
         if self.kind == BOOL:
             if not isinstance(value, bool):
-                raise FieldError(self.name, f"{self.name} must be a boolean, not {_shown(value)}")
+                raise FieldError(
+                    self.name, f"{self.name} must be a boolean, not {_shown(value)}", TYPE
+                )
             return value
         if self.kind == INT:
             if isinstance(value, bool) or not isinstance(value, int):
                 if isinstance(value, float) and value.is_integer():
                     return self._in_range(int(value))  # JSON has one number type
-                raise FieldError(self.name, f"{self.name} must be an integer, not {_shown(value)}")
+                raise FieldError(
+                    self.name, f"{self.name} must be an integer, not {_shown(value)}", TYPE
+                )
             return self._in_range(value)
         if self.kind == NUMBER:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise FieldError(self.name, f"{self.name} must be a number, not {_shown(value)}")
+                raise FieldError(
+                    self.name, f"{self.name} must be a number, not {_shown(value)}", TYPE
+                )
             if not math.isfinite(value):
-                raise FieldError(self.name, f"{self.name} must be a finite number")
+                raise FieldError(self.name, f"{self.name} must be a finite number", TYPE)
             return self._in_range(value)
         if self.kind == STRING:
             if not isinstance(value, str):
-                raise FieldError(self.name, f"{self.name} must be a string, not {_shown(value)}")
+                raise FieldError(
+                    self.name, f"{self.name} must be a string, not {_shown(value)}", TYPE
+                )
             return self._text(value)
         if self.kind == ENUM:
             if not isinstance(value, str):
-                raise FieldError(self.name, f"{self.name} must be a string, not {_shown(value)}")
+                raise FieldError(
+                    self.name, f"{self.name} must be a string, not {_shown(value)}", TYPE
+                )
             return self._choice(value)
         if self.kind == STRINGS:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise FieldError(
-                    self.name, f"{self.name} must be a list of strings, not {_shown(value)}"
+                    self.name, f"{self.name} must be a list of strings, not {_shown(value)}", TYPE
                 )
             if self.max_items is not None and len(value) > self.max_items:
                 raise FieldError(
-                    self.name, f"{self.name} holds {len(value)} items, at most {self.max_items}"
+                    self.name,
+                    f"{self.name} holds {len(value)} items, at most {self.max_items}",
+                    TOO_MANY,
                 )
-            return tuple(self._text(v) for v in value)
-        if not isinstance(value, dict):
-            raise FieldError(self.name, f"{self.name} must be an object, not {_shown(value)}")
+            return tuple(self._item(v) for v in value)
+        if self.kind == FILE:
+            raise FieldError(self.name, f"{self.name} must be a file", TYPE)
+        if not isinstance(value, Mapping):
+            raise FieldError(self.name, f"{self.name} must be an object, not {_shown(value)}", TYPE)
         return value
 
     def _in_range(self, value: Any) -> Any:
-        if (self.low is not None and value < self.low) or (
-            self.high is not None and value > self.high
-        ):
-            raise FieldError(self.name, f"{self.name} must be within {self._bounds()}, not {value}")
+        if self.low is not None and value < self.low:
+            raise FieldError(
+                self.name, f"{self.name} must be within {self._bounds()}, not {value}", TOO_LOW
+            )
+        if self.high is not None and value > self.high:
+            raise FieldError(
+                self.name, f"{self.name} must be within {self._bounds()}, not {value}", TOO_HIGH
+            )
         return value
 
     def _text(self, value: str) -> str:
         n = len(value)
         if (self.low is not None and n < self.low) or (self.high is not None and n > self.high):
             raise FieldError(
-                self.name, f"{self.name} must be {self._bounds()} characters long, not {n}"
+                self.name, f"{self.name} must be {self._bounds()} characters long, not {n}", LENGTH
             )
         return value
+
+    def _item(self, value: str) -> str:
+        """One item of a STRINGS: its length, and one of ``choices`` if it has them."""
+        return self._choice(self._text(value)) if self.choices else self._text(value)
 
     def _choice(self, value: str) -> str:
         if value not in self.choices:
             raise FieldError(
-                self.name, f"{self.name} must be one of {', '.join(self.choices)}, not {value!r}"
+                self.name,
+                f"{self.name} must be one of {', '.join(self.choices)}, not {value!r}",
+                CHOICE,
             )
         return value
 
@@ -190,7 +234,7 @@ class FieldTable:
                 continue
             if f.name not in obj:
                 if f.required:
-                    raise FieldError(f.name, f"{f.name} is required")
+                    raise FieldError(f.name, f"{f.name} is required", MISSING)
                 continue
             f.check_json(obj[f.name])
 

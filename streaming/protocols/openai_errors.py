@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kettle.streaming.protocols import fields
+
 
 class OpenAIError(Exception):
     """An error response: HTTP status, OpenAI's error object, and extra headers."""
@@ -45,6 +47,34 @@ class OpenAIError(Exception):
 
 def bad_request(message: str, param: str | None = None, code: str = "invalid_value") -> OpenAIError:
     return OpenAIError(400, message, param=param, code=code)
+
+
+def field_refusal(exc: fields.FieldError, param: str, kind: str | None = None) -> tuple[str, str]:
+    """OpenAI's message and code for a field its table refused (``param``: the field's path,
+    e.g. ``session.audio.input.turn_detection.threshold``; ``kind``: its row's, which tells
+    an integer's range codes from a decimal's). The codes and messages are those OpenAI's
+    API answers with (``missing_required_parameter``, ``invalid_type``,
+    ``decimal_above_max_value``, ..., ``invalid_value``)."""
+    reason = exc.reason
+    number = "integer" if kind == fields.INT else "decimal"
+    if reason == fields.MISSING:
+        return f"Missing required parameter: '{param}'.", "missing_required_parameter"
+    if reason == fields.TYPE:
+        return f"Invalid type for '{param}': {exc}.", "invalid_type"
+    if reason in (fields.TOO_LOW, fields.TOO_HIGH):
+        side = "below_min" if reason == fields.TOO_LOW else "above_max"
+        return f"Invalid '{param}': {exc}.", f"{number}_{side}_value"
+    if reason == fields.LENGTH:
+        return f"Invalid '{param}': {exc}.", "string_above_max_length"
+    if reason == fields.TOO_MANY:
+        return f"Invalid '{param}': {exc}.", "array_above_max_length"
+    return f"Invalid value for '{param}': {exc}.", "invalid_value"
+
+
+def field_error(exc: fields.FieldError, param: str, kind: str | None = None) -> OpenAIError:
+    """The 400 for a refused form field (see field_refusal)."""
+    message, code = field_refusal(exc, param, kind)
+    return bad_request(message, param, code)
 
 
 def unauthorized() -> OpenAIError:

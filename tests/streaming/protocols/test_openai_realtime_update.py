@@ -21,7 +21,10 @@ SPLIT = 72000  # bytes of TWO: 1.5 s, inside its first voice (0.5..2.5 s)
 
 
 def update(h: Harness, event_id: str | None = None, **session: Any) -> dict[str, Any]:
-    event: dict[str, Any] = {"type": "session.update", "session": session}
+    event: dict[str, Any] = {
+        "type": "session.update",
+        "session": {"type": "transcription", **session},
+    }
     if event_id is not None:
         event["event_id"] = event_id
     h.send(**event)

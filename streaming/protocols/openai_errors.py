@@ -53,7 +53,7 @@ def bad_request(message: str, param: str | None = None, code: str = "invalid_val
 def field_refusal(
     exc: fields.FieldError, param: str, kind: str | None = None
 ) -> tuple[str, str, str]:
-    """OpenAI's message and code for a field its table refused (``param``: the field's path,
+    """OpenAI's message, param and code for a field its table refused (``param``: the field's path,
     e.g. ``session.audio.input.turn_detection.threshold``; ``kind``: its row's, which tells
     an integer's range codes from a decimal's). The codes and messages are those OpenAI's
     API answers with (``missing_required_parameter``, ``invalid_type``,

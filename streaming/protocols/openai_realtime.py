@@ -28,6 +28,13 @@ How kettle's stream maps onto items (the session runs with ``vad_events``):
   it serves. Only what cannot change is refused, the session going on unchanged: another
   ``session.type``, a ``model`` (a realtime session's) other than the one served, a
   ``voice`` (a transcription session has no audio output).
+- Client events are read through their tables (openai_fields: CLIENT_EVENT_TABLES, and the
+  session object's): a field of the wrong type, out of range, not in its enum or missing
+  though required gets an ``error`` event with OpenAI's code (``invalid_type``,
+  ``decimal_above_max_value``, ``invalid_value``, ``missing_required_parameter``, ...), the
+  field's ``param`` and the client's ``event_id`` (when that is itself valid: a string of at
+  most 512 characters); the event is not carried out (a refused append passes no audio on),
+  and the session goes on.
 - Deltas of an item come only after its ``committed`` event, as OpenAI's do.
 - ``transcription.delay`` "high" or "xhigh" turns partials off: deltas then come from finals
   only (later, and independent of how fast partials were decoded); lower delays (the

@@ -108,12 +108,13 @@ def test_languages_and_keywords() -> None:
 
 def test_bad_languages_and_keywords_are_refused() -> None:
     h = Harness()
-    for fields, param in [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"languages": ["de"]}, PARAM + ".languages"),  # tiny.en is English-only
         ({"languages": "en"}, PARAM + ".languages"),
         ({"keywords": ["x" * 101]}, PARAM + ".keywords"),
         ({"keywords": "Kettle"}, PARAM + ".keywords"),
-    ]:
+    ]
+    for fields, param in cases:
         h.send(type="session.update", session=transcription(**fields))
         assert h.out[-1]["error"]["param"] == param
     h.send(type="session.update", session={"type": "transcription", "include": ["logprobs"]})

@@ -173,7 +173,7 @@ def test_keywords_and_model_names_change_after_audio() -> None:
 def test_what_cannot_change_is_refused_and_the_session_goes_on() -> None:
     h = Harness()
     h.append(TWO[:SPLIT])
-    refused = [
+    refused: list[tuple[dict[str, Any], str, str]] = [
         ({"model": "gpt-realtime"}, "session.model", "cannot_update_model"),
         ({"audio": {"output": {"voice": "alloy"}}}, "session.audio.output.voice",
          "cannot_update_voice"),

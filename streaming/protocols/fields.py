@@ -27,15 +27,19 @@ STRING = "string"
 ENUM = "enum"  # a string from ``choices``
 STRINGS = "strings"  # a list of strings (JSON), or a repeated query parameter
 OBJECT = "object"  # a JSON object, checked by the codec itself
-KINDS = (BOOL, INT, NUMBER, STRING, ENUM, STRINGS, OBJECT)
+FILE = "file"  # a multipart form's file part (bytes), checked by the codec itself
+KINDS = (BOOL, INT, NUMBER, STRING, ENUM, STRINGS, OBJECT, FILE)
+
+# Why a value was refused (FieldError.reason), for codecs that answer with finer codes.
+TYPE, TOO_LOW, TOO_HIGH, CHOICE, LENGTH, TOO_MANY, MISSING, VALUE = (
+    "type", "too_low", "too_high", "choice", "length", "too_many", "missing", "value"
+)  # fmt: skip
 
 _TRUE, _FALSE = ("true",), ("false",)
 # A query's integer and number as the references write them (ASCII digits: Python's int() and
 # float() also take "1_000", "٣" and "infinity", which no client means; "+16" neither).
 _INT_TEXT = re.compile(r"-?[0-9]+")
 _NUMBER_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
-# A row's reference: a public page, or a section of kettle's own protocol document.
-_PROTOCOL_DOC = re.compile(r"docs/protocol\.md#[a-z0-9][a-z0-9-]*")
 _NULLS = ("", "null")  # a nullable query parameter's null
 _LISTED = 12  # an enum with more choices is named by its count in a refusal
 
@@ -43,9 +47,10 @@ _LISTED = 12  # an enum with more choices is named by its count in a refusal
 class FieldError(KettleError):
     """A field the reference types or bounds otherwise; ``field`` names it."""
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, reason: str = VALUE) -> None:
         super().__init__(message)
         self.field = field
+        self.reason = reason  # TYPE, TOO_LOW, ... (VALUE: any other)
 
 
 @dataclass(frozen=True)
@@ -54,8 +59,8 @@ class FieldSpec:
     length of a STRING or STRINGS' items; ``choices`` are an ENUM's values (or, for STRINGS,
     each item's).
 
-    ``url``: the reference (``https://...``, or ``docs/protocol.md#<section>`` for kettle's
-    own protocol). ``literals``: query texts taken as they are besides the kind's (Deepgram's
+    ``url``: the reference (``https://...``, or a page of ``docs/`` for kettle's own
+    protocol and extensions, e.g. ``docs/protocol.md#<section>``). ``literals``: query texts taken as they are besides the kind's (Deepgram's
     ``endpointing`` is milliseconds or ``false``). ``nullable``: JSON null (and, in a query,
     an empty value or ``null``) is taken and means "not set" (None). ``fold_case``: an ENUM's
     value is matched ignoring case and returned as its choice. ``integral_floats``: an INT
@@ -83,7 +88,7 @@ class FieldSpec:
             raise ValueError(f"{self.name}: an enum needs choices")
         if self.choices and self.kind not in (ENUM, STRINGS):
             raise ValueError(f"{self.name}: only an enum or a list of strings has choices")
-        if not (self.url.startswith("https://") or _PROTOCOL_DOC.fullmatch(self.url)):
+        if not self.url.startswith(("https://", "docs/")):
             raise ValueError(f"{self.name}: a row needs its reference's URL")
 
     def parse_query(self, raw: str) -> Any:
@@ -98,17 +103,19 @@ class FieldSpec:
                 return True
             if text.lower() in _FALSE:
                 return False
-            raise FieldError(self.name, f"{self.name} must be true or false, not {raw!r}")
+            raise FieldError(self.name, f"{self.name} must be true or false, not {raw!r}", TYPE)
         if self.kind == INT:
             if not _INT_TEXT.fullmatch(text):
-                raise FieldError(self.name, f"{self.name} must be an integer, not {raw!r}")
+                raise FieldError(self.name, f"{self.name} must be an integer, not {raw!r}", TYPE)
             return self._in_range(int(text))
         if self.kind == NUMBER:
             if not _NUMBER_TEXT.fullmatch(text):
-                raise FieldError(self.name, f"{self.name} must be a number, not {raw!r}")
+                raise FieldError(self.name, f"{self.name} must be a number, not {raw!r}", TYPE)
             value = float(text)
             if not math.isfinite(value):
-                raise FieldError(self.name, f"{self.name} must be a finite number, not {raw!r}")
+                raise FieldError(
+                    self.name, f"{self.name} must be a finite number, not {raw!r}", TYPE
+                )
             return self._in_range(value)
         if self.kind == STRING:
             return self._text(raw)
@@ -125,54 +132,72 @@ class FieldSpec:
             return None
         if self.kind == BOOL:
             if not isinstance(value, bool):
-                raise FieldError(self.name, f"{self.name} must be a boolean, not {_shown(value)}")
+                raise FieldError(
+                    self.name, f"{self.name} must be a boolean, not {_shown(value)}", TYPE
+                )
             return value
         if self.kind == INT:
             if isinstance(value, bool) or not isinstance(value, int):
                 if self.integral_floats and isinstance(value, float) and value.is_integer():
                     return self._in_range(int(value))  # JSON has one number type
-                raise FieldError(self.name, f"{self.name} must be an integer, not {_shown(value)}")
+                raise FieldError(
+                    self.name, f"{self.name} must be an integer, not {_shown(value)}", TYPE
+                )
             return self._in_range(value)
         if self.kind == NUMBER:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise FieldError(self.name, f"{self.name} must be a number, not {_shown(value)}")
+                raise FieldError(
+                    self.name, f"{self.name} must be a number, not {_shown(value)}", TYPE
+                )
             if not math.isfinite(value):
-                raise FieldError(self.name, f"{self.name} must be a finite number")
+                raise FieldError(self.name, f"{self.name} must be a finite number", TYPE)
             return self._in_range(value)
         if self.kind == STRING:
             if not isinstance(value, str):
-                raise FieldError(self.name, f"{self.name} must be a string, not {_shown(value)}")
+                raise FieldError(
+                    self.name, f"{self.name} must be a string, not {_shown(value)}", TYPE
+                )
             return self._text(value)
         if self.kind == ENUM:
             if not isinstance(value, str):
-                raise FieldError(self.name, f"{self.name} must be a string, not {_shown(value)}")
+                raise FieldError(
+                    self.name, f"{self.name} must be a string, not {_shown(value)}", TYPE
+                )
             return self._choice(value)
         if self.kind == STRINGS:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise FieldError(
-                    self.name, f"{self.name} must be a list of strings, not {_shown(value)}"
+                    self.name, f"{self.name} must be a list of strings, not {_shown(value)}", TYPE
                 )
             if self.max_items is not None and len(value) > self.max_items:
                 raise FieldError(
-                    self.name, f"{self.name} holds {len(value)} items, at most {self.max_items}"
+                    self.name,
+                    f"{self.name} holds {len(value)} items, at most {self.max_items}",
+                    TOO_MANY,
                 )
             return tuple(self._item(v) for v in value)
+        if self.kind == FILE:
+            raise FieldError(self.name, f"{self.name} must be a file", TYPE)
         if not isinstance(value, Mapping):
-            raise FieldError(self.name, f"{self.name} must be an object, not {_shown(value)}")
+            raise FieldError(self.name, f"{self.name} must be an object, not {_shown(value)}", TYPE)
         return value
 
     def _in_range(self, value: Any) -> Any:
-        if (self.low is not None and value < self.low) or (
-            self.high is not None and value > self.high
-        ):
-            raise FieldError(self.name, f"{self.name} must be within {self._bounds()}, not {value}")
+        if self.low is not None and value < self.low:
+            raise FieldError(
+                self.name, f"{self.name} must be within {self._bounds()}, not {value}", TOO_LOW
+            )
+        if self.high is not None and value > self.high:
+            raise FieldError(
+                self.name, f"{self.name} must be within {self._bounds()}, not {value}", TOO_HIGH
+            )
         return value
 
     def _text(self, value: str) -> str:
         n = len(value)
         if (self.low is not None and n < self.low) or (self.high is not None and n > self.high):
             raise FieldError(
-                self.name, f"{self.name} must be {self._bounds()} characters long, not {n}"
+                self.name, f"{self.name} must be {self._bounds()} characters long, not {n}", LENGTH
             )
         return value
 
@@ -191,7 +216,9 @@ class FieldSpec:
             named = f"the {len(self.choices)} values {', '.join(self.choices[:3])}, ..."
         else:
             named = ", ".join(self.choices)
-        raise FieldError(self.name, f"{self.name} must be one of {named}, not {_shown(value)}")
+        raise FieldError(
+            self.name, f"{self.name} must be one of {named}, not {_shown(value)}", CHOICE
+        )
 
     def _bounds(self) -> str:
         low = "" if self.low is None else f"{self.low:g}"
@@ -229,7 +256,7 @@ class FieldTable:
                 continue
             if f.name not in obj:
                 if f.required:
-                    raise FieldError(f.name, f"{f.name} is required")
+                    raise FieldError(f.name, f"{f.name} is required", MISSING)
                 continue
             f.check_json(obj[f.name])
 

@@ -5,7 +5,10 @@ messages)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
+
+from kettle.streaming.protocols import fields
 
 
 class OpenAIError(Exception):
@@ -45,6 +48,64 @@ class OpenAIError(Exception):
 
 def bad_request(message: str, param: str | None = None, code: str = "invalid_value") -> OpenAIError:
     return OpenAIError(400, message, param=param, code=code)
+
+
+def field_refusal(
+    exc: fields.FieldError, param: str, kind: str | None = None
+) -> tuple[str, str, str]:
+    """OpenAI's message, param and code for a field its table refused (``param``: the field's path,
+    e.g. ``session.audio.input.turn_detection.threshold``; ``kind``: its row's, which tells
+    an integer's range codes from a decimal's). The codes and messages are those OpenAI's
+    API answers with (``missing_required_parameter``, ``invalid_type``,
+    ``decimal_above_max_value``, ..., ``invalid_value``)."""
+    reason = exc.reason
+    number = "integer" if kind == fields.INT else "decimal"
+    if reason == fields.MISSING:
+        return f"Missing required parameter: '{param}'.", param, "missing_required_parameter"
+    if reason == fields.TYPE:
+        return f"Invalid type for '{param}': {exc}.", param, "invalid_type"
+    if reason in (fields.TOO_LOW, fields.TOO_HIGH):
+        side = "below_min" if reason == fields.TOO_LOW else "above_max"
+        return f"Invalid '{param}': {exc}.", param, f"{number}_{side}_value"
+    if reason == fields.LENGTH:
+        return f"Invalid '{param}': {exc}.", param, "string_above_max_length"
+    if reason == fields.TOO_MANY:
+        return f"Invalid '{param}': {exc}.", param, "array_above_max_length"
+    return f"Invalid value for '{param}': {exc}.", param, "invalid_value"
+
+
+def field_error(exc: fields.FieldError, param: str, kind: str | None = None) -> OpenAIError:
+    """The 400 for a refused form field (see field_refusal)."""
+    message, _, code = field_refusal(exc, param, kind)
+    return bad_request(message, param, code)
+
+
+class FieldRefused(Exception):
+    """A message field refused (a Realtime event's): OpenAI's message, param and code."""
+
+    def __init__(self, message: str, param: str | None = None, code: str = "invalid_value") -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code
+
+
+def check_object(table: fields.FieldTable, obj: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """The fields of ``obj`` that ``table`` names, each checked against its row (present ones
+    only; a required one missing is refused). ``path``: the object's param, e.g.
+    ``session.audio.input`` ("" for an event's top level). Raises FieldRefused."""
+    checked: dict[str, Any] = {}
+    for spec in table.fields:
+        param = f"{path}.{spec.name}" if path else spec.name
+        try:
+            if spec.name not in obj:
+                if spec.required:
+                    raise fields.FieldError(spec.name, f"{spec.name} is required", fields.MISSING)
+                continue
+            checked[spec.name] = spec.check_json(obj[spec.name])
+        except fields.FieldError as exc:
+            raise FieldRefused(*field_refusal(exc, param, spec.kind)) from None
+    return checked
 
 
 def unauthorized() -> OpenAIError:

@@ -28,6 +28,13 @@ How kettle's stream maps onto items (the session runs with ``vad_events``):
   it serves. Only what cannot change is refused, the session going on unchanged: another
   ``session.type``, a ``model`` (a realtime session's) other than the one served, a
   ``voice`` (a transcription session has no audio output).
+- Client events are read through their tables (openai_fields: CLIENT_EVENT_TABLES, and the
+  session object's): a field of the wrong type, out of range, not in its enum or missing
+  though required gets an ``error`` event with OpenAI's code (``invalid_type``,
+  ``decimal_above_max_value``, ``invalid_value``, ``missing_required_parameter``, ...), the
+  field's ``param`` and the client's ``event_id`` (when that is itself valid: a string of at
+  most 512 characters); the event is not carried out (a refused append passes no audio on),
+  and the session goes on.
 - Deltas of an item come only after its ``committed`` event, as OpenAI's do.
 - ``transcription.delay`` "high" or "xhigh" turns partials off: deltas then come from finals
   only (later, and independent of how fast partials were decoded); lower delays (the
@@ -71,6 +78,8 @@ from kettle.streaming.protocols.base import (
     Reconfigure,
     StreamSetup,
 )
+from kettle.streaming.protocols.openai_errors import FieldRefused, check_object
+from kettle.streaming.protocols.openai_fields import CLIENT_EVENT_TABLES, MAX_EVENT_ID
 from kettle.streaming.protocols.openai_realtime_items import Finalizing, Item
 from kettle.streaming.protocols.openai_realtime_ledger import ItemLedger
 from kettle.streaming.protocols.openai_realtime_settings import (
@@ -124,7 +133,13 @@ class RealtimeCodec(ItemLedger):
             obj = json.loads(text)
         except (json.JSONDecodeError, RecursionError):
             return [self._error("the message is not valid JSON", code="invalid_json")]
-        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+        return self.on_event_object(obj, rate)
+
+    def on_event_object(self, obj: object, rate: RateGate) -> list[Action]:
+        """One client event, parsed: each event type's fields are read through its table
+        (openai_fields.CLIENT_EVENT_TABLES); a refused field is an ``error`` naming it, with
+        the client's ``event_id``, and the event is not carried out."""
+        if not isinstance(obj, Mapping) or not isinstance(obj.get("type"), str):
             return [
                 self._error(
                     "an event must be a JSON object with a string 'type'",
@@ -133,35 +148,46 @@ class RealtimeCodec(ItemLedger):
                 )
             ]
         kind = obj["type"]
-        client_event = obj.get("event_id") if isinstance(obj.get("event_id"), str) else None
+        table = CLIENT_EVENT_TABLES.get(kind)
+        if kind == "session.update" or table is None:
+            verdict = rate.check()  # only updates and unknown events may be dropped
+            if verdict == "drop":
+                return []
+            if verdict == "notify":
+                per_second = self.context.limits.max_messages_per_second
+                return [
+                    self._error(
+                        f"more than {per_second:g} events per second; events over the rate "
+                        "are dropped",
+                        code="rate_limit_exceeded",
+                        client_event=_event_id(obj),
+                    )
+                ]
+        if table is None:
+            return [
+                self._error(
+                    f"event type {kind!r} is not supported in a transcription session",
+                    code="invalid_event",
+                    param="type",
+                    client_event=_event_id(obj),
+                )
+            ]
+        try:
+            got = check_object(table, obj, "")
+        except FieldRefused as exc:
+            return [
+                self._error(
+                    exc.message, code=exc.code, param=exc.param, client_event=_event_id(obj)
+                )
+            ]
+        client_event = got.get("event_id")
         if kind == "input_audio_buffer.append":
-            return self._append(obj, client_event)
+            return self._append(got, client_event)
         if kind == "input_audio_buffer.commit":
             return self._commit(client_event)
         if kind == "input_audio_buffer.clear":
             return self._clear()
-        verdict = rate.check()  # only updates and unknown events may be dropped
-        if verdict == "drop":
-            return []
-        if verdict == "notify":
-            per_second = self.context.limits.max_messages_per_second
-            return [
-                self._error(
-                    f"more than {per_second:g} events per second; events over the rate are dropped",
-                    code="rate_limit_exceeded",
-                    client_event=client_event,
-                )
-            ]
-        if kind == "session.update":
-            return self._update(obj.get("session"), client_event)
-        return [
-            self._error(
-                f"event type {kind!r} is not supported in a transcription session",
-                code="invalid_event",
-                param="type",
-                client_event=client_event,
-            )
-        ]
+        return self._update(got["session"], client_event)
 
     def _update(self, session: object, client_event: str | None) -> list[Action]:
         try:
@@ -261,6 +287,13 @@ class RealtimeCodec(ItemLedger):
             self._pending.append(Finalizing("clear"))
             actions.append(Finalize())
         return actions
+
+
+def _event_id(obj: Mapping[str, Any]) -> str | None:
+    """The client's ``event_id`` to answer an error with: its own, when it is one (a string
+    of at most 512 characters), else none."""
+    got = obj.get("event_id")
+    return got if isinstance(got, str) and len(got) <= MAX_EVENT_ID else None
 
 
 __all__ = ["RealtimeCodec"]

@@ -6,15 +6,21 @@ the session's ``transcription.model`` is what kettle checks (openai_realtime_set
 ``kettle_revisions=true`` (a kettle extension; ``false`` is the default) asks for corrections:
 where a later refinement reads one of a completed item's finals otherwise, another
 ``conversation.item.input_audio_transcription.completed`` event for the same item and content
-index carries the corrected whole transcript. Any other value is refused (400)."""
+index carries the corrected whole transcript. Any other value is refused (400).
+
+The query's parameters are read through their table (openai_fields.REALTIME_QUERY: ``intent``,
+``model``, ``kettle_revisions``); others are ignored. A refused handshake counts under
+``kettle_sessions_rejected{reason="bad_query"}``."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import parse_qs
 
 from kettle.streaming.protocols.base import CodecContext, ModelInfo
+from kettle.streaming.protocols.fields import FieldError
 from kettle.streaming.protocols.handshake import (
     HandshakeRefused,
     HandshakeRequest,
@@ -24,6 +30,7 @@ from kettle.streaming.protocols.handshake import (
     choose_subprotocol,
     subprotocol_credentials,
 )
+from kettle.streaming.protocols.openai_fields import REALTIME_QUERY
 from kettle.streaming.protocols.openai_realtime import RealtimeCodec
 from kettle.streaming.protocols.openai_realtime_settings import FORMATS, RealtimeSettings
 
@@ -41,12 +48,7 @@ def credentials(request: HandshakeRequest) -> Sequence[str | None]:
 
 
 def prepare(request: HandshakeRequest, model: ModelInfo | None) -> Prepared:
-    intent = request.query_value("intent")
-    if intent is not None and intent != "transcription":
-        raise HandshakeRefused(
-            400, f"kettle serves transcription sessions only (intent=transcription), not {intent!r}"
-        )
-    settings = RealtimeSettings(revisions=revisions_asked(request))
+    settings = settings_from_query(query_values(request))
 
     def make_codec(context: CodecContext) -> RealtimeCodec:
         return RealtimeCodec(context, settings)
@@ -54,15 +56,31 @@ def prepare(request: HandshakeRequest, model: ModelInfo | None) -> Prepared:
     return Prepared(make_codec, choose_subprotocol(request, (SUBPROTOCOL,)))
 
 
-def revisions_asked(request: HandshakeRequest) -> bool:
-    """The ``kettle_revisions`` query parameter: true or false (any case), default false."""
-    raw = request.query_value(REVISIONS_PARAM)
-    if raw is None:
-        return False
-    value = raw.strip().lower()
-    if value not in ("true", "false"):
-        raise HandshakeRefused(400, f"{REVISIONS_PARAM} must be true or false, not {raw!r}")
-    return value == "true"
+def query_values(request: HandshakeRequest) -> dict[str, str]:
+    """The query's parameters (each one's first value), read leniently."""
+    parsed = parse_qs(request.query, keep_blank_values=True, errors="replace")
+    return {name: got[0] for name, got in parsed.items() if got}
+
+
+def settings_from_query(query: Mapping[str, str]) -> RealtimeSettings:
+    """The session's settings from the query, every parameter read through its row
+    (openai_fields.REALTIME_QUERY); a bad one refuses the handshake (400)."""
+    got: dict[str, Any] = {}
+    for spec in REALTIME_QUERY.fields:
+        raw = query.get(spec.name)
+        if raw is None:
+            continue
+        try:
+            got[spec.name] = spec.parse_query(raw)
+        except FieldError as exc:
+            if spec.name == "intent":
+                message = (
+                    f"kettle serves transcription sessions only (intent=transcription), not {raw!r}"
+                )
+                raise HandshakeRefused(400, message) from None
+            raise HandshakeRefused(400, f"Invalid value for '{spec.name}': {exc}.") from None
+    # ``model`` (the realtime model a realtime session names) is read and not used.
+    return RealtimeSettings(revisions=bool(got.get(REVISIONS_PARAM, False)))
 
 
 def refusal(status: int, message: str) -> tuple[bytes, str]:

@@ -13,6 +13,12 @@
   transcription session cannot change: its ``type``, a ``model`` (a realtime session's
   field) other than the one served, and a ``voice`` (it has no audio output); those are
   refused (UpdateRefused) and nothing of the update applies.
+- Every object of the update is read through its table (openai_fields: SESSION, AUDIO_INPUT,
+  AUDIO_FORMAT, NOISE_REDUCTION, TRANSCRIPTION, SERVER_VAD/SEMANTIC_VAD), so a field of the
+  wrong type, out of its range or not in its enum is refused with OpenAI's code
+  (openai_errors.field_refusal) and nothing of the update applies. ``session.type`` is
+  required, as at OpenAI ("Missing required parameter: 'session.type'."). Fields the tables
+  do not name are not read (ignored). ``noise_reduction`` is checked and reported null.
 """
 
 from __future__ import annotations
@@ -24,7 +30,18 @@ from typing import Any
 from kettle.streaming.core.session import SessionConfig
 from kettle.streaming.protocols import openai_realtime_turns as turns
 from kettle.streaming.protocols.base import AudioSetup, ModelInfo
-from kettle.streaming.protocols.openai_errors import OpenAIError
+from kettle.streaming.protocols.openai_errors import FieldRefused, OpenAIError, check_object
+from kettle.streaming.protocols.openai_fields import (
+    AUDIO_FORMAT,
+    AUDIO_INPUT,
+    NOISE_REDUCTION,
+    SESSION,
+    SESSION_AUDIO,
+    SESSION_AUDIO_OUTPUT,
+)
+from kettle.streaming.protocols.openai_fields import DELAYS as DELAYS
+from kettle.streaming.protocols.openai_fields import LOGPROBS as LOGPROBS
+from kettle.streaming.protocols.openai_fields import TRANSCRIPTION as TRANSCRIPTION_FIELDS
 from kettle.streaming.protocols.openai_models import ModelCatalog, ModelEntry
 from kettle.streaming.protocols.openai_realtime_turns import TurnDetection
 from kettle.transcribe import keyterms
@@ -37,11 +54,10 @@ FORMATS = {
     "audio/pcma": ("alaw", 8000),
 }
 MIN_COMMIT_MS = 100.0
-DELAYS = ("minimal", "low", "medium", "high", "xhigh")
 DELAYS_WITHOUT_PARTIALS = ("high", "xhigh")  # OpenAI refuses to commit less audio than this
 TRANSCRIBE_PREFIX = "conversation.item.input_audio_transcription."
-LOGPROBS = "item.input_audio_transcription.logprobs"
-TRANSCRIPTION = "session.audio.input.transcription"
+INPUT = "session.audio.input"
+TRANSCRIPTION = INPUT + ".transcription"
 
 
 @dataclass(frozen=True)
@@ -104,12 +120,7 @@ def audio_setup(fmt: str) -> AudioSetup:
     return AudioSetup(encoding, rate, 1)
 
 
-class UpdateRefused(Exception):
-    def __init__(self, message: str, param: str | None = None, code: str = "invalid_value") -> None:
-        super().__init__(message)
-        self.message = message
-        self.param = param
-        self.code = code
+UpdateRefused = FieldRefused  # (message, param, code)
 
 
 def catalog(model: ModelInfo) -> ModelCatalog:
@@ -123,39 +134,44 @@ def apply_update(
     settings: RealtimeSettings, session: object, model: ModelInfo | None
 ) -> RealtimeSettings:
     """The settings after one ``session.update``'s ``session`` object (only given fields
-    change); raises UpdateRefused naming the first bad field."""
+    change); raises UpdateRefused naming the first bad field. Every object is read through
+    its table (openai_fields), so no field is read unchecked."""
     if not isinstance(session, Mapping):
-        raise UpdateRefused("session must be an object", "session")
-    kind = session.get("type", "transcription")
-    if kind != "transcription":
+        raise UpdateRefused("Invalid type for 'session': it must be an object.", "session",
+                            "invalid_type")  # fmt: skip
+    kind = session.get("type")
+    if isinstance(kind, str) and kind != "transcription":
         raise UpdateRefused(
             f"kettle serves transcription sessions only (session.type 'transcription'), "
             f"not {kind!r}; connect with ?intent=transcription",
             "session.type",
         )
-    _fixed(session, model)
+    top = check_object(SESSION, session, "session")
+    audio = top.get("audio")
+    audio_got = check_object(SESSION_AUDIO, audio, "session.audio") if audio is not None else {}
+    output = audio_got.get("output")
+    voice_out = check_object(SESSION_AUDIO_OUTPUT, output, "session.audio.output") if output else {}
+    _fixed(top, voice_out, model)
     changes: dict[str, Any] = {}
-    if "include" in session:
-        changes["logprobs"] = _include(session["include"])
-    audio = _object(session, "audio", "session.audio")
-    inp = _object(audio, "input", "session.audio.input") if audio is not None else None
+    if "include" in top:
+        changes["logprobs"] = bool(top["include"])
+    inp = audio_got.get("input")
     if inp is None:
         return replace(settings, **changes)
-    if "format" in inp:
-        changes["format"] = _format(inp["format"])
-    if "turn_detection" in inp:
-        try:
-            changes["turn_detection"] = turns.parse(inp["turn_detection"], settings.turn_detection)
-        except turns.TurnRefused as exc:
-            raise UpdateRefused(exc.message, exc.param) from None
+    got = check_object(AUDIO_INPUT, inp, INPUT)
+    if "format" in got:
+        changes["format"] = _format(got["format"])
+    if got.get("noise_reduction") is not None:
+        check_object(NOISE_REDUCTION, got["noise_reduction"], INPUT + ".noise_reduction")
+    if "turn_detection" in got:
+        changes["turn_detection"] = turns.parse(got["turn_detection"], settings.turn_detection)
         changes["turn_detection_set"] = True
-    if "transcription" in inp and inp["transcription"] is not None:
-        tr = _object(inp, "transcription", TRANSCRIPTION)
-        assert tr is not None
+    if got.get("transcription") is not None:
+        tr = check_object(TRANSCRIPTION_FIELDS, got["transcription"], TRANSCRIPTION)
         if tr.get("model") is not None:
             name = _model(tr["model"], model)
             changes["model"] = name
-            if not settings.turn_detection_set and "turn_detection" not in inp:
+            if not settings.turn_detection_set and "turn_detection" not in got:
                 changes["turn_detection"] = turns.model_default(name)
         if "language" in tr:
             changes["language"] = _language(tr["language"], model)
@@ -164,21 +180,13 @@ def apply_update(
         if "keywords" in tr:
             changes["keyterms"] = _keywords(tr["keywords"])
         if "prompt" in tr:
-            prompt = tr["prompt"]
-            if prompt is not None and not isinstance(prompt, str):
-                param = "session.audio.input.transcription.prompt"
-                raise UpdateRefused("prompt must be a string", param)
-            changes["prompt"] = (prompt or "").strip() or None
+            changes["prompt"] = (tr["prompt"] or "").strip() or None
         if "delay" in tr:
-            delay = tr["delay"]
-            if delay is not None and delay not in DELAYS:
-                param = "session.audio.input.transcription.delay"
-                raise UpdateRefused(f"delay must be one of {', '.join(DELAYS)}", param)
-            changes["delay"] = delay
+            changes["delay"] = tr["delay"]
     return replace(settings, **changes)
 
 
-def _fixed(session: Mapping[str, Any], model: ModelInfo | None) -> None:
+def _fixed(session: Mapping[str, Any], output: Mapping[str, Any], model: ModelInfo | None) -> None:
     """Refuse what no update may change (OpenAI: every field but voice and model)."""
     if session.get("model") is not None:
         name = session["model"]
@@ -191,10 +199,8 @@ def _fixed(session: Mapping[str, Any], model: ModelInfo | None) -> None:
                 "session.model",
                 "cannot_update_model",
             ) from None
-    audio = session.get("audio")
-    output = audio.get("output") if isinstance(audio, Mapping) else None
     for param, parent in (("session.voice", session), ("session.audio.output.voice", output)):
-        if isinstance(parent, Mapping) and parent.get("voice") is not None:
+        if parent.get("voice") is not None:
             raise UpdateRefused(
                 "a transcription session has no voice (it produces no audio); nothing was changed",
                 param,
@@ -202,43 +208,21 @@ def _fixed(session: Mapping[str, Any], model: ModelInfo | None) -> None:
             )
 
 
-def _object(parent: Mapping[str, Any], key: str, param: str) -> Mapping[str, Any] | None:
-    value = parent.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise UpdateRefused(f"{param} must be an object", param)
-    return value
-
-
-def _format(value: object) -> str:
-    param = "session.audio.input.format"
-    if not isinstance(value, Mapping):
-        raise UpdateRefused(f"{param} must be an object such as {{'type': 'audio/pcm'}}", param)
-    kind = value.get("type", "audio/pcm")
-    if kind not in FORMATS:
-        raise UpdateRefused(
-            f"{param}.type must be one of {', '.join(FORMATS)}, not {kind!r}", f"{param}.type"
-        )
-    rate = value.get("rate")
+def _format(value: Mapping[str, Any]) -> str:
+    param = INPUT + ".format"
+    got = check_object(AUDIO_FORMAT, value, param)
+    kind = got.get("type", "audio/pcm")
+    rate = got.get("rate")
     if rate is not None and rate != FORMATS[kind][1]:
         raise UpdateRefused(
-            f"{kind} is taken at {FORMATS[kind][1]} Hz only, not {rate!r}", f"{param}.rate"
+            f"Invalid value for '{param}.rate': {kind} has no rate field "
+            f"(it is {FORMATS[kind][1]} Hz), not {rate!r}.",
+            f"{param}.rate",
         )
     return str(kind)
 
 
-def _include(value: object) -> bool:
-    if value is None:
-        return False
-    if not isinstance(value, list) or any(v != LOGPROBS for v in value):
-        raise UpdateRefused(f"include must be a list of {LOGPROBS!r} or null", "session.include")
-    return bool(value)
-
-
-def _model(value: object, model: ModelInfo | None, param: str = TRANSCRIPTION + ".model") -> str:
-    if not isinstance(value, str):
-        raise UpdateRefused("model must be a string", param)
+def _model(value: str, model: ModelInfo | None, param: str = TRANSCRIPTION + ".model") -> str:
     if model is not None:
         try:
             catalog(model).resolve(value)
@@ -247,34 +231,25 @@ def _model(value: object, model: ModelInfo | None, param: str = TRANSCRIPTION + 
     return value
 
 
-def _languages(value: object, model: ModelInfo | None) -> tuple[str, ...]:
+def _languages(value: tuple[str, ...] | None, model: ModelInfo | None) -> tuple[str, ...]:
     param = TRANSCRIPTION + ".languages"
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise UpdateRefused("languages must be a list of ISO-639-1 codes", param)
-    codes = (_language(v, model, param) for v in value)
+    codes = (_language(v, model, param) for v in value or ())
     return tuple(dict.fromkeys(c for c in codes if c is not None))
 
 
-def _keywords(value: object) -> tuple[str, ...]:
-    param = TRANSCRIPTION + ".keywords"
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise UpdateRefused("keywords must be a list of strings", param)
+def _keywords(value: tuple[str, ...] | None) -> tuple[str, ...]:
     try:
-        return keyterms.normalize(value)
+        return keyterms.normalize(list(value or ()))
     except ConfigError as exc:
-        raise UpdateRefused(f"keywords: {exc}", param) from None
+        raise UpdateRefused(f"keywords: {exc}", TRANSCRIPTION + ".keywords") from None
 
 
 def _language(
-    value: object, model: ModelInfo | None, param: str = TRANSCRIPTION + ".language"
+    value: str | None, model: ModelInfo | None, param: str = TRANSCRIPTION + ".language"
 ) -> str | None:
     if value is None or value == "":
         return None
-    if not isinstance(value, str) or value.lower() not in LANGUAGES:
+    if value.lower() not in LANGUAGES:
         raise UpdateRefused(
             f"language must be an ISO-639-1 code Whisper knows, not {value!r}", param
         )

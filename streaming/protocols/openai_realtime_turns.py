@@ -1,6 +1,10 @@
 """OpenAI Realtime ``turn_detection``: server_vad and semantic_vad settings, and the default a
 transcription model implies.
 
+- Each type's fields are its table's (openai_fields: SERVER_VAD, SEMANTIC_VAD), ``type``
+  required as in OpenAI's reference; a field of the other type is not read. server_vad's
+  response settings (``create_response``, ``interrupt_response``, ``idle_timeout_ms``) and
+  semantic_vad's are checked and echoed (a transcription session makes no responses).
 - ``server_vad``'s threshold (0..1) picks webrtcvad's aggressiveness (0.5 -> 2, kettle's
   default); ``silence_duration_ms`` is the endpoint's pause, ``prefix_padding_ms`` the audio
   kept before speech.
@@ -21,16 +25,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kettle.streaming.protocols.openai_errors import FieldRefused, check_object
+from kettle.streaming.protocols.openai_fields import TURN_DETECTION_TYPE, TURN_DETECTIONS
+
 EAGERNESS_SILENCE_MS = {"low": 1000, "medium": 500, "auto": 500, "high": 250}
 NO_TURN_DETECTION_MODELS = ("gpt-realtime-whisper", "gpt-live-transcribe")
 PARAM = "session.audio.input.turn_detection"
 
 
-class TurnRefused(Exception):
-    def __init__(self, message: str, param: str) -> None:
-        super().__init__(message)
-        self.message = message
-        self.param = param
+TurnRefused = FieldRefused  # (message, param, code)
 
 
 @dataclass(frozen=True)
@@ -65,44 +68,28 @@ def model_default(model: str) -> TurnDetection | None:
 
 
 def parse(value: object, current: TurnDetection | None) -> TurnDetection | None:
-    """A ``turn_detection`` object (fields it leaves out keep ``current``'s values)."""
+    """A ``turn_detection`` object (fields it leaves out keep ``current``'s values), read
+    through its type's table (openai_fields: SERVER_VAD or SEMANTIC_VAD)."""
     if value is None:
         return None
     if not isinstance(value, Mapping):
-        raise TurnRefused(f"{PARAM} must be an object or null", PARAM)
-    kind = value.get("type", "server_vad")
-    if kind not in ("server_vad", "semantic_vad"):
-        raise TurnRefused(f"{PARAM}.type must be server_vad or semantic_vad, not {kind!r}",
-                          f"{PARAM}.type")  # fmt: skip
+        raise TurnRefused(f"Invalid type for '{PARAM}': it must be an object or null.", PARAM,
+                          "invalid_type")  # fmt: skip
+    kind = check_object(TURN_DETECTION_TYPE, value, PARAM)["type"]
+    got = check_object(TURN_DETECTIONS[kind], value, PARAM)
     base = current or TurnDetection()
-    threshold = value.get("threshold", base.threshold)
-    number = isinstance(threshold, int | float) and not isinstance(threshold, bool)
-    if not number or not 0 <= threshold <= 1:
-        raise TurnRefused(f"{PARAM}.threshold must be a number from 0 to 1", f"{PARAM}.threshold")
-    eagerness = value.get("eagerness", "auto") if kind == "semantic_vad" else None
-    if eagerness is not None and eagerness not in EAGERNESS_SILENCE_MS:
-        raise TurnRefused(f"{PARAM}.eagerness must be one of {', '.join(EAGERNESS_SILENCE_MS)}",
-                          f"{PARAM}.eagerness")  # fmt: skip
-    silence_default = base.silence_duration_ms
-    if eagerness is not None and "silence_duration_ms" not in value:
-        silence_default = EAGERNESS_SILENCE_MS[eagerness]
-    ints = {}
-    for name, low, high, default in (
-        ("prefix_padding_ms", 0, 2000, base.prefix_padding_ms),
-        ("silence_duration_ms", 40, 10000, silence_default),
-    ):
-        got = value.get(name, default)
-        if isinstance(got, bool) or not isinstance(got, int) or not low <= got <= high:
-            raise TurnRefused(f"{PARAM}.{name} must be an integer from {low} to {high}",
-                              f"{PARAM}.{name}")  # fmt: skip
-        ints[name] = got
-    known = {"type", "threshold", "prefix_padding_ms", "silence_duration_ms", "eagerness"}
-    extra = tuple((k, v) for k, v in value.items() if k not in known)
+    eagerness = got.get("eagerness", "auto") if kind == "semantic_vad" else None
+    silence = base.silence_duration_ms
+    if eagerness is not None:
+        silence = EAGERNESS_SILENCE_MS[eagerness]
+    used = {"type", "threshold", "prefix_padding_ms", "silence_duration_ms", "eagerness"}
+    # A response's settings (create_response, ...): checked, and echoed as they came.
+    extra = tuple((k, v) for k, v in got.items() if k not in used)
     return TurnDetection(
         str(kind),
-        float(threshold),
-        ints["prefix_padding_ms"],
-        ints["silence_duration_ms"],
+        float(got.get("threshold", base.threshold)),
+        int(got.get("prefix_padding_ms", base.prefix_padding_ms)),
+        int(got.get("silence_duration_ms", silence)),
         eagerness,
         extra,
     )

@@ -14,10 +14,17 @@ Choices where OpenAI's API leaves room or does not fit kettle:
   aliases are configurable (``kettle serve --openai-aliases``). Anything else is 404.
 - The file's format is found from its bytes (the decoder sniffs the container); the file name
   is never looked at.
+- Every field is read through its row in openai_fields.py (TRANSCRIPTION_FORM,
+  TRANSLATION_FORM: type, range or enum, required, from OpenAI's reference) and refused with
+  OpenAI's code for what is wrong (``invalid_type``, ``decimal_above_max_value``,
+  ``invalid_value``, ``missing_required_parameter``, ...). An empty field counts as not sent;
+  ``stream`` also takes ``1``/``0``. A translation reads only the fields its reference lists
+  (file, model, prompt, response_format without ``diarized_json``, temperature): any other
+  is ignored, as unknown fields are on both endpoints, so newer SDKs' extra fields do not
+  break a request (OpenAI's spec says ``additionalProperties: false``; kettle is lenient).
 - ``timestamp_granularities`` needs ``verbose_json`` (as OpenAI's API says); ``stream=true``
-  needs ``json`` or ``text`` (the formats OpenAI streams); ``include[]=logprobs`` needs
-  ``json`` (streamed or not), as OpenAI documents. Unknown fields are ignored, so newer SDKs'
-  extra fields do not break a request.
+  needs ``json``, ``text`` or ``diarized_json`` (the formats OpenAI streams);
+  ``include[]=logprobs`` needs ``json`` (streamed or not), as OpenAI documents.
 - ``keywords`` become the decode's keyterms (Whisper hotwords, transcribe/keyterms.py).
 - ``languages``: one code (or the same code repeated) is taken as ``language``; several
   restrict the model's language detection to them (each window picks the likeliest of the
@@ -40,8 +47,7 @@ Choices where OpenAI's API leaves room or does not fit kettle:
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kettle.streaming.protocols import openai_rest_options as options
@@ -52,6 +58,9 @@ from kettle.streaming.protocols.openai_errors import busy as busy
 from kettle.streaming.protocols.openai_errors import model_not_found as model_not_found
 from kettle.streaming.protocols.openai_errors import too_large as too_large
 from kettle.streaming.protocols.openai_errors import unauthorized as unauthorized
+from kettle.streaming.protocols.openai_fields import GRANULARITIES as GRANULARITIES
+from kettle.streaming.protocols.openai_fields import RESPONSE_FORMATS as RESPONSE_FORMATS
+from kettle.streaming.protocols.openai_fields import TRANSCRIPTION_FORM, TRANSLATION_FORM
 from kettle.streaming.protocols.openai_models import MODEL_ALIAS as MODEL_ALIAS
 from kettle.streaming.protocols.openai_models import MODEL_ALIASES as MODEL_ALIASES
 from kettle.streaming.protocols.openai_models import ModelCatalog as ModelCatalog
@@ -59,9 +68,7 @@ from kettle.streaming.protocols.openai_models import ModelEntry as ModelEntry
 from kettle.transcribe.languages import LANGUAGES
 from kettle.transcribe.windows import WindowConfig
 
-RESPONSE_FORMATS = ("json", "text", "srt", "vtt", "verbose_json", "diarized_json")
 STREAM_FORMATS = ("json", "text", "diarized_json")
-GRANULARITIES = ("word", "segment")
 CONTENT_TYPES = {
     "json": "application/json",
     "diarized_json": "application/json",
@@ -109,27 +116,38 @@ def parse_audio_form(
     task: str,
     catalog: ModelCatalog,
 ) -> AudioRequest:
-    """Validate a request's text fields (repeated names allowed) and its file's bytes.
+    """Validate a request's text fields (repeated names allowed) and its file's bytes."""
+    values: dict[str, list[str]] = {}
+    for name, value in fields:
+        values.setdefault(name, []).append(value)
+    return parse_audio_values(values, file, task=task, catalog=catalog)
+
+
+def parse_audio_values(
+    values: Mapping[str, Sequence[str]],
+    file: bytes | None,
+    *,
+    task: str,
+    catalog: ModelCatalog,
+) -> AudioRequest:
+    """Validate a request's text fields (name -> values in the order sent) against the task's
+    table (openai_fields: TRANSCRIPTION_FORM or TRANSLATION_FORM; a translation reads only
+    the fields its reference lists) and its file's bytes.
 
     Errors come in the order a client can fix them: the file, then the model (404), then the
     other parameters (400).
     """
-    values: dict[str, list[str]] = {}
-    for name, value in fields:
-        values.setdefault(name, []).append(value)
-
-    def one(name: str) -> str | None:
-        got = values.get(name)
-        return got[-1] if got else None
-
+    table = TRANSCRIPTION_FORM if task == "transcribe" else TRANSLATION_FORM
+    form = options.Form(values, table)
     if file is None:
-        raise bad_request("No file was given: send the audio as the multipart field 'file'.",
-                          "file", "missing_required_parameter")  # fmt: skip
+        raise bad_request("Missing required parameter: 'file'. Send the audio as the multipart "
+                          "field 'file'.", "file", "missing_required_parameter")  # fmt: skip
     if not file:
         raise bad_request("The uploaded file is empty.", "file", "invalid_file")
-    model_name = (one("model") or "").strip()
+    model_name = (form.one("model") or "").strip()
     if not model_name:
-        raise bad_request("The field 'model' is required.", "model", "missing_required_parameter")
+        raise bad_request("Missing required parameter: 'model'.", "model",
+                          "missing_required_parameter")  # fmt: skip
     model = catalog.resolve(model_name)
     if task == "translate" and not model.multilingual:
         raise bad_request(
@@ -137,54 +155,41 @@ def parse_audio_form(
             "use a multilingual model (see GET /v1/models).",
             "model",
         )
-    response_format = (one("response_format") or "json").strip().lower()
-    if response_format not in RESPONSE_FORMATS:
-        raise bad_request(f"response_format must be one of {', '.join(RESPONSE_FORMATS)}, "
-                          f"not {response_format!r}.", "response_format")  # fmt: skip
-    language = _language(one("language"), model, model_name)
-    temperature = _temperature(one("temperature"))
-    prompt = one("prompt")
+    response_format = form.one("response_format", lower=True) or "json"
+    temperature = form.one("temperature") or 0.0
+    prompt = form.one("prompt")
     if prompt is not None:
         prompt = prompt.strip()[-MAX_PROMPT_CHARS:] or None
-    granularities = values.get("timestamp_granularities[]", []) + values.get(
-        "timestamp_granularities", []
-    )
-    for g in granularities:
-        if g not in GRANULARITIES:
-            raise bad_request(f"timestamp_granularities holds {g!r}; use word and/or segment.",
-                              "timestamp_granularities")  # fmt: skip
+    if task == "translate":
+        return AudioRequest(task=task, audio=file, model=model, prompt=prompt,
+                            temperature=temperature, response_format=response_format)  # fmt: skip
+    language = _language(form.one("language"), model, model_name)
+    granularities = form.many("timestamp_granularities")
     if granularities and response_format != "verbose_json":
         raise bad_request("timestamp_granularities needs response_format verbose_json.",
                           "timestamp_granularities")  # fmt: skip
-    stream = _bool(one("stream"), "stream")
+    stream = bool(form.one("stream"))
     if stream and response_format not in STREAM_FORMATS:
-        raise bad_request("stream=true works with response_format json or text, "
-                          f"not {response_format}.", "stream")  # fmt: skip
+        raise bad_request("stream=true works with response_format json, text or "
+                          f"diarized_json, not {response_format}.", "stream")  # fmt: skip
     listed = tuple(
         dict.fromkeys(
             code
-            for v in options.listed(values, "languages")
+            for v in form.many("languages")
             if (code := _language(v, model, model_name, "languages")) is not None
         )
     )
     if language is None and len(listed) == 1:
         language = listed[0]
-    try:
-        include = options.includes(values)
-        keywords = options.keywords(values)
-        default_windows = WindowConfig()
-        windows = options.chunking(values, default_windows)
-    except options.FieldError as exc:
-        raise bad_request(exc.message, exc.param) from None
+    include = form.many("include")
+    keywords = options.keywords(form)
+    default_windows = WindowConfig()
+    windows = options.chunking(form, default_windows)
     if include and response_format != "json":
         raise bad_request("include[]=logprobs needs response_format json.", "include")
-    if response_format == "diarized_json" and task != "transcribe":
-        raise bad_request("diarized_json is a transcription format, not a translation's.",
-                          "response_format")  # fmt: skip
     try:
         known = speaker_fields.known_speakers(
-            options.listed(values, "known_speaker_names"),
-            options.listed(values, "known_speaker_references"),
+            form.many("known_speaker_names"), form.many("known_speaker_references")
         )
     except speaker_fields.SpeakerFieldError as exc:
         raise bad_request(exc.message, exc.param) from None
@@ -219,27 +224,3 @@ def _language(
         raise bad_request(f"Model '{model_name}' is English-only; it cannot take language "
                           f"{code!r}.", param)  # fmt: skip
     return code
-
-
-def _temperature(value: str | None) -> float:
-    if value is None or not value.strip():
-        return 0.0
-    try:
-        t = float(value)
-    except ValueError:
-        t = math.nan
-    if not 0.0 <= t <= 1.0:
-        raise bad_request(f"temperature must be a number from 0 to 1, not {value!r}.",
-                          "temperature")  # fmt: skip
-    return t
-
-
-def _bool(value: str | None, param: str) -> bool:
-    if value is None:
-        return False
-    text = value.strip().lower()
-    if text in ("true", "1"):
-        return True
-    if text in ("false", "0", ""):
-        return False
-    raise bad_request(f"{param} must be true or false, not {value!r}.", param)

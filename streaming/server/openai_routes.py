@@ -96,6 +96,12 @@ class OpenAIRest:
     def _answered(self, endpoint: Callable[[Request], Awaitable[Response]]) -> ASGIApp:
         return self.server.uploads.answered(endpoint)  # a drain waits for its answer
 
+    def _refused(self, error: rest.OpenAIError) -> Response:
+        """The error's response, counted under ``kettle_errors{code}`` (as the WebSocket
+        protocols' error messages are)."""
+        self.server.metrics.errors.labels(code=error.code or error.type).inc()
+        return error_response(error)
+
     # -- checks -----------------------------------------------------------------------------
 
     def _authorize(self, request: Request) -> None:
@@ -124,14 +130,14 @@ class OpenAIRest:
             self._authorize(request)
             return JSONResponse(self.catalog().list_body())
         except rest.OpenAIError as exc:
-            return error_response(exc)
+            return self._refused(exc)
 
     async def get_model(self, request: Request) -> Response:
         try:
             self._authorize(request)
             return JSONResponse(self.catalog().get_body(request.path_params["model_id"]))
         except rest.OpenAIError as exc:
-            return error_response(exc)
+            return self._refused(exc)
 
     async def transcriptions(self, request: Request) -> Response:
         return await self._audio(request, "transcribe")
@@ -148,7 +154,7 @@ class OpenAIRest:
         except ClientDisconnect:
             return Response(status_code=499)  # nobody is listening any more
         except Exception as exc:
-            return error_response(self._error(exc, task))
+            return self._refused(self._error(exc, task))
         parsed, speakers = done.parsed.request, done.parsed.speakers
         if parsed.stream:
             return StreamingResponse(

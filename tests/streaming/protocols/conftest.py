@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kettle.streaming.protocols.base import Action, CodecContext, Limits, ModelInfo, Send
+from kettle.streaming.protocols.base import (
+    Action,
+    CodecContext,
+    FeedAudio,
+    Limits,
+    ModelInfo,
+    Send,
+)
 from kettle.streaming.protocols.deepgram import DeepgramLiveCodec
 from kettle.streaming.protocols.deepgram_flux import DeepgramFluxCodec
 from kettle.streaming.protocols.deepgram_flux_wire import parse_flux_query
@@ -28,6 +35,8 @@ from kettle.streaming.protocols.fields import (
     FieldSpec,
 )
 from kettle.streaming.protocols.handshake import HandshakeRequest, Prepared, ProtocolRoute
+from kettle.streaming.protocols.openai_models import MODEL_ALIASES
+from kettle.streaming.protocols.openai_realtime import RealtimeCodec
 from kettle.streaming.server.gate import ConnectionGate, Refusal
 from kettle.streaming.server.hosts import HostPolicy
 from kettle.streaming.server.limits import Authenticator
@@ -268,3 +277,43 @@ def query_edges(spec: FieldSpec) -> list[str]:
         if spec.max_items is not None:
             edges.append("[" + ",".join(f'"t{i}"' for i in range(spec.max_items)) + "]")
     return edges
+
+
+class RealtimeDriver:
+    """A RealtimeCodec fed client events: ``out`` holds the events it sent, ``error_codes``
+    the codes its Sends carry for ``kettle_errors{code}``, ``fed`` the audio bytes passed on."""
+
+    def __init__(self, multilingual: bool = False) -> None:
+        model = ModelInfo("tiny.en", multilingual, aliases=MODEL_ALIASES)
+        self.codec = RealtimeCodec(CodecContext("sess1", model))
+        self.out: list[dict[str, Any]] = []
+        self.error_codes: list[str] = []
+        self.fed = 0
+        self.apply(self.codec.start())
+
+    def apply(self, actions: list[Action]) -> None:
+        for action in actions:
+            if isinstance(action, Send):
+                self.out.append(json.loads(action.message.text))
+                if action.error_code is not None:
+                    self.error_codes.append(action.error_code)
+            elif isinstance(action, FeedAudio):
+                self.fed += len(action.data)
+
+    def send(self, event: Any) -> list[dict[str, Any]]:
+        """Send one event (as JSON text); the events the codec answered with."""
+        before = len(self.out)
+        self.apply(self.codec.on_text(json.dumps(event), AllowAll()))
+        return self.out[before:]
+
+    def send_object(self, event: Any) -> list[dict[str, Any]]:
+        """Send one event as a parsed object (a fields.Recording, say)."""
+        before = len(self.out)
+        self.apply(self.codec.on_event_object(event, AllowAll()))
+        return self.out[before:]
+
+
+@pytest.fixture
+def realtime() -> Callable[..., RealtimeDriver]:
+    """Make a RealtimeDriver (``multilingual``: the served model's)."""
+    return RealtimeDriver

@@ -163,9 +163,10 @@ def test_bad_updates_change_nothing() -> None:
                                                                    "rate": 16000}}}},
          "session.audio.input.format.rate"),
         ({"type": "realtime"}, "session.type"),
-        ({"audio": {"input": {"transcription": {"language": "de"}}}},
+        ({"type": "transcription", "audio": {"input": {"transcription": {"language": "de"}}}},
          "session.audio.input.transcription.language"),  # tiny.en is English-only
-        ({"audio": {"input": {"turn_detection": {"type": "server_vad", "threshold": 3}}}},
+        ({"type": "transcription",
+          "audio": {"input": {"turn_detection": {"type": "server_vad", "threshold": 3}}}},
          "session.audio.input.turn_detection.threshold"),
     ]:  # fmt: skip
         h.send(type="session.update", session=session, event_id="client_1")
@@ -227,7 +228,10 @@ def test_manual_commits() -> None:
 
 def test_commit_mid_speech_ends_the_item_there() -> None:
     h = Harness()
-    h.send(type="session.update", session={"audio": {"input": {"turn_detection": None}}})
+    h.send(
+        type="session.update",
+        session={"type": "transcription", "audio": {"input": {"turn_detection": None}}},
+    )
     h.append(pcm24k([("silence", 0.5), ("voice", 2.0)]))
     h.send(type="input_audio_buffer.commit")
     (completed,) = h.of(PREFIX + "completed")
@@ -260,7 +264,10 @@ def test_commit_of_silence_in_vad_mode_is_an_empty_item() -> None:
 
 def test_clear_drops_the_uncommitted_audio() -> None:
     h = Harness()
-    h.send(type="session.update", session={"audio": {"input": {"turn_detection": None}}})
+    h.send(
+        type="session.update",
+        session={"type": "transcription", "audio": {"input": {"turn_detection": None}}},
+    )
     h.append(pcm24k([("silence", 0.3), ("voice", 2.0), ("silence", 1.0)]))
     h.send(type="input_audio_buffer.clear")
     assert h.out[-1]["type"] == "input_audio_buffer.cleared"
@@ -300,9 +307,15 @@ def test_settings_change_after_audio_too() -> None:
     # As at OpenAI (test_openai_realtime_update.py has what applies when).
     h = Harness()
     h.append(pcm24k([("silence", 0.2)]))
-    h.send(type="session.update", session={"audio": {"input": {"format": {"type": "audio/pcma"}}}})
+    h.send(
+        type="session.update",
+        session={"type": "transcription", "audio": {"input": {"format": {"type": "audio/pcma"}}}},
+    )
     assert h.out[-1]["type"] == "session.updated"
-    h.send(type="session.update", session={"audio": {"input": {"turn_detection": None}}})
+    h.send(
+        type="session.update",
+        session={"type": "transcription", "audio": {"input": {"turn_detection": None}}},
+    )
     assert h.out[-1]["type"] == "session.updated"
 
 
@@ -342,8 +355,8 @@ def test_commit_in_vad_mode_after_a_turn_commits_the_silence_after_it() -> None:
 
 def test_high_delay_sends_deltas_from_finals_only() -> None:
     h = Harness()
-    h.send(type="session.update",
-           session={"audio": {"input": {"transcription": {"delay": "high"}}}})  # fmt: skip
+    high = {"type": "transcription", "audio": {"input": {"transcription": {"delay": "high"}}}}
+    h.send(type="session.update", session=high)
     assert h.out[-1]["session"]["audio"]["input"]["transcription"]["delay"] == "high"
     assert h.codec.stream_setup().session.partials is False
     h.append(TWO)

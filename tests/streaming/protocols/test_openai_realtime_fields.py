@@ -70,7 +70,10 @@ def test_other_models_and_explicit_settings_keep_their_turn_detection() -> None:
 def test_semantic_vad_eagerness_sets_the_endpoint_pause(eagerness: str, ms: int) -> None:
     h = Harness()
     td = {"type": "semantic_vad", "eagerness": eagerness, "create_response": False}
-    h.send(type="session.update", session={"audio": {"input": {"turn_detection": td}}})
+    h.send(
+        type="session.update",
+        session={"type": "transcription", "audio": {"input": {"turn_detection": td}}},
+    )
     assert h.out[-1]["session"]["audio"]["input"]["turn_detection"] == td
     assert h.codec.stream_setup().session.endpoint_silence_ms == ms
 
@@ -78,7 +81,10 @@ def test_semantic_vad_eagerness_sets_the_endpoint_pause(eagerness: str, ms: int)
 def test_semantic_vad_bad_eagerness_is_refused() -> None:
     h = Harness()
     td = {"type": "semantic_vad", "eagerness": "eager"}
-    h.send(type="session.update", session={"audio": {"input": {"turn_detection": td}}})
+    h.send(
+        type="session.update",
+        session={"type": "transcription", "audio": {"input": {"turn_detection": td}}},
+    )
     assert h.out[-1]["error"]["param"] == "session.audio.input.turn_detection.eagerness"
 
 
@@ -102,15 +108,16 @@ def test_languages_and_keywords() -> None:
 
 def test_bad_languages_and_keywords_are_refused() -> None:
     h = Harness()
-    for fields, param in [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"languages": ["de"]}, PARAM + ".languages"),  # tiny.en is English-only
         ({"languages": "en"}, PARAM + ".languages"),
         ({"keywords": ["x" * 101]}, PARAM + ".keywords"),
         ({"keywords": "Kettle"}, PARAM + ".keywords"),
-    ]:
+    ]
+    for fields, param in cases:
         h.send(type="session.update", session=transcription(**fields))
         assert h.out[-1]["error"]["param"] == param
-    h.send(type="session.update", session={"include": ["logprobs"]})
+    h.send(type="session.update", session={"type": "transcription", "include": ["logprobs"]})
     assert h.out[-1]["error"]["param"] == "session.include"
 
 
@@ -131,7 +138,10 @@ def test_keywords_change_mid_stream() -> None:
 
 def test_logprobs_and_languages_on_items() -> None:
     h = Harness()
-    h.send(type="session.update", session={"include": ["item.input_audio_transcription.logprobs"]})
+    h.send(
+        type="session.update",
+        session={"type": "transcription", "include": ["item.input_audio_transcription.logprobs"]},
+    )
     assert h.out[-1]["session"]["include"] == ["item.input_audio_transcription.logprobs"]
     assert h.codec.stream_setup().session.word_timestamps
     h.append(TWO)

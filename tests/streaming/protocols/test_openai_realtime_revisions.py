@@ -121,7 +121,10 @@ def test_without_the_parameter_nothing_changes() -> None:
 
 def test_logprobs_follow_the_corrected_words() -> None:
     h = Revising()
-    h.send(type="session.update", session={"include": ["item.input_audio_transcription.logprobs"]})
+    h.send(
+        type="session.update",
+        session={"type": "transcription", "include": ["item.input_audio_transcription.logprobs"]},
+    )
     h.append(TWO)
     first, _, fix = h.completed()
     assert fix["logprobs"][0]["token"].strip() == "alfa"

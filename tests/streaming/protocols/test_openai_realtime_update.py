@@ -21,7 +21,10 @@ SPLIT = 72000  # bytes of TWO: 1.5 s, inside its first voice (0.5..2.5 s)
 
 
 def update(h: Harness, event_id: str | None = None, **session: Any) -> dict[str, Any]:
-    event: dict[str, Any] = {"type": "session.update", "session": session}
+    event: dict[str, Any] = {
+        "type": "session.update",
+        "session": {"type": "transcription", **session},
+    }
     if event_id is not None:
         event["event_id"] = event_id
     h.send(**event)
@@ -170,7 +173,7 @@ def test_keywords_and_model_names_change_after_audio() -> None:
 def test_what_cannot_change_is_refused_and_the_session_goes_on() -> None:
     h = Harness()
     h.append(TWO[:SPLIT])
-    refused = [
+    refused: list[tuple[dict[str, Any], str, str]] = [
         ({"model": "gpt-realtime"}, "session.model", "cannot_update_model"),
         ({"audio": {"output": {"voice": "alloy"}}}, "session.audio.output.voice",
          "cannot_update_voice"),

@@ -60,8 +60,9 @@ class FieldSpec:
     each item's).
 
     ``url``: the reference (``https://...``, or a page of ``docs/`` for kettle's own
-    protocol and extensions, e.g. ``docs/protocol.md#<section>``). ``literals``: query texts taken as they are besides the kind's (Deepgram's
-    ``endpointing`` is milliseconds or ``false``). ``nullable``: JSON null (and, in a query,
+    protocol and extensions, e.g. ``docs/protocol.md#<section>``). ``literals``: query texts
+    taken as they are besides the kind's (Deepgram's ``endpointing`` is milliseconds or
+    ``false``). ``nullable``: JSON null (and, in a query,
     an empty value or ``null``) is taken and means "not set" (None). ``fold_case``: an ENUM's
     value is matched ignoring case and returned as its choice. ``integral_floats``: an INT
     takes a JSON float without a fraction (``16000.0``), as JSON has one number type; False

@@ -24,6 +24,7 @@ from kettle.streaming.protocols.deepgram_wire import (
     query_keyterms,
     query_language,
     query_lists,
+    refuse_redact,
     word_fields,
 )
 from kettle.transcribe.audio_io import RawFormat
@@ -61,11 +62,12 @@ def prerecorded_params(
     values: Mapping[str, Sequence[str]], *, multilingual: bool, model_name: str
 ) -> PrerecordedParams:
     """A decoded query (`query_lists`), checked against ``PRERECORDED_QUERY``: documented
-    parameters kettle does not implement are checked, then ignored; undocumented ones are
+    parameters kettle does not implement are checked, then ignored (``redact`` is refused); undocumented ones are
     never read. As on the live endpoint, one that is not a list must not be given twice with
     different values, and ``encoding`` and ``sample_rate`` follow the live rule
     (`query_encoding`): raw audio needs both."""
     fields = checked_query(values, PRERECORDED_QUERY)
+    refuse_redact(fields)
     raw = None
     encoding, rate = query_encoding(fields)
     if encoding is not None:

@@ -243,6 +243,16 @@ def query_encoding(fields: Mapping[str, Any], *, containers: bool = True) -> tup
     return encoding, int(fields["sample_rate"])
 
 
+def refuse_redact(fields: Mapping[str, Any]) -> None:
+    """``redact`` asks for text with numbers, card data or SSNs removed: kettle cannot, and
+    ignoring it would hand back the very text the client must not store (Flux refuses it too)."""
+    asked = [v for v in fields.get("redact", ()) if v != "false"]
+    if asked:
+        raise ListenParamError(
+            f"redact={asked[0]} is not supported: this server cannot redact transcripts"
+        )
+
+
 def parse_listen_query(query: str, *, multilingual: bool, model_name: str) -> ListenParams:
     """The handshake's query string; ListenParamError (HTTP 400) names what is wrong."""
     return listen_params(query_lists(query), multilingual=multilingual, model_name=model_name)
@@ -253,11 +263,12 @@ def listen_params(
 ) -> ListenParams:
     """A decoded handshake query (`query_lists`), checked against ``LIVE_QUERY``: every
     documented parameter is typed and bounded there, those kettle does not implement
-    (numerals, redact, tag, ...) are then ignored, as Deepgram ignores those a model does not
+    (numerals, tag, ...) are then ignored (``redact`` is refused), as Deepgram ignores those a model does not
     support, and undocumented ones are never read. Without ``encoding`` the audio is in a
     container (its header says the rest), as Deepgram takes it; raw audio needs
     ``sample_rate`` too (`query_encoding`)."""
     fields = checked_query(values, LIVE_QUERY)
+    refuse_redact(fields)
     encoding, rate = query_encoding(fields)
     language = query_language(fields, multilingual=multilingual, model_name=model_name)
     endpointing, endpointing_ms = True, None

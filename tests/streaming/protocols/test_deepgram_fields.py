@@ -78,6 +78,11 @@ KETTLE_REFUSES = {
     ("flux", "redact", "numbers"): "not supported",
     ("flux", "redact", "aggressive_numbers"): "not supported",
     ("flux", "redact", "a"): "not supported",
+    **{
+        ("live", "redact", v): "cannot redact"
+        for v in ("true", "pci", "numbers", "aggressive_numbers", "ssn")
+    },
+    ("prerecorded", "redact", "a"): "cannot redact",
 }
 # Other fields a valid edge needs beside it (eager_eot_threshold is at most eot_threshold;
 # raw audio needs its rate).

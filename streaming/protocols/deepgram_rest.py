@@ -62,10 +62,10 @@ def prerecorded_params(
     values: Mapping[str, Sequence[str]], *, multilingual: bool, model_name: str
 ) -> PrerecordedParams:
     """A decoded query (`query_lists`), checked against ``PRERECORDED_QUERY``: documented
-    parameters kettle does not implement are checked, then ignored (``redact`` is refused); undocumented ones are
-    never read. As on the live endpoint, one that is not a list must not be given twice with
-    different values, and ``encoding`` and ``sample_rate`` follow the live rule
-    (`query_encoding`): raw audio needs both."""
+    parameters kettle does not implement are checked, then ignored (``redact`` is refused);
+    undocumented ones are never read. As on the live endpoint, one that is not a list must
+    not be given twice with different values, and ``encoding`` and ``sample_rate`` follow
+    the live rule (`query_encoding`): raw audio needs both."""
     fields = checked_query(values, PRERECORDED_QUERY)
     refuse_redact(fields)
     raw = None

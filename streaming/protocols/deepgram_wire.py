@@ -263,10 +263,10 @@ def listen_params(
 ) -> ListenParams:
     """A decoded handshake query (`query_lists`), checked against ``LIVE_QUERY``: every
     documented parameter is typed and bounded there, those kettle does not implement
-    (numerals, tag, ...) are then ignored (``redact`` is refused), as Deepgram ignores those a model does not
-    support, and undocumented ones are never read. Without ``encoding`` the audio is in a
-    container (its header says the rest), as Deepgram takes it; raw audio needs
-    ``sample_rate`` too (`query_encoding`)."""
+    (numerals, tag, ...) are then ignored, as Deepgram ignores those a model does not
+    support (``redact`` is refused), and undocumented ones are never read. Without
+    ``encoding`` the audio is in a container (its header says the rest), as Deepgram takes
+    it; raw audio needs ``sample_rate`` too (`query_encoding`)."""
     fields = checked_query(values, LIVE_QUERY)
     refuse_redact(fields)
     encoding, rate = query_encoding(fields)

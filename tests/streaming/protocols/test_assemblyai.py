@@ -45,30 +45,13 @@ from kettle.streaming.protocols.base import (
 from kettle.streaming.protocols.deepgram_wire import ListenParamError
 from kettle.streaming.protocols.handshake import HandshakeRefused, HandshakeRequest
 from kettle.transcribe.types import SAMPLE_RATE, Word
-from pipecat.services.assemblyai.models import (
-    BeginMessage,
-    SpeechStartedMessage,
-    TerminationMessage,
-    TurnMessage,
-)
+
+from tests.streaming.protocols.api_models import ASSEMBLYAI_MODELS, Gate
 
 SR = SAMPLE_RATE
 SESSION = "0123456789abcdef0123456789abcdef"
 RECEIVED = AudioReceived()
-MODELS: dict[str, Any] = {  # Pipecat's pydantic models of AssemblyAI's messages
-    "Begin": BeginMessage,
-    "Turn": TurnMessage,
-    "SpeechStarted": SpeechStartedMessage,
-    "Termination": TerminationMessage,
-}
-
-
-class Gate:
-    def __init__(self, verdict: str = "allow") -> None:
-        self.verdict = verdict
-
-    def check(self) -> str:
-        return self.verdict
+MODELS = ASSEMBLYAI_MODELS  # Pipecat's pydantic models of AssemblyAI's messages
 
 
 ALLOW = Gate()

@@ -8,14 +8,6 @@ import json
 from typing import Any
 
 import pytest
-from deepgram.listen.v2.types import (
-    ListenV2ConfigureFailure,
-    ListenV2ConfigureSuccess,
-    ListenV2Connected,
-    ListenV2FatalError,
-    ListenV2TurnInfo,
-    ListenV2Warning,
-)
 from kettle.streaming.core.events import (
     Done,
     Error,
@@ -46,18 +38,11 @@ from kettle.streaming.protocols.deepgram_flux_wire import parse_flux_query
 from kettle.streaming.protocols.handshake import HandshakeRefused, HandshakeRequest
 from kettle.transcribe.types import SAMPLE_RATE, Word
 
-from tests.streaming.protocols.test_deepgram import Gate
+from tests.streaming.protocols.api_models import FLUX_MODELS, Gate
 
 SR = SAMPLE_RATE
 SESSION = "0123456789abcdef0123456789abcdef"
-MODELS: dict[str, Any] = {
-    "Connected": ListenV2Connected,
-    "TurnInfo": ListenV2TurnInfo,
-    "ConfigureSuccess": ListenV2ConfigureSuccess,
-    "ConfigureFailure": ListenV2ConfigureFailure,
-    "Warning": ListenV2Warning,
-    "Error": ListenV2FatalError,
-}
+MODELS = FLUX_MODELS
 BASE = "model=flux-general-en&encoding=linear16&sample_rate=16000"
 
 

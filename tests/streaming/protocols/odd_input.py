@@ -83,8 +83,20 @@ class OddInput(RuleBasedStateMachine):
         if self.driver.audio != self._format:
             self._format, self.audio_bytes = self.driver.audio, 0
         self.send_audio(data)
-        if len(data) <= FRAME_LIMIT:  # (one over the limit is refused whole)
+        if self.takes(data):
             self.audio_bytes += len(data)
+
+    def takes(self, data: bytes) -> bool:
+        """Whether the protocol adds ``data`` to the audio stream: one message over the
+        limit is refused whole (a protocol that ends the stream on it, or on an empty
+        message, sets ``ended`` in ``send_audio``)."""
+        return len(data) <= FRAME_LIMIT
+
+    def transcript_words(self) -> list[str]:
+        """The transcript's words in order, as the client reads them from the messages the
+        server sent (a protocol's machine reads its own final messages; by default the
+        engine's finals, before any codec)."""
+        return " ".join(f.text for f in self.driver.finals).split()
 
     @rule(size=audio_sizes(), noise=st.booleans(), seed=st.integers(0, 2**16))
     def audio(self, size: int, noise: bool, seed: int) -> None:
@@ -128,7 +140,8 @@ class OddInput(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         driver = self.driver
-        if not self.ended and driver.closed is None:
+        assert self.ended or driver.closed is None, f"closed ({driver.closed}) by no step that ends"
+        if not self.ended:
             self.align()
             speech = np.concatenate([tone_speech(SPEECH), np.zeros(16000, np.float32)])
             data = encode(speech, self.format)
@@ -144,7 +157,7 @@ class OddInput(RuleBasedStateMachine):
                     self.finalize()
             self.end_stream()
             self.ended = True
-            words = " ".join(f.text for f in driver.finals).split()
+            words = self.transcript_words()
             assert words[-len(SPEECH) :] == SPEECH, f"speech after odd input lost: {words}"
             assert all(words.count(w) == 1 for w in SPEECH), f"said twice: {words}"
         for message in driver.sent:

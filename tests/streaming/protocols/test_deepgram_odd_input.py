@@ -16,7 +16,14 @@ from kettle.streaming.protocols.deepgram_wire import parse_listen_query
 
 from tests.streaming.protocols.api_models import DEEPGRAM_V1_MODELS
 from tests.streaming.protocols.driver import Driver, Sent
-from tests.streaming.protocols.odd_input import FRAME_LIMIT, OddInput, machine_settings, tone_driver
+from tests.streaming.protocols.odd_input import (
+    FRAME_LIMIT,
+    RARELY,
+    OddInput,
+    audio_sizes,
+    machine_settings,
+    tone_driver,
+)
 
 SESSION = "0123456789abcdef0123456789abcdef"
 
@@ -120,10 +127,26 @@ class DeepgramLiveOddInput(OddInput):
     def malformed(self, text: str) -> None:
         self.driver.text(text)
 
-    @rule()
-    def close_stream(self) -> None:
-        self.driver.text({"type": "CloseStream"})
-        self.ended = True
+    @rule(go=RARELY)
+    def close_stream(self, go: int) -> None:
+        if go == 0:
+            self.driver.text({"type": "CloseStream"})
+            self.ended = True
+
+    @rule(size=st.sampled_from([0, FRAME_LIMIT + 1, 4 * FRAME_LIMIT]), go=RARELY)
+    def audio_that_ends(self, size: int, go: int) -> None:
+        """An empty message (CloseStream) or one over the limit (1009)."""
+        if go == 0:
+            self.audio_message(bytes(size))
+
+    @rule(
+        size=audio_sizes().filter(lambda n: 0 < n <= FRAME_LIMIT),
+        noise=st.booleans(),
+        seed=st.integers(0, 2**16),
+    )
+    def audio(self, size: int, noise: bool, seed: int) -> None:
+        """Audio the stream takes (those that end it: ``audio_that_ends``)."""
+        super().audio(size, noise, seed)
 
     # -- what the client reads ------------------------------------------------------------------
 

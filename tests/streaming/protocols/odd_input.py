@@ -2,8 +2,10 @@
 
 ``OddInput`` is a hypothesis rule-based state machine over a ``Driver``: each step is audio
 of any size (0, 1 byte, odd counts, up to the frame limit and past it; silence or noise),
-silence in whole frames, or one of the protocol's own control messages, settings updates and
-malformed messages (a subclass adds those as rules). At the end (``teardown``) it sends
+silence in whole frames, the engine lagging (decodes answered only when it catches up, so
+results come between the client's later messages) or catching up, or one of the protocol's
+own control messages, settings updates and malformed messages (a subclass adds those as
+rules). At the end (``teardown``) it sends
 speech — tone words the ``ToneDecoder`` hears only if they arrive sample-exact — then ends
 the stream as the protocol says, and checks:
 
@@ -120,6 +122,16 @@ class OddInput(RuleBasedStateMachine):
         for i in range(0, len(data), step):  # (in messages under the limit)
             self.audio_message(data[i : i + step])
 
+    @rule()
+    def engine_lags(self) -> None:
+        """From now on decodes wait (a busy engine): the stream's results come later, between
+        the client's next messages, as they do on a real connection."""
+        self.driver.lagging = True
+
+    @rule()
+    def engine_catches_up(self) -> None:
+        self.driver.catch_up()
+
     @initialize(ms=CUTS)
     def cut_speech(self, ms: int | None) -> None:
         """The speech at the end comes with a finalize after every ``ms`` of it (chosen
@@ -167,9 +179,11 @@ class OddInput(RuleBasedStateMachine):
                     self.finalize()
             self.end_stream()
             self.ended = True
+            driver.catch_up()
             words = self.transcript_words()
             assert words[-len(SPEECH) :] == SPEECH, f"speech after odd input lost: {words}"
             assert all(words.count(w) == 1 for w in SPEECH), f"said twice: {words}"
+        driver.catch_up()
         for message in driver.sent:
             self.check_shape(message)
         self.check_close()

@@ -261,6 +261,20 @@ def test_finalize_is_answered_with_from_finalize() -> None:
     assert (empty["start"], empty["duration"]) == (4.0, 0.0)
 
 
+def test_finalizes_waiting_for_one_final_are_answered_once_each() -> None:
+    # Two Finalizes reach the stream while the same utterance's final is decoded (the
+    # second finds nothing newer open): each gets its own from_finalize answer.
+    c = codec()
+    c.on_binary(b"\x00\x00" * SR * 2)
+    c.on_event(SpeechStarted(0), RECEIVED)
+    assert c.on_event(Finalized(SR), RECEIVED) == []
+    assert c.on_event(Finalized(2 * SR), RECEIVED) == []
+    answer, extra = messages(c.on_event(final(0, 0.0, 1.0, "One.", "finalize"), RECEIVED))
+    assert answer["from_finalize"] is True and answer["channel"]["alternatives"][0]["transcript"]
+    assert extra["from_finalize"] is True and extra["is_final"] is True
+    assert extra["channel"]["alternatives"][0]["transcript"] == ""
+
+
 def test_finalize_of_an_utterance_without_words_is_answered_empty() -> None:
     c = codec()
     c.on_binary(b"\x00\x00" * SR)

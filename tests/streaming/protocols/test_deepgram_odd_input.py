@@ -85,6 +85,8 @@ def plain_words(text: str) -> list[str]:
 class DeepgramLiveOddInput(OddInput):
     query: dict[str, str] = {"encoding": "linear16", "sample_rate": "16000"}  # noqa: RUF012
     too_big = False  # an audio message over the limit ended the stream
+    taken = 0  # audio bytes the stream took
+    finalizes = 0  # Finalize messages the stream took: each is answered (from_finalize)
 
     def make_driver(self) -> Driver:
         context = CodecContext(SESSION, ModelInfo("tiny.en", False), Limits(FRAME_LIMIT, 1e9))
@@ -105,19 +107,25 @@ class DeepgramLiveOddInput(OddInput):
                 self.ended = True  # an empty binary frame is a CloseStream
             elif len(data) > FRAME_LIMIT:
                 self.ended = self.too_big = True  # DataError, its finals, Metadata, 1009
+            else:
+                self.taken += len(data)
         self.driver.binary(data)
 
     def end_stream(self) -> None:
         self.driver.text({"type": "CloseStream"})
 
     def finalize(self) -> bool:
+        self.finalizes += not self.ended
         self.driver.text({"type": "Finalize"})
         return True
 
     @rule(kind=st.sampled_from(["KeepAlive", "Finalize"]), times=st.integers(1, 3))
     def control(self, kind: str, times: int) -> None:
         for _ in range(times):
-            self.driver.text({"type": kind})
+            if kind == "Finalize":
+                self.finalize()
+            else:
+                self.driver.text({"type": kind})
 
     @rule(message=CONFIGURES)
     def configure(self, message: dict[str, Any]) -> None:
@@ -175,7 +183,13 @@ class DeepgramLiveOddInput(OddInput):
         if self.too_big:
             errors = [s.obj for s in sent if s.obj["type"] == "Error"]
             assert errors and errors[-1]["variant"] == "DataError", errors
-        assert sent[-1].obj["sha256"] and isinstance(sent[-1].obj["duration"], float)
+        metadata = sent[-1].obj
+        frame = 2 * int(self.query.get("channels", "1"))
+        rate = int(self.query["sample_rate"])
+        assert metadata["duration"] == round(self.taken // frame / rate, 3), metadata
+        # Every Finalize is answered by one final Results marked from_finalize.
+        answers = [s.obj for s in sent if s.obj["type"] == "Results" and s.obj["from_finalize"]]
+        assert len(answers) == self.finalizes, (len(answers), self.finalizes)
 
 
 DeepgramLiveOddInput.TestCase.settings = machine_settings()

@@ -10,7 +10,8 @@ speech — tone words the ``ToneDecoder`` hears only if they arrive sample-exact
 the stream as the protocol says, and checks:
 
 - no exception escaped (hypothesis reports any);
-- the words sent after the odd sequence are the transcript's last words, once each;
+- the words sent after the odd sequence are the transcript's last words, once each, also
+  where the stream ends with an error the API documents (``endings``);
 - every message the server sent has the API's documented shape (``check_shape``);
 - the stream closed as documented (``check_close``).
 
@@ -19,6 +20,8 @@ sequence too: then no speech can follow, and only the shapes and the close are c
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 from hypothesis import settings
@@ -70,6 +73,7 @@ class OddInput(RuleBasedStateMachine):
         self.ended = False
         self._format = self.driver.audio
         self.cut_ms: int | None = None  # speech between finalizes, if any
+        self.ending = 0  # which of endings() ends the speech
 
     def make_driver(self) -> Driver:
         raise NotImplementedError
@@ -132,6 +136,17 @@ class OddInput(RuleBasedStateMachine):
     def engine_catches_up(self) -> None:
         self.driver.catch_up()
 
+    @initialize(way=st.integers(0, 3))
+    def choose_ending(self, way: int) -> None:
+        """Which of ``endings()`` ends the speech at the end (0: the protocol's own end)."""
+        self.ending = way
+
+    def endings(self) -> list[Callable[[], None]]:
+        """The ways a client's stream may end after its speech: the protocol's own end
+        first, then the messages the API answers with an error that ends the stream (a
+        documented error, and still nothing of the speech before it lost)."""
+        return [self.end_stream]
+
     @initialize(ms=CUTS)
     def cut_speech(self, ms: int | None) -> None:
         """The speech at the end comes with a finalize after every ``ms`` of it (chosen
@@ -177,7 +192,8 @@ class OddInput(RuleBasedStateMachine):
                     self.audio_message(piece[j : j + 3200])
                 if self.cut_ms is not None:
                     self.finalize()
-            self.end_stream()
+            ways = self.endings()
+            ways[self.ending % len(ways)]()
             self.ended = True
             driver.catch_up()
             words = self.transcript_words()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -102,6 +103,14 @@ class AssemblyAIOddInput(OddInput):
 
     def end_stream(self) -> None:
         self.driver.text({"type": "Terminate"})
+
+    def endings(self) -> list[Callable[[], None]]:
+        return [
+            self.end_stream,
+            lambda: self.malformed("not json", 0),
+            lambda: self.update({"max_turn_silence": (70000, False)}, 0),
+            lambda: self.audio_that_ends(FRAME_LIMIT + 2, 0),
+        ]
 
     def finalize(self) -> bool:
         self.driver.text({"type": "ForceEndpoint"})

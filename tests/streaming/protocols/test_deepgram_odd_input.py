@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -113,6 +114,13 @@ class DeepgramLiveOddInput(OddInput):
 
     def end_stream(self) -> None:
         self.driver.text({"type": "CloseStream"})
+
+    def endings(self) -> list[Callable[[], None]]:
+        return [
+            self.end_stream,
+            lambda: self.audio_message(b""),
+            lambda: self.audio_message(bytes(FRAME_LIMIT + 2)),
+        ]
 
     def finalize(self) -> bool:
         self.finalizes += not self.ended

@@ -53,6 +53,9 @@ Errors close with AssemblyAI's codes after an ``Error`` message (``error_code``,
 3006 for an invalid message, JSON or configuration value, 3007 for an audio message over
 1000 ms (or over the server's frame limit) and for audio sent faster than it can be
 transcribed, 3008 when the session reaches its maximum length, 3005 for a server error.
+A client message that ends the session so is the end of its audio, as ``Terminate`` is:
+nothing after it is read, the turns of the audio before it still come, then the ``Error``
+(instead of ``Termination``) and the close; none of what was said is lost to it.
 """
 
 from __future__ import annotations
@@ -124,6 +127,7 @@ INVALID_MESSAGE = 3006
 AUDIO_VIOLATION = 3007
 SESSION_EXPIRED = 3008
 MAX_CHUNK_MS = 1000  # AssemblyAI's bound on one audio message
+CLIENT_ERROR = "client error"  # the stop reason of a client message that ends the session
 _ECHO_LIMIT = 200  # characters of a refused client message quoted in its Error
 _TERMINAL = (".", "?", "!", "。", "？", "！")
 _CLOSERS = "\"')]}»” "
@@ -188,6 +192,7 @@ class AssemblyAICodec:
         self._next_order = 0
         self._ended: dict[int, _Ended] = {}  # final's number -> its turn (kettle_revisions)
         self._ending_error: tuple[int, str] | None = None  # sent at Done instead of Termination
+        self._ending_counted: str | None = None  # ... counted then as this error code
 
     @property
     def session_id(self) -> str:
@@ -271,8 +276,12 @@ class AssemblyAICodec:
         return []  # half a sample at the very end: nothing a client can act on
 
     def _fatal(self, code: int, message: str, counted: str = "bad_message") -> list[Action]:
+        """A client message that ends the session with an error: nothing more is read, the
+        turns of the audio before it still come, then the Error and the close with ``code``."""
         self._stopped = True
-        return [Send(self._error_message(code, message), error_code=counted)]
+        self._ending_error = (code, message)
+        self._ending_counted = counted
+        return [Stop(CLIENT_ERROR)]
 
     def _error_message(self, code: int, message: str) -> OutMessage:
         body = compact_json({"type": "Error", "error_code": code, "error": message})
@@ -465,7 +474,8 @@ class AssemblyAICodec:
                 "Session Expired: Maximum session duration exceeded",
             )
         if self._ending_error is not None:
-            return Send(self._error_message(*self._ending_error))
+            counted, self._ending_counted = self._ending_counted, None
+            return Send(self._error_message(*self._ending_error), error_code=counted)
         # The runner closes after this: 1000, or 1001/1012 at a server shutdown.
         body = {
             "type": "Termination",

@@ -16,7 +16,8 @@ How kettle's events map, honestly rather than optimistically:
 - a ``Finalize`` is answered by the Final that resolves the last utterance open at that
   moment, with ``from_finalize: true``; when none of them held speech (or none was open), an
   empty final ``Results`` with ``from_finalize: true`` answers it, so a client waiting for
-  it is never left waiting;
+  it is never left waiting. Every Finalize gets one answer of its own: Finalizes that
+  wait for the same Final (sent while it is decoded) get it and then an empty one each;
 - ``SpeechStarted`` (with ``vad_events``) comes when the VAD opens an utterance; its
   ``timestamp`` is the utterance start, pre-roll included;
 - ``UtteranceEnd`` (with ``utterance_end_ms``) comes once the audio has run that long past the
@@ -348,7 +349,8 @@ class DeepgramLiveCodec:
 
     def _on_final(self, channel: int, event: Final) -> list[Action]:
         state = self._channels[channel]
-        from_finalize = state.resolve(event.start) > 0  # (later utterances stay open)
+        answered = state.resolve(event.start)  # Finalizes this completes (later ones wait)
+        from_finalize = answered > 0
         out: list[Action] = [
             self._results(
                 channel,
@@ -363,6 +365,9 @@ class DeepgramLiveCodec:
                 speaker_confidence=event.speaker_confidence,
             )
         ]
+        # Each Finalize gets its own answer: those that waited for this final too (they came
+        # while it was decoded and found nothing newer open) get an empty one each.
+        out += [self._empty_final(channel) for _ in range(answered - 1)]
         if self.params.utterance_end_ms is not None:
             last = event.words[-1].end if event.words else samples_to_seconds(event.end)
             later = state.later_than(event.start)

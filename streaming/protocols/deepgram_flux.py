@@ -51,6 +51,8 @@ Choices where kettle differs from Flux (documented, not hidden):
   fit), ``profanity_filter=true`` and ``redact`` refused.
 - A valid JSON message of an unknown type gets a ``Warning`` and is ignored; one that is not
   JSON gets Flux's fatal ``Error`` (``UNPARSABLE_CLIENT_MESSAGE``) and the connection closes.
+  Nothing after it is read, but what was said before it is not lost: the open turns end
+  (``EndOfTurn``, trigger ``close``) before the ``Error``, as at ``CloseStream``.
 """
 
 from __future__ import annotations
@@ -127,6 +129,7 @@ from kettle.transcribe.types import SAMPLE_RATE, Word
 UPDATE_EVERY_S = 0.25  # Flux: an Update for about every 0.25 s of audio
 _UPDATE_SAMPLES = int(UPDATE_EVERY_S * SAMPLE_RATE)
 _ECHO_LIMIT = 200  # characters of an unknown message quoted back
+CLIENT_ERROR = "client error"  # the stop reason of a client message that ends the stream
 
 
 @dataclass
@@ -192,6 +195,7 @@ class DeepgramFluxCodec:
         self._last_partial = ""  # the open utterance's last plain partial
         self._ending: _Ending | None = None
         self._held: list[Event] = []  # later utterances' events while a turn ends
+        self._ending_error: tuple[str, str] | None = None  # (code, description) sent at Done
 
     # -- setup ---------------------------------------------------------------------------
 
@@ -247,11 +251,14 @@ class DeepgramFluxCodec:
         except (json.JSONDecodeError, RecursionError):
             obj = None
         if not isinstance(obj, dict):
+            # Flux's fatal error ends the connection; the turns of the audio before it
+            # still end first (the stream stops as at CloseStream), then the Error and close.
             self._stopped = True
-            message = self._error_obj(
-                "UNPARSABLE_CLIENT_MESSAGE", "a text message must be a JSON object with a type"
+            self._ending_error = (
+                "UNPARSABLE_CLIENT_MESSAGE",
+                "a text message must be a JSON object with a type",
             )
-            return [Send(OutMessage(OTHER, message, closing=True, fatal=True), "bad_message")]
+            return [Stop(CLIENT_ERROR)]
         try:
             kind: str | None = message_type(obj, FLUX_MESSAGE)
         except FieldError:
@@ -436,6 +443,10 @@ class DeepgramFluxCodec:
             out += self._end_turn(self._ending.trigger, self._ending.confidence)
         if self._turn is not None:
             out += self._end_turn("close", self._confidence())
+        if self._ending_error is not None:  # a client message's fatal Error, then 1011
+            message = self._error_obj(*self._ending_error)
+            out.append(Send(OutMessage(OTHER, message, closing=True, fatal=True), "bad_message"))
+            return out
         # Nothing more to say: close after what is queued (1000; 1011 for an idle
         # connection, as Deepgram's timeout gives).
         out.append(Send(OutMessage(OTHER, "", closing=True, fatal=event.reason == "idle")))

@@ -34,7 +34,7 @@ from kettle.streaming.protocols.base import (
 )
 from kettle.streaming.server.ingress import AudioIngress
 from kettle.transcribe.fake import FakeDecoder
-from kettle.transcribe.types import SAMPLE_RATE
+from kettle.transcribe.types import SAMPLE_RATE, DecodeRequest
 
 
 class Allow:
@@ -45,22 +45,37 @@ class Allow:
 
 
 class SessionStream:
-    """What AudioIngress needs of an engine stream: a Session, its decodes run at once."""
+    """What AudioIngress needs of an engine stream: a Session, its decodes run at once, or,
+    while the driver lags (``Driver.lagging``), held until it catches up, as a busy engine
+    answers them later: the stream's events then come between the client's later messages."""
 
-    def __init__(self, config: SessionConfig, decoder: FakeDecoder, sink: Callable[..., None]):
+    def __init__(
+        self,
+        config: SessionConfig,
+        decoder: FakeDecoder,
+        sink: Callable[..., None],
+        lagging: Callable[[], bool] = lambda: False,
+    ):
         self.session = Session(config, classifier=EnergyClassifier())
         self._decoder = decoder
         self._sink = sink
+        self._lagging = lagging
+        self.pending: list[DecodeRequest] = []
 
     def _settle(self) -> None:
         while True:
             for event in self.session.poll_events():
                 self._sink(self, event)
-            requests = self.session.poll_requests()
-            if not requests:
+            self.pending += self.session.poll_requests()
+            if not self.pending or self._lagging():
                 return
+            requests, self.pending = self.pending, []
             for result in self._decoder.decode_batch(requests):
                 self.session.on_result(result)
+
+    def catch_up(self) -> None:
+        """Answer the decodes held while the driver lagged (and what they lead to)."""
+        self._settle()
 
     def feed_audio(self, samples: np.ndarray) -> None:
         self.session.feed_audio(samples)
@@ -105,6 +120,7 @@ class Driver:
     stopped: bool = False
     finals: list[Final] = field(default_factory=list)  # the engine's, per stream in order
     revisions: list[Revision] = field(default_factory=list)
+    lagging: bool = False  # decodes wait for catch_up(), as a busy engine's would
 
     def __post_init__(self) -> None:
         self.streams: list[SessionStream] = []
@@ -114,7 +130,7 @@ class Driver:
 
     # -- what AudioIngress calls ---------------------------------------------------------------
     def open_stream(self, config: SessionConfig) -> SessionStream:
-        stream = SessionStream(config, self.decoder, self._on_event)
+        stream = SessionStream(config, self.decoder, self._on_event, lambda: self.lagging)
         self.streams.append(stream)
         return stream
 
@@ -130,6 +146,13 @@ class Driver:
     def binary(self, data: bytes) -> None:
         if self.closed is None:
             self._apply(self.codec.on_binary(data))
+
+    def catch_up(self) -> None:
+        """The engine answers every decode held while it lagged, and lags no more."""
+        self.lagging = False
+        for stream in self.streams:
+            stream.catch_up()
+        self._pump()
 
     @property
     def audio(self) -> AudioSetup:

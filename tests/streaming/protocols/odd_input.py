@@ -2,13 +2,16 @@
 
 ``OddInput`` is a hypothesis rule-based state machine over a ``Driver``: each step is audio
 of any size (0, 1 byte, odd counts, up to the frame limit and past it; silence or noise),
-silence in whole frames, or one of the protocol's own control messages, settings updates and
-malformed messages (a subclass adds those as rules). At the end (``teardown``) it sends
+silence in whole frames, the engine lagging (decodes answered only when it catches up, so
+results come between the client's later messages) or catching up, or one of the protocol's
+own control messages, settings updates and malformed messages (a subclass adds those as
+rules). At the end (``teardown``) it sends
 speech — tone words the ``ToneDecoder`` hears only if they arrive sample-exact — then ends
 the stream as the protocol says, and checks:
 
 - no exception escaped (hypothesis reports any);
-- the words sent after the odd sequence are the transcript's last words, once each;
+- the words sent after the odd sequence are the transcript's last words, once each, also
+  where the stream ends with an error the API documents (``endings``);
 - every message the server sent has the API's documented shape (``check_shape``);
 - the stream closed as documented (``check_close``).
 
@@ -18,10 +21,12 @@ sequence too: then no speech can follow, and only the shapes and the close are c
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from kettle.streaming.protocols.base import AudioSetup, Codec
 from kettle.transcribe.fake_tones import ToneDecoder, tone_speech
 
@@ -29,6 +34,12 @@ from tests.streaming.protocols.driver import Driver, Sent, encode
 
 SPEECH = ["kilo", "lima", "mike"]  # none that a refinement respells (fake.ICAO)
 FRAME_LIMIT = 8000  # Limits.max_frame_bytes for these codecs: small, so a step stays cheap
+
+
+CUTS = st.sampled_from([None, 100, 250, 600])
+# A step that ends the stream is drawn with this: it ends it only at 0, so that most
+# examples get to the speech (hypothesis shrinks to 0 when the end matters).
+RARELY = st.integers(0, 7)
 
 
 def machine_settings() -> settings:
@@ -62,6 +73,7 @@ class OddInput(RuleBasedStateMachine):
         self.ended = False
         self._format = self.driver.audio
         self.cut_ms: int | None = None  # speech between finalizes, if any
+        self.ending = 0  # which of endings() ends the speech
 
     def make_driver(self) -> Driver:
         raise NotImplementedError
@@ -83,8 +95,20 @@ class OddInput(RuleBasedStateMachine):
         if self.driver.audio != self._format:
             self._format, self.audio_bytes = self.driver.audio, 0
         self.send_audio(data)
-        if len(data) <= FRAME_LIMIT:  # (one over the limit is refused whole)
+        if self.takes(data):
             self.audio_bytes += len(data)
+
+    def takes(self, data: bytes) -> bool:
+        """Whether the protocol adds ``data`` to the audio stream: one message over the
+        limit is refused whole (a protocol that ends the stream on it, or on an empty
+        message, sets ``ended`` in ``send_audio``)."""
+        return len(data) <= FRAME_LIMIT
+
+    def transcript_words(self) -> list[str]:
+        """The transcript's words in order, as the client reads them from the messages the
+        server sent (a protocol's machine reads its own final messages; by default the
+        engine's finals, before any codec)."""
+        return " ".join(f.text for f in self.driver.finals).split()
 
     @rule(size=audio_sizes(), noise=st.booleans(), seed=st.integers(0, 2**16))
     def audio(self, size: int, noise: bool, seed: int) -> None:
@@ -97,11 +121,36 @@ class OddInput(RuleBasedStateMachine):
     @rule(seconds=st.sampled_from([0.02, 0.1, 0.3, 0.7, 1.5]))
     def silence(self, seconds: float) -> None:
         self.align()
-        self.audio_message(encode(np.zeros(round(seconds * 16000), np.float32), self.format))
+        data = encode(np.zeros(round(seconds * 16000), np.float32), self.format)
+        step = FRAME_LIMIT - FRAME_LIMIT % self.frame_bytes(self.format)
+        for i in range(0, len(data), step):  # (in messages under the limit)
+            self.audio_message(data[i : i + step])
 
-    @rule(ms=st.sampled_from([None, 100, 250, 600]))
+    @rule()
+    def engine_lags(self) -> None:
+        """From now on decodes wait (a busy engine): the stream's results come later, between
+        the client's next messages, as they do on a real connection."""
+        self.driver.lagging = True
+
+    @rule()
+    def engine_catches_up(self) -> None:
+        self.driver.catch_up()
+
+    @initialize(way=st.integers(0, 3))
+    def choose_ending(self, way: int) -> None:
+        """Which of ``endings()`` ends the speech at the end (0: the protocol's own end)."""
+        self.ending = way
+
+    def endings(self) -> list[Callable[[], None]]:
+        """The ways a client's stream may end after its speech: the protocol's own end
+        first, then the messages the API answers with an error that ends the stream (a
+        documented error, and still nothing of the speech before it lost)."""
+        return [self.end_stream]
+
+    @initialize(ms=CUTS)
     def cut_speech(self, ms: int | None) -> None:
-        """The speech at the end comes with a finalize after every ``ms`` of it."""
+        """The speech at the end comes with a finalize after every ``ms`` of it (chosen
+        once per example, so that most examples cut it)."""
         self.cut_ms = ms
 
     # -- the end ------------------------------------------------------------------------------
@@ -128,7 +177,8 @@ class OddInput(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         driver = self.driver
-        if not self.ended and driver.closed is None:
+        assert self.ended or driver.closed is None, f"closed ({driver.closed}) by no step that ends"
+        if not self.ended:
             self.align()
             speech = np.concatenate([tone_speech(SPEECH), np.zeros(16000, np.float32)])
             data = encode(speech, self.format)
@@ -142,18 +192,17 @@ class OddInput(RuleBasedStateMachine):
                     self.audio_message(piece[j : j + 3200])
                 if self.cut_ms is not None:
                     self.finalize()
-            self.end_stream()
+            ways = self.endings()
+            ways[self.ending % len(ways)]()
             self.ended = True
-            words = " ".join(self.transcript()).split()
+            driver.catch_up()
+            words = self.transcript_words()
             assert words[-len(SPEECH) :] == SPEECH, f"speech after odd input lost: {words}"
             assert all(words.count(w) == 1 for w in SPEECH), f"said twice: {words}"
+        driver.catch_up()
         for message in driver.sent:
             self.check_shape(message)
         self.check_close()
-
-    def transcript(self) -> list[str]:
-        """The final texts the client got, in order (the engine's, unless overridden)."""
-        return [f.text for f in self.driver.finals]
 
     def check_shape(self, message: Sent) -> None:
         raise NotImplementedError

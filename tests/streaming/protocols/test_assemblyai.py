@@ -45,30 +45,13 @@ from kettle.streaming.protocols.base import (
 from kettle.streaming.protocols.deepgram_wire import ListenParamError
 from kettle.streaming.protocols.handshake import HandshakeRefused, HandshakeRequest
 from kettle.transcribe.types import SAMPLE_RATE, Word
-from pipecat.services.assemblyai.models import (
-    BeginMessage,
-    SpeechStartedMessage,
-    TerminationMessage,
-    TurnMessage,
-)
+
+from tests.streaming.protocols.api_models import ASSEMBLYAI_MODELS, Gate
 
 SR = SAMPLE_RATE
 SESSION = "0123456789abcdef0123456789abcdef"
 RECEIVED = AudioReceived()
-MODELS: dict[str, Any] = {  # Pipecat's pydantic models of AssemblyAI's messages
-    "Begin": BeginMessage,
-    "Turn": TurnMessage,
-    "SpeechStarted": SpeechStartedMessage,
-    "Termination": TerminationMessage,
-}
-
-
-class Gate:
-    def __init__(self, verdict: str = "allow") -> None:
-        self.verdict = verdict
-
-    def check(self) -> str:
-        return self.verdict
+MODELS = ASSEMBLYAI_MODELS  # Pipecat's pydantic models of AssemblyAI's messages
 
 
 ALLOW = Gate()
@@ -407,6 +390,27 @@ def error_close(actions: Sequence[Action]) -> tuple[int | None, dict[str, Any]]:
     return action.message.close_code, obj
 
 
+def client_error_close(
+    c: AssemblyAICodec, actions: Sequence[Action]
+) -> tuple[int | None, dict[str, Any]]:
+    """A client message that ends the session: the stream stops (its turns still come),
+    and the Error and the close come at its end."""
+    assert actions == [Stop(assemblyai.CLIENT_ERROR)]
+    return error_close(c.on_event(Done(0, 0, reason=assemblyai.CLIENT_ERROR), RECEIVED))
+
+
+def test_the_turns_before_an_invalid_message_still_come_then_its_error() -> None:
+    c = codec()
+    for _ in range(4):
+        c.on_binary(b"\x00\x00" * (SR // 2))
+    assert c.on_text("not json", ALLOW) == [Stop(assemblyai.CLIENT_ERROR)]
+    assert c.on_binary(b"\x00\x00") == [] and c.on_text('{"type": "Terminate"}', ALLOW) == []
+    (turn,) = sent(c.on_event(final(reason="stop"), RECEIVED))
+    assert turn["type"] == "Turn" and turn["end_of_turn"] and turn["transcript"] == "hello world"
+    code, obj = error_close(c.on_event(Done(2 * SR, 1, reason=assemblyai.CLIENT_ERROR), RECEIVED))
+    assert code == 3006 and obj["error"].startswith("Invalid JSON")
+
+
 @pytest.mark.parametrize(
     ("text", "start"),
     [
@@ -424,14 +428,14 @@ def error_close(actions: Sequence[Action]) -> tuple[int | None, dict[str, Any]]:
 )
 def test_invalid_messages_close_with_3006(text: str, start: str) -> None:
     c = codec()
-    code, obj = error_close(c.on_text(text, ALLOW))
+    code, obj = client_error_close(c, c.on_text(text, ALLOW))
     assert code == 3006 and obj["error"].startswith(start)
     assert c.on_text('{"type": "KeepAlive"}', ALLOW) == []  # closed: nothing more is read
 
 
 def test_oversized_audio_closes_with_3007() -> None:
     c = codec("sample_rate=8000")
-    code, obj = error_close(c.on_binary(b"\x00" * 16002))  # 1000.125 ms
+    code, obj = client_error_close(c, c.on_binary(b"\x00" * 16002))  # 1000.125 ms
     assert code == 3007 and obj["error"].startswith("Input duration violation")
     assert codec("sample_rate=8000").on_binary(b"\x00" * 16000) == [FeedAudio(b"\x00" * 16000)]
 

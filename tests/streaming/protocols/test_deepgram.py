@@ -8,15 +8,6 @@ import json
 from typing import Any
 
 import pytest
-from deepgram.listen.v1.types import (
-    ListenV1ConfigureFailure,
-    ListenV1ConfigureSuccess,
-    ListenV1Error,
-    ListenV1Metadata,
-    ListenV1Results,
-    ListenV1SpeechStarted,
-    ListenV1UtteranceEnd,
-)
 from kettle.streaming.core.backlog import FINAL, PARTIAL
 from kettle.streaming.core.events import (
     Done,
@@ -48,6 +39,8 @@ from kettle.streaming.protocols.deepgram import (
 from kettle.streaming.protocols.deepgram_wire import ModelIdentity, parse_listen_query
 from kettle.transcribe.types import SAMPLE_RATE, Word
 
+from tests.streaming.protocols.api_models import DEEPGRAM_V1_MODELS, Gate
+
 RAW = "encoding=linear16&sample_rate=16000"  # raw audio: both are required
 
 SR = SAMPLE_RATE
@@ -55,25 +48,7 @@ SESSION = "0123456789abcdef0123456789abcdef"
 REQUEST_ID = "01234567-89ab-cdef-0123-456789abcdef"
 MODEL = ModelIdentity("tiny.en", kettle_version())
 RECEIVED = AudioReceived()
-MODELS: dict[str, Any] = {  # the SDK's message models, validated strictly (pydantic v2)
-    "Results": ListenV1Results,
-    "Metadata": ListenV1Metadata,
-    "SpeechStarted": ListenV1SpeechStarted,
-    "UtteranceEnd": ListenV1UtteranceEnd,
-    "Error": ListenV1Error,
-    "ConfigureFailure": ListenV1ConfigureFailure,
-    "ConfigureSuccess": ListenV1ConfigureSuccess,
-}
-
-
-class Gate:
-    """The connection's rate gate, answering what the test says."""
-
-    def __init__(self, verdict: str = "allow") -> None:
-        self.verdict = verdict
-
-    def check(self) -> str:
-        return self.verdict
+MODELS = DEEPGRAM_V1_MODELS  # the SDK's message models, validated strictly (pydantic v2)
 
 
 ALLOW = Gate()
@@ -284,6 +259,20 @@ def test_finalize_is_answered_with_from_finalize() -> None:
     assert empty["from_finalize"] is True and empty["is_final"] is True
     assert empty["channel"]["alternatives"][0] == {"transcript": "", "confidence": 0.0, "words": []}
     assert (empty["start"], empty["duration"]) == (4.0, 0.0)
+
+
+def test_finalizes_waiting_for_one_final_are_answered_once_each() -> None:
+    # Two Finalizes reach the stream while the same utterance's final is decoded (the
+    # second finds nothing newer open): each gets its own from_finalize answer.
+    c = codec()
+    c.on_binary(b"\x00\x00" * SR * 2)
+    c.on_event(SpeechStarted(0), RECEIVED)
+    assert c.on_event(Finalized(SR), RECEIVED) == []
+    assert c.on_event(Finalized(2 * SR), RECEIVED) == []
+    answer, extra = messages(c.on_event(final(0, 0.0, 1.0, "One.", "finalize"), RECEIVED))
+    assert answer["from_finalize"] is True and answer["channel"]["alternatives"][0]["transcript"]
+    assert extra["from_finalize"] is True and extra["is_final"] is True
+    assert extra["channel"]["alternatives"][0]["transcript"] == ""
 
 
 def test_finalize_of_an_utterance_without_words_is_answered_empty() -> None:

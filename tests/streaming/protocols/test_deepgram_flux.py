@@ -8,14 +8,6 @@ import json
 from typing import Any
 
 import pytest
-from deepgram.listen.v2.types import (
-    ListenV2ConfigureFailure,
-    ListenV2ConfigureSuccess,
-    ListenV2Connected,
-    ListenV2FatalError,
-    ListenV2TurnInfo,
-    ListenV2Warning,
-)
 from kettle.streaming.core.events import (
     Done,
     Error,
@@ -41,23 +33,16 @@ from kettle.streaming.protocols.base import (
     Send,
     Stop,
 )
-from kettle.streaming.protocols.deepgram_flux import ROUTE, DeepgramFluxCodec
+from kettle.streaming.protocols.deepgram_flux import CLIENT_ERROR, ROUTE, DeepgramFluxCodec
 from kettle.streaming.protocols.deepgram_flux_wire import parse_flux_query
 from kettle.streaming.protocols.handshake import HandshakeRefused, HandshakeRequest
 from kettle.transcribe.types import SAMPLE_RATE, Word
 
-from tests.streaming.protocols.test_deepgram import Gate
+from tests.streaming.protocols.api_models import FLUX_MODELS, Gate
 
 SR = SAMPLE_RATE
 SESSION = "0123456789abcdef0123456789abcdef"
-MODELS: dict[str, Any] = {
-    "Connected": ListenV2Connected,
-    "TurnInfo": ListenV2TurnInfo,
-    "ConfigureSuccess": ListenV2ConfigureSuccess,
-    "ConfigureFailure": ListenV2ConfigureFailure,
-    "Warning": ListenV2Warning,
-    "Error": ListenV2FatalError,
-}
+MODELS = FLUX_MODELS
 BASE = "model=flux-general-en&encoding=linear16&sample_rate=16000"
 
 
@@ -460,12 +445,21 @@ def test_unknown_messages_get_a_warning_and_non_json_a_fatal_error() -> None:
     flux = Flux()
     flux.text({"type": "Finalize"})
     assert flux.sent[-1]["type"] == "Warning" and flux.sent[-1]["code"] == "UNKNOWN_MESSAGE_TYPE"
-    actions = flux.text("not json")
-    error = flux.sent[-1]
+    # A turn is open: it still ends (its final comes, the stream stopped) before the Error.
+    start = flux.now
+    flux.event(SpeechStarted(start))
+    flux.audio(0.5)
+    flux.event(Partial(0, start, flux.now, "ask not", ""))
+    assert flux.text("not json") == [Stop(CLIENT_ERROR)]
+    assert flux.codec.on_binary(b"\0\0") == []  # nothing after a fatal error
+    assert flux.text({"type": "CloseStream"}) == []
+    flux.event(final(start, flux.now, "Ask not.", "stop"))
+    actions = flux.event(Done(flux.now, 1, reason=CLIENT_ERROR))
+    end, error = flux.sent[-2:]
+    assert end["event"] == "EndOfTurn" and end["transcript"] == "Ask not."
     assert error["type"] == "Error" and error["code"] == "UNPARSABLE_CLIENT_MESSAGE"
     send = actions[-1]
     assert isinstance(send, Send) and send.message.closing and send.message.fatal
-    assert flux.codec.on_binary(b"\0\0") == []  # nothing after a fatal error
 
 
 def test_rate_limited_messages_are_warned_once_then_dropped() -> None:

@@ -12,7 +12,13 @@ from kettle.streaming.protocols.kettle_v1 import KettleV1Codec
 from kettle.streaming.protocols.kettle_v1_wire import StreamSettings
 
 from tests.streaming.protocols.driver import Driver, Sent
-from tests.streaming.protocols.odd_input import FRAME_LIMIT, OddInput, machine_settings, tone_driver
+from tests.streaming.protocols.odd_input import (
+    FRAME_LIMIT,
+    RARELY,
+    OddInput,
+    machine_settings,
+    tone_driver,
+)
 
 _NUMBER = (int, float)
 # Each server message's fields and their types, as PROTOCOL.md (revision 1.2) gives them.
@@ -70,10 +76,11 @@ class KettleV1OddInput(OddInput):
     def malformed(self, text: str) -> None:
         self.driver.text(text)
 
-    @rule()
-    def stop(self) -> None:
-        self.driver.text({"type": "stop"})
-        self.ended = True
+    @rule(go=RARELY)
+    def stop(self, go: int) -> None:
+        if go == 0:
+            self.driver.text({"type": "stop"})
+            self.ended = True
 
     def check_shape(self, message: Sent) -> None:
         obj = message.obj

@@ -86,8 +86,9 @@ class RealtimeOddInput(OddInput):
         self.driver.text({"type": "input_audio_buffer.commit"})
         return True
 
-    def transcript(self) -> list[str]:
-        return [s.obj["transcript"] for s in self.driver.sent if s.obj["type"] == COMPLETED]
+    def transcript_words(self) -> list[str]:
+        texts = [s.obj["transcript"] for s in self.driver.sent if s.obj["type"] == COMPLETED]
+        return " ".join(texts).split()
 
     @rule(kind=st.sampled_from(["commit", "clear"]), times=st.integers(1, 3), tagged=st.booleans())
     def control(self, kind: str, times: int, tagged: bool) -> None:

@@ -186,7 +186,10 @@ async def test_refusals_and_error_close(make_server: Callable[..., Any]) -> None
         assert begin["type"] == "Begin" and isinstance(begin["expires_at"], int)
         await ws.send(pcm(scripted_audio([("voice", 0.5)])))
         await ws.send("not json")
+        # The turns of the audio before it still come, then the error.
         error = json.loads(await asyncio.wait_for(ws.recv(), GUARD))
+        while error["type"] in ("SpeechStarted", "Turn"):
+            error = json.loads(await asyncio.wait_for(ws.recv(), GUARD))
         assert error == {"type": "Error", "error_code": 3006, "error": "Invalid JSON: not json"}
         with pytest.raises(ConnectionClosed):
             await asyncio.wait_for(ws.recv(), GUARD)

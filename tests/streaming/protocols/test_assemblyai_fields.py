@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
+from kettle.streaming.core.events import Done
 from kettle.streaming.protocols import assemblyai
 from kettle.streaming.protocols import assemblyai_fields as fields
 from kettle.streaming.protocols.assemblyai import AssemblyAICodec
@@ -20,6 +21,7 @@ from kettle.streaming.protocols.assemblyai_wire import (
     stream_params,
 )
 from kettle.streaming.protocols.base import (
+    AudioReceived,
     CodecContext,
     Finalize,
     Limits,
@@ -217,8 +219,11 @@ REQUIRED = [
 ]
 
 
-def closed_with_3006(actions: list[Any]) -> str:
-    (action,) = actions
+def closed_with_3006(c: AssemblyAICodec, actions: list[Any]) -> str:
+    """The codec's answer to a message that ends the session: the stream stops (its turns
+    still come), then at Done the Error, counted, and the close with 3006."""
+    assert actions == [Stop(assemblyai.CLIENT_ERROR)]
+    (action,) = c.on_event(Done(0, 0, assemblyai.CLIENT_ERROR), AudioReceived())
     assert isinstance(action, Send) and action.error_code == "bad_message"  # kettle_errors
     assert action.message.closing and action.message.close_code == 3006
     body = json.loads(action.message.text)
@@ -235,7 +240,7 @@ def test_a_message_violation_closes_with_3006(
 ) -> None:
     c = codec()
     c.on_binary(AUDIO)
-    error = closed_with_3006(c.on_text(json.dumps({"type": kind, name: value}), allow))
+    error = closed_with_3006(c, c.on_text(json.dumps({"type": kind, name: value}), allow))
     assert name.lower() in error.lower()
     assert c.on_text(message("ForceEndpoint"), allow) == []  # closed: nothing more is read
     assert c.on_binary(AUDIO) == []
@@ -247,7 +252,8 @@ def test_a_message_without_a_required_field_closes_with_3006(
 ) -> None:
     obj = {"type": kind, "keyterms_prompt": ["x"]}
     del obj[name]
-    closed_with_3006(codec().on_text(json.dumps(obj), allow))
+    c = codec()
+    closed_with_3006(c, c.on_text(json.dumps(obj), allow))
 
 
 @pytest.mark.parametrize(("kind", "name", "value"), MESSAGE_EDGES)
@@ -269,7 +275,7 @@ def test_keyterms_prompt_as_a_string_is_refused(allow: AllowGate) -> None:
     # one term.
     c = codec()
     error = closed_with_3006(
-        c.on_text(message("UpdateConfiguration", keyterms_prompt="kettle"), allow)
+        c, c.on_text(message("UpdateConfiguration", keyterms_prompt="kettle"), allow)
     )
     assert "keyterms_prompt must be a list of strings" in error
     assert c.params.keyterms == ()
@@ -279,7 +285,7 @@ def test_a_refused_update_changes_nothing(allow: AllowGate) -> None:
     c = codec()
     before = c.params
     update = message("UpdateConfiguration", max_turn_silence=900, min_turn_silence="400")
-    error = closed_with_3006(c.on_text(update, allow))
+    error = closed_with_3006(c, c.on_text(update, allow))
     assert "min_turn_silence must be an integer" in error
     assert c.params == before
 

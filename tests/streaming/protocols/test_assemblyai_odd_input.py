@@ -50,7 +50,7 @@ QUERIES = st.fixed_dictionaries(
 # the connection with 3006.
 FIELDS: dict[str, st.SearchStrategy[tuple[Any, bool]]] = {
     "keyterms_prompt": st.sampled_from(
-        [(["kettle", "Mike"], True), ([], True), ("kettle", True), ([3], False), ({}, False)]
+        [(["kettle", "Mike"], True), ([], True), ("kettle", False), ([3], False), ({}, False)]
     ),
     "end_of_turn_confidence_threshold": st.sampled_from(
         [(0, True), (0.7, True), (1, True), (1.5, False), ("x", False), (True, False)]

@@ -97,14 +97,16 @@ def decode_s16le(data: bytes | bytearray | memoryview) -> np.ndarray:
 
 
 def decode_f32le(data: bytes | bytearray | memoryview) -> np.ndarray:
-    """Little-endian float32 PCM to float32. NaN becomes 0 and +-inf +-1, so one bad sample
-    cannot poison a whole utterance's features; finite values pass unchanged."""
+    """Little-endian float32 PCM to float32 within [-1, 1], as 16-bit PCM is: NaN becomes 0,
+    and anything past full scale is clipped (one sample of 1e15 would otherwise ring through
+    the resampler and set the level every log-mel frame is measured against)."""
     view = _as_bytes(data)
     if len(view) % 4:
         raise ValueError(f"f32le data must hold whole 4-byte samples, got {len(view)} bytes")
     samples = np.frombuffer(view, dtype="<f4").astype(np.float32)
     if samples.size and not np.isfinite(samples).all():
         np.nan_to_num(samples, copy=False, nan=0.0, posinf=1.0, neginf=-1.0)
+    np.clip(samples, -1.0, 1.0, out=samples)
     return samples
 
 

@@ -36,9 +36,11 @@ def test_decode_s16le_values() -> None:
     assert decode_s16le(memoryview(b"\x00\x40"))[0] == 0.5
 
 
-def test_decode_f32le_values_and_non_finite() -> None:
-    values = np.array([0.0, 0.25, -1.5, 3.0], dtype="<f4")
+def test_decode_f32le_values_clipped_and_non_finite() -> None:
+    values = np.array([0.0, 0.25, -1.0, 1.0], dtype="<f4")
     np.testing.assert_array_equal(decode_f32le(values.tobytes()), values)
+    loud = np.array([-1.5, 3.0, -6.8e15, 0.5], dtype="<f4")
+    np.testing.assert_array_equal(decode_f32le(loud.tobytes()), [-1.0, 1.0, -1.0, 0.5])
     bad = np.array([np.nan, np.inf, -np.inf, 0.5], dtype="<f4").tobytes()
     np.testing.assert_array_equal(decode_f32le(bad), [0.0, 1.0, -1.0, 0.5])
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -33,8 +33,12 @@ from kettle.transcribe.types import (
     DecodeRequest,
     DecodeResult,
     Word,
+    encoder_frames,
 )
 from kettle.transcribe.windows import Window, WindowConfig, split_windows
+
+# Batches' worth of windows queued ahead, so most batches are of one encoder length.
+LOOKAHEAD_BATCHES = 4
 
 log = logging.getLogger(__name__)
 
@@ -187,13 +191,14 @@ def transcribe_files(
     exhausted = False
     states: deque[_FileState] = deque()
     queue: deque[_Work] = deque()
-    # Skipped speech decoded again: short windows, batched apart from full ones, since a
-    # batch's encoder input is as long as its longest window.
+    # Skipped speech decoded again: short windows, batched apart from full ones.
     retries: deque[_Work] = deque()
+    # Windows queued ahead, so a batch can be of one encoder length (one generate call).
+    ahead = config.batch_size * LOOKAHEAD_BATCHES
 
     while True:
-        # Load files until a full batch is queued (or there is nothing more to load).
-        while not exhausted and len(queue) < config.batch_size:
+        # Load files until enough batches are queued (or there is nothing more to load).
+        while not exhausted and len(queue) < ahead:
             job = next(job_iter, None)
             if job is None:
                 exhausted = True
@@ -204,7 +209,7 @@ def transcribe_files(
             queue.extend(_Work(state, w, (w.index,)) for w in state.windows)
         source = retries if len(retries) >= config.batch_size or not queue else queue
         if source:
-            batch = [source.popleft() for _ in range(min(config.batch_size, len(source)))]
+            batch = take_batch(source, config.batch_size, config.encode_min_s)
             retries.extend(_decode(batch, decoder, config, progress))
             for state in dict.fromkeys(w.state for w in batch):
                 _maybe_finish(state, decoder, config, cache, progress)
@@ -288,6 +293,25 @@ class _Work:
     def depth(self) -> int:
         """0 for a window of the file's own, k for speech skipped k rounds deep."""
         return len(self.key) - 1
+
+
+def take_batch(source: deque[_Work], size: int, encode_min_s: float | None) -> list[_Work]:
+    """Up to ``size`` queued windows, taken out of ``source``: the oldest and those of its
+    encoder length, then, to fill the batch, those of the length most others share. Each
+    request is encoded on its own length and the decoder runs one generate call per length,
+    so a batch holds at most two; the oldest always goes, so none waits for ever."""
+    lengths = [encoder_frames(w.window.num_samples, encode_min_s) for w in source]
+    chosen = [i for i, n in enumerate(lengths) if n == lengths[0]][:size]
+    others = Counter(n for n in lengths if n != lengths[0])
+    if len(chosen) < size and others:
+        fill = others.most_common(1)[0][0]
+        chosen += [i for i, n in enumerate(lengths) if n == fill][: size - len(chosen)]
+    picked = set(chosen)
+    batch = [w for i, w in enumerate(source) if i in picked]
+    rest = [w for i, w in enumerate(source) if i not in picked]
+    source.clear()
+    source.extend(rest)
+    return batch
 
 
 def _decode(

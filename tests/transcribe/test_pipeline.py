@@ -59,6 +59,18 @@ def test_windows_are_batched_across_files_and_results_come_in_order() -> None:
         assert words[-1].end == pytest.approx(40.0, abs=0.03)
 
 
+def test_a_batch_holds_windows_of_one_encoder_length_where_it_can() -> None:
+    # Each request is encoded on its own length and decoded in one generate call per length:
+    # windows queued ahead are batched by length, the oldest first (so none waits for ever).
+    fake = FakeDecoder()
+    cfg = PipelineConfig(batch_size=4, windows=WindowConfig(vad=False, max_window_s=20.0))
+    jobs = [job(f"f{i}", tone(32)) for i in range(4)]  # windows of 20 s and 12 s each
+    outcomes = list(transcribe_files(jobs, fake, cfg))
+    assert [o.name for o in outcomes] == ["f0", "f1", "f2", "f3"] and all(o.ok for o in outcomes)
+    seen = [round(len(r.audio) / SR) for r in fake.requests_seen]
+    assert seen == [20, 20, 20, 20, 12, 12, 12, 12]
+
+
 def test_segments_are_readable_cues() -> None:
     fake = FakeDecoder()
     cfg = PipelineConfig(windows=NO_VAD, word_timestamps=True, max_cue_s=7.0)

@@ -22,6 +22,7 @@ from kettle.transcribe.pipeline import (
     transcribe_audio,
     transcribe_files,
     uncovered,
+    window_encode_s,
 )
 from kettle.transcribe.progress import Progress
 from kettle.transcribe.result_cache import ResultCache
@@ -69,6 +70,15 @@ def test_a_batch_holds_windows_of_one_encoder_length_where_it_can() -> None:
     assert [o.name for o in outcomes] == ["f0", "f1", "f2", "f3"] and all(o.ok for o in outcomes)
     seen = [round(len(r.audio) / SR) for r in fake.requests_seen]
     assert seen == [20, 20, 20, 20, 12, 12, 12, 12]
+
+
+ENCODED = [(0.5, 10.0), (9.0, 10.0), (9.5, 15.0), (14.0, 15.0), (18.0, 20.0), (29.5, 30.0)]
+
+
+@pytest.mark.parametrize(("seconds", "encoded"), ENCODED)
+def test_a_window_is_encoded_on_a_length_of_its_own_audio(seconds: float, encoded: float) -> None:
+    assert window_encode_s(round(seconds * SR), 10.0) == encoded
+    assert window_encode_s(round(seconds * SR), None) is None  # (Whisper's 30 s)
 
 
 def test_segments_are_readable_cues() -> None:
@@ -185,10 +195,10 @@ def test_skipped_speech_is_batched_apart_from_full_windows(monkeypatch) -> None:
     outcomes = list(transcribe_files(jobs, model, PipelineConfig(batch_size=4)))
     assert all(o.ok for o in outcomes)
     lengths = [len(r.audio) / SR for r in model.seen]
-    # Batches of 4 full windows; the 16 s retries wait for a batch of their own, since a
-    # batch's encoder input is as long as its longest window.
+    # Batches of 4 full windows; the 16 s retries wait for a batch of their own.
     assert lengths == ([18] * 4 + [16] * 4) * 2
-    assert {r.encode_min_s for r in model.seen} == {10.0}
+    # Each encoded on its own length and a second of silence, in 5 s steps, 10 s at least.
+    assert {r.encode_min_s for r in model.seen} == {20.0}
 
 
 def test_uncovered() -> None:

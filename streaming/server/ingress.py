@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, TypeAlias
 import numpy as np
 from kettle.kernels.pcm import PcmStreamDecoder
 from kettle.streaming.core.config import SessionConfig
-from kettle.streaming.protocols.base import CONTAINER, AudioReceived, AudioSetup, StreamSetup
+from kettle.streaming.protocols.base import (
+    CONTAINER,
+    AudioReceived,
+    AudioSetup,
+    Reconfigure,
+    StreamSetup,
+)
 from kettle.streaming.server.metrics import ArrivalLog
 from kettle.transcribe.container_stream import ContainerDecodeError, ContainerStreamDecoder
 
@@ -124,6 +130,19 @@ class AudioIngress:
         self._earlier_s += old.input_frames / old.sample_rate
         old.close()
         self._audio, self.pcm = audio, make_decoder(audio)
+
+    def apply(self, change: Reconfigure, *, stopped: bool) -> None:
+        """A codec's Reconfigure, in the order its docstring gives: the wire format first
+        (its old decoder's tail reaches the streams before the new settings; not after a
+        stop, when no audio follows), then the stream's settings, keyterms and endpoint."""
+        if change.audio is not None and not stopped:
+            self.switch_audio(change.audio)
+        if change.session is not None:
+            self.reconfigure(change.session)
+        if change.keyterms is not None:
+            self.set_keyterms(change.keyterms)
+        if change.endpoint_silence_ms is not None:
+            self.set_endpoint_silence(change.endpoint_silence_ms)
 
     def reconfigure(self, config: SessionConfig) -> None:
         for stream in self.streams:

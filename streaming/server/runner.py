@@ -291,14 +291,7 @@ class ConnectionRunner:
                     self.ingress.finalize()
             elif isinstance(action, Reconfigure):
                 # (No stream open yet: stream_setup() has the new settings.)
-                if action.audio is not None and not self.state.stopped:
-                    self.ingress.switch_audio(action.audio)
-                if action.session is not None:
-                    self.ingress.reconfigure(action.session)
-                if action.keyterms is not None:
-                    self.ingress.set_keyterms(action.keyterms)
-                if action.endpoint_silence_ms is not None:
-                    self.ingress.set_endpoint_silence(action.endpoint_silence_ms)
+                self.ingress.apply(action, stopped=self.state.stopped)
             elif isinstance(action, Stop):
                 self._stop(action.reason)
             elif isinstance(action, Close):

@@ -182,14 +182,7 @@ class Driver:
                 if not self.stopped:
                     self.ingress.finalize()
             elif isinstance(action, Reconfigure):
-                if action.audio is not None and not self.stopped:
-                    self.ingress.switch_audio(action.audio)
-                if action.session is not None:
-                    self.ingress.reconfigure(action.session)
-                if action.keyterms is not None:
-                    self.ingress.set_keyterms(action.keyterms)
-                if action.endpoint_silence_ms is not None:
-                    self.ingress.set_endpoint_silence(action.endpoint_silence_ms)
+                self.ingress.apply(action, stopped=self.stopped)
             elif isinstance(action, Stop):
                 if not self.stopped:
                     self.stopped = True

@@ -33,6 +33,7 @@ from kettle.streaming.protocols.fields import (
     STRING,
     STRINGS,
     FieldSpec,
+    FieldTable,
 )
 from kettle.streaming.protocols.handshake import HandshakeRequest, Prepared, ProtocolRoute
 from kettle.streaming.protocols.openai_models import MODEL_ALIASES
@@ -317,3 +318,23 @@ class RealtimeDriver:
 def realtime() -> Callable[..., RealtimeDriver]:
     """Make a RealtimeDriver (``multilingual``: the served model's)."""
     return RealtimeDriver
+
+
+def query_violation_params(table: FieldTable) -> list[Any]:
+    """pytest params (name, raw) of every row's refused query texts, each with its reason."""
+    return [
+        pytest.param(spec.name, raw, id=f"{spec.name}-{why}")
+        for spec in table.fields
+        for why, raw in query_violations(spec)
+    ]
+
+
+def query_edge_params(
+    table: FieldTable, edges: Callable[[FieldSpec], list[str]] = query_edges
+) -> list[Any]:
+    """pytest params (name, raw) of every row's accepted edge texts."""
+    return [
+        pytest.param(spec.name, raw, id=f"{spec.name}={raw[:20]}")
+        for spec in table.fields
+        for raw in edges(spec)
+    ]

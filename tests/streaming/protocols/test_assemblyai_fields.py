@@ -40,8 +40,9 @@ from tests.streaming.protocols.conftest import (
     json_edges,
     json_violations,
     protocol_anchors,
+    query_edge_params,
     query_edges,
-    query_violations,
+    query_violation_params,
 )
 
 ROUTE = assemblyai.ROUTE
@@ -120,16 +121,8 @@ CITED = ("https://www.assemblyai.com/docs/", "https://github.com/AssemblyAI/", "
 # -- the handshake: HTTP 400 in AssemblyAI's shape, counted --------------------------------
 
 
-QUERY_VIOLATIONS = [
-    pytest.param(spec.name, raw, id=f"{spec.name}-{why}")
-    for spec in fields.QUERY.fields
-    for why, raw in query_violations(spec)
-]
-QUERY_EDGE_CASES = [
-    pytest.param(spec.name, raw, id=f"{spec.name}={raw[:20]}")
-    for spec in fields.QUERY.fields
-    for raw in edges_of(spec)
-]
+QUERY_VIOLATIONS = query_violation_params(fields.QUERY)
+QUERY_EDGE_CASES = query_edge_params(fields.QUERY, edges_of)
 
 
 @pytest.mark.parametrize(("name", "raw"), QUERY_VIOLATIONS)

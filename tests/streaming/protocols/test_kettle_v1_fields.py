@@ -26,8 +26,9 @@ from tests.streaming.protocols.conftest import (
     json_edges,
     json_violations,
     protocol_anchors,
+    query_edge_params,
     query_edges,
-    query_violations,
+    query_violation_params,
 )
 
 ROUTE = kettle_v1.ROUTE
@@ -77,16 +78,8 @@ def test_every_row_cites_a_section_of_the_protocol() -> None:
 # -- the handshake: HTTP 400, counted ------------------------------------------------------
 
 
-QUERY_VIOLATIONS = [
-    pytest.param(spec.name, raw, id=f"{spec.name}-{why}")
-    for spec in fields.QUERY.fields
-    for why, raw in query_violations(spec)
-]
-QUERY_EDGES = [
-    pytest.param(spec.name, raw, id=f"{spec.name}={raw[:20]}")
-    for spec in fields.QUERY.fields
-    for raw in query_edges(spec)
-]
+QUERY_VIOLATIONS = query_violation_params(fields.QUERY)
+QUERY_EDGES = query_edge_params(fields.QUERY)
 
 
 @pytest.mark.parametrize(("name", "raw"), QUERY_VIOLATIONS)

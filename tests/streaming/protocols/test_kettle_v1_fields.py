@@ -69,10 +69,7 @@ def test_every_row_cites_a_section_of_the_protocol() -> None:
     sections = {fields.CONNECTING, fields.CLIENT_TO_SERVER}
     for table in fields.TABLES:
         assert {spec.url for spec in table.fields} <= sections, table.surface
-    anchors = protocol_anchors()
-    if anchors is None:
-        pytest.skip("docs/protocol.md is not in the repository yet (issue 39)")
-    assert cited_sections(sections) <= anchors
+    assert cited_sections(sections) <= protocol_anchors()
 
 
 # -- the handshake: HTTP 400, counted ------------------------------------------------------

@@ -80,7 +80,7 @@ def with_tail(audio: np.ndarray, seconds: float = TAIL_S) -> np.ndarray:
 
 
 def jfk() -> Speech:
-    from kettle.transcribe.audio_io import load_audio
+    from kettle.transcribe.audio.read import load_audio
 
     return Speech("jfk", with_tail(load_audio(JFK_PATH)), JFK_TEXT)
 
@@ -305,7 +305,7 @@ async def drive(surface: str, base: str, speech: Speech, *, key: str = KEY) -> R
 # --- the reading of the whole file -----------------------------------------------------------
 def whole_file_text(audio: np.ndarray, decoder: Any) -> str:
     """What `kettle transcribe` reads in the whole recording (the file pipeline)."""
-    from kettle.transcribe.pipeline import transcribe_audio
+    from kettle.transcribe.files.pipeline import transcribe_audio
 
     return str(transcribe_audio(audio, decoder).text)
 

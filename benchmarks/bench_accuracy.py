@@ -114,7 +114,7 @@ class Item:
 
 # --- building the sets ---------------------------------------------------------------------
 def load_eval(path: Path) -> list[tuple[str, np.ndarray, str, str]]:
-    from kettle.transcribe.audio_io import RawFormat, load_audio
+    from kettle.transcribe.audio.read import RawFormat, load_audio
 
     out = []
     with open(path / "manifest.tsv", newline="", encoding="utf-8") as fh:
@@ -168,7 +168,7 @@ def pick_mixed(
 
 
 def espeak(text: str, voice: str, speed: int) -> np.ndarray:
-    from kettle.transcribe.audio_io import load_audio
+    from kettle.transcribe.audio.read import load_audio
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "say.wav"  # a file: --stdout leaves the WAV header's size unset
@@ -486,7 +486,7 @@ def revision_effects(reference: str, o: Outcome) -> tuple[int, int, int]:
 
 
 def run_transcribe(decoder: Any, item: Item) -> Outcome:
-    from kettle.transcribe.pipeline import transcribe_audio
+    from kettle.transcribe.files.pipeline import transcribe_audio
 
     cpu0 = time.process_time()
     text = transcribe_audio(item.audio, decoder).text
@@ -509,14 +509,14 @@ class Models:
         self._anchors: dict[str, Any] = {}
 
     def adapter(self, name: str) -> Any:
-        from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
+        from kettle.transcribe.model.adapter import ModelConfig, WhisperAdapter
 
         if name not in self._adapters:
             self._adapters[name] = WhisperAdapter(ModelConfig(name=name, threads=self._threads))
         return self._adapters[name]
 
     def anchor(self, name: str) -> Any:
-        from kettle.transcribe import fw
+        from kettle.transcribe.model import fw
 
         if name not in self._anchors:
             self._anchors[name] = fw.load_whisper(

@@ -31,8 +31,8 @@ def main() -> int:
     args = parser.parse_args()
     data_line = _results.require_eval_set(bench_files.EVAL)
 
-    from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
-    from kettle.transcribe.pipeline import PipelineConfig, transcribe_audio
+    from kettle.transcribe.files.pipeline import PipelineConfig, transcribe_audio
+    from kettle.transcribe.model.adapter import ModelConfig, WhisperAdapter
 
     clips, refs = bench_files.load_eval(False)
     audios = {"eval_concat": (bench_files.join(clips), refs)}

@@ -71,7 +71,7 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true", help="do not touch RESULTS.md")
     args = parser.parse_args()
     data_line = _results.require_eval_set(bench_files.EVAL)
-    from kettle.transcribe.models import resolve_model
+    from kettle.transcribe.model.models import resolve_model
 
     model_dir = str(resolve_model("tiny.en"))
     clips, refs = bench_files.load_eval(False)

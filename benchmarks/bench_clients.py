@@ -80,7 +80,7 @@ def load_speech(names: list[str]) -> tuple[list[Speech], str]:
 
 def whole_file_readings(speech: list[Speech], model: str) -> dict[str, str]:
     """kettle's reading of each whole file, done before the server starts (2 cores)."""
-    from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
+    from kettle.transcribe.model.adapter import ModelConfig, WhisperAdapter
 
     decoder = WhisperAdapter(ModelConfig(name=model, threads=2))
     return {s.name: whole_file_text(s.audio, decoder) for s in speech}

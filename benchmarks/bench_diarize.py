@@ -64,7 +64,7 @@ MIN_NEW_S = (0.5, 1.0, 1.5, 2.0, 3.0)  # seconds: the shortest utterance that ma
 
 
 def espeak(text: str, voice: str, pitch: int) -> np.ndarray:
-    from kettle.transcribe.audio_io import load_audio
+    from kettle.transcribe.audio.read import load_audio
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "say.wav"
@@ -93,7 +93,7 @@ def speaker_of(row: dict[str, str]) -> str | None:
 
 def voices(path: Path) -> dict[str, np.ndarray]:
     """Each voice's clips joined (trimmed of lead/trail silence by a simple energy gate)."""
-    from kettle.transcribe.audio_io import load_audio
+    from kettle.transcribe.audio.read import load_audio
 
     pools: dict[str, list[np.ndarray]] = {}
     with open(path / "manifest.tsv", newline="", encoding="utf-8") as fh:
@@ -200,17 +200,21 @@ def score(cases: list[tuple[list[Span], list[Span], list[tuple[float, int]]]]) -
 def cluster(
     embeddings: list[tuple[float, np.ndarray]], threshold: float, min_new_s: float | None = None
 ) -> list[int]:
-    from kettle.transcribe.speakers import MIN_NEW_SPEAKER_S, SpeakerClusters
+    from kettle.transcribe.speakers.clusters import MIN_NEW_SPEAKER_S, SpeakerClusters
 
     clusters = SpeakerClusters(threshold=threshold, min_new_s=min_new_s or MIN_NEW_SPEAKER_S)
     return [clusters.assign(e, s).speaker for s, e in embeddings]
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kettle.transcribe.cli import load_decoder
-    from kettle.transcribe.diarize import label_spans
-    from kettle.transcribe.speaker_encoder import ResemblyzerEncoder
-    from kettle.transcribe.speakers import DEFAULT_THRESHOLD, MIN_NEW_SPEAKER_S, label_offline
+    from kettle.transcribe.files.cli import load_decoder
+    from kettle.transcribe.speakers.clusters import (
+        DEFAULT_THRESHOLD,
+        MIN_NEW_SPEAKER_S,
+        label_offline,
+    )
+    from kettle.transcribe.speakers.diarize import label_spans
+    from kettle.transcribe.speakers.encoder import ResemblyzerEncoder
 
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

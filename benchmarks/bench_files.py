@@ -43,7 +43,7 @@ LONG_S = 600.0
 
 
 def load_eval(quick: bool) -> tuple[list[np.ndarray], list[str]]:
-    from kettle.transcribe.audio_io import RawFormat, load_audio
+    from kettle.transcribe.audio.read import RawFormat, load_audio
 
     with open(EVAL / "manifest.tsv", newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh, delimiter="\t"))
@@ -109,11 +109,11 @@ def main() -> int:
     args = parser.parse_args()
     data_line = _results.require_eval_set(EVAL)
 
-    from kettle.transcribe import fw
-    from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
-    from kettle.transcribe.cli import FAST_OPTIONS
-    from kettle.transcribe.models import resolve_model
-    from kettle.transcribe.pipeline import PipelineConfig, transcribe_audio
+    from kettle.transcribe.files.cli import FAST_OPTIONS
+    from kettle.transcribe.files.pipeline import PipelineConfig, transcribe_audio
+    from kettle.transcribe.model import fw
+    from kettle.transcribe.model.adapter import ModelConfig, WhisperAdapter
+    from kettle.transcribe.model.models import resolve_model
 
     clips, refs = load_eval(args.quick)
     audios = {"eval_concat": (join(clips), refs)}

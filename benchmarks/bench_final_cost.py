@@ -34,7 +34,7 @@ TAIL_S = 0.3  # silence after the utterance in its window (the final's tail)
 
 def _clips(folder: Path, pairs: int) -> list[tuple[np.ndarray, str]]:
     """Eval clips of 3-12 s with their reference text, enough for ``pairs`` pairs."""
-    from kettle.transcribe.audio_io import load_audio
+    from kettle.transcribe.audio.read import load_audio
 
     rows = (folder / "manifest.tsv").read_text(encoding="utf-8").splitlines()[1:]
     out = []
@@ -59,8 +59,8 @@ def _timed(call: Callable[[], object], repeat: int) -> float:
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     import ctranslate2
-    from kettle.transcribe import fw
-    from kettle.transcribe.models import resolve_model
+    from kettle.transcribe.model import fw
+    from kettle.transcribe.model.models import resolve_model
 
     model_obj = fw.load_whisper(
         str(resolve_model(args.model)), device="cpu", compute_type="int8", threads=args.threads

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 from kettle.streaming.server.server import KettleServer, ServerConfig
-from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
-from kettle.transcribe.audio_io import RawFormat, load_audio
+from kettle.transcribe.audio.read import RawFormat, load_audio
+from kettle.transcribe.model.adapter import ModelConfig, WhisperAdapter
 from websockets.asyncio.client import connect
 
 SPEECH = Path(__file__).resolve().parents[1] / "tests" / "data" / "speech"

@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     data_line = require_eval_set(path)
     clips = load_clips(path)
 
-    from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
+    from kettle.transcribe.model.adapter import ModelConfig, WhisperAdapter
 
     t0 = time.monotonic()
     rows: list[dict[str, Any]] = []

@@ -1,7 +1,7 @@
 """What keyterms buy: the recall of rare names and terms, with and without them.
 
 Every API's keyterms (Deepgram ``keyterm``/``keywords``, OpenAI ``keywords``, AssemblyAI
-``keyterms_prompt``, Flux ``Configure``) become Whisper hotwords (transcribe/keyterms.py).
+``keyterms_prompt``, Flux ``Configure``) become Whisper hotwords (transcribe/model/keyterms.py).
 This measures that on held-out sentences, each holding one or two rare names or terms,
 synthesized with espeak-ng in two voices:
 
@@ -110,7 +110,7 @@ async def live(decoder: Any, audio: np.ndarray, keyterms: tuple[str, ...]) -> st
 
 
 def file(decoder: Any, audio: np.ndarray, keyterms: tuple[str, ...]) -> str:
-    from kettle.transcribe.pipeline import PipelineConfig, transcribe_audio
+    from kettle.transcribe.files.pipeline import PipelineConfig, transcribe_audio
 
     return transcribe_audio(audio, decoder, PipelineConfig(keyterms=keyterms)).text
 
@@ -122,8 +122,8 @@ def comma_list(terms: Any) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     from bench_accuracy import espeak
-    from kettle.transcribe import keyterms as kt
-    from kettle.transcribe.cli import load_decoder
+    from kettle.transcribe.files.cli import load_decoder
+    from kettle.transcribe.model import keyterms as kt
 
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             f"Model {args.model}, {args.threads} threads. {len(SENTENCES)} held-out sentences with "
             f"{len(VOCABULARY)} rare names and terms, espeak-ng voices "
             f"{', '.join(v for v, _ in VOICES)}. `keyterms`: the whole vocabulary as keyterms "
-            "(Whisper hotwords, transcribe/keyterms.py). Recall: terms spelled as given; "
+            "(Whisper hotwords, transcribe/model/keyterms.py). Recall: terms spelled as given; "
             "wer: the sentences' WER (whisper normalizer); false_terms: vocabulary terms in a "
             "sentence that does not hold them. `comma list`: the hotwords as one list "
             '("A, B, C"), the form kettle does not use.\n\n' + markdown_table(table, columns)

@@ -45,7 +45,7 @@ class _Lines(logging.Handler):
 def at_once(set_names: Sequence[str], clips_per_conversation: int) -> list[str]:
     """The refinement log of each set's sessions, every request decoded when asked for."""
     import bench_accuracy as ba
-    from kettle.transcribe.adapter import WhisperAdapter
+    from kettle.transcribe.model.adapter import WhisperAdapter
 
     clips = ba.load_eval(ba.eval_dir())
     builders = {

@@ -15,7 +15,7 @@ every `--every` decodes:
   ONEDNN_PRIMITIVE_CACHE_CAPACITY=N. oneDNN, CTranslate2's GEMM backend on CPUs without
   MKL, caches compiled primitives keyed by shape, and a stream's shapes vary with batch,
   beam, encoder length and hypothesis count. Every other variant runs with kettle's own
-  setting (``kettle.transcribe.fw.ONEDNN_CACHE_CAPACITY``);
+  setting (``kettle.transcribe.model.fw.ONEDNN_CACHE_CAPACITY``);
 - mmap128: trim, with glibc's mmap threshold pinned at 128 KiB (MALLOC_MMAP_THRESHOLD_):
   tried for `kettle serve` and reverted, decodes were 7.5 % slower (RESULTS.md, "Soak and
   RSS, session 12");
@@ -72,7 +72,7 @@ def rss_mb() -> float:
 
 
 def _clips(eval_dir: Path, limit: int) -> list[np.ndarray]:
-    from kettle.transcribe.audio_io import load_audio
+    from kettle.transcribe.audio.read import load_audio
 
     paths = sorted((eval_dir / "audio").iterdir())[:limit]
     return [load_audio(p) for p in paths]
@@ -108,7 +108,7 @@ class _Stream:
 
 def _child(args: argparse.Namespace) -> None:
     from kettle.streaming.core.session import SessionConfig
-    from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
+    from kettle.transcribe.model.adapter import ModelConfig, WhisperAdapter
     from kettle.transcribe.types import DecodeKind, DecodeRequest
 
     trimmed = args.variant in ("trim", "mmap128", "nofastmm") or args.variant.startswith("dnnl")

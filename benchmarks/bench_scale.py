@@ -76,7 +76,7 @@ def speech_files() -> tuple[list[Path], str]:
 
 
 def load_clips(files: list[Path]) -> list[tuple[np.ndarray, str]]:
-    from kettle.transcribe.audio_io import load_audio
+    from kettle.transcribe.audio.read import load_audio
 
     return [(load_audio(f), "") for f in files]
 
@@ -215,10 +215,10 @@ def measure_batch(args: argparse.Namespace) -> dict[str, Any]:
     import logging
 
     import ray
-    from kettle.transcribe.cli import load_decoder
-    from kettle.transcribe.pipeline import PipelineConfig
-    from kettle.transcribe.ray_batch import RayOptions, RemoteJob, transcribe_on_ray
-    from kettle.transcribe.ray_worker import WorkerSpec
+    from kettle.transcribe.corpus.driver import RayOptions, RemoteJob, transcribe_on_ray
+    from kettle.transcribe.corpus.worker import WorkerSpec
+    from kettle.transcribe.files.cli import load_decoder
+    from kettle.transcribe.files.pipeline import PipelineConfig
 
     files = speech_files()[0][: args.files]
     audio_s = sum(len(a) for a, _ in load_clips(files)) / SAMPLE_RATE

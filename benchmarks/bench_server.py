@@ -57,7 +57,7 @@ class Track:
 
 
 def load_clips() -> list[tuple[np.ndarray, str]]:
-    from kettle.transcribe.audio_io import load_audio
+    from kettle.transcribe.audio.read import load_audio
 
     with open(EVAL / "manifest.tsv", newline="", encoding="utf-8") as fh:
         rows = [r for r in csv.DictReader(fh, delimiter="\t") if r["category"] in CATEGORIES]

@@ -75,7 +75,7 @@ SECTION = "bench_short_clips"
 # --- clips -------------------------------------------------------------------------------
 def command_clips(path: Path, *, category: str = "command_short") -> list[Clip]:
     """The manifest's clips of ``category`` (a ``.raw`` file is s16le 16 kHz mono)."""
-    from kettle.transcribe.audio_io import RawFormat, load_audio
+    from kettle.transcribe.audio.read import RawFormat, load_audio
 
     with open(path / "manifest.tsv", newline="", encoding="utf-8") as fh:
         rows = [r for r in csv.DictReader(fh, delimiter="\t") if r["category"] == category]
@@ -88,7 +88,7 @@ def command_clips(path: Path, *, category: str = "command_short") -> list[Clip]:
 
 
 def padded_jfk() -> np.ndarray:
-    from kettle.transcribe.audio_io import load_audio
+    from kettle.transcribe.audio.read import load_audio
 
     lead = np.zeros(int(LEAD_S * SR), np.float32)
     return np.concatenate([lead, load_audio(JFK_PATH).astype(np.float32)])
@@ -177,7 +177,7 @@ def post_all(base: str, clips: Sequence[Clip], key: str = KEY) -> list[str]:
 
 def plain_model(name: str = MODEL) -> Any:
     from faster_whisper import WhisperModel
-    from kettle.transcribe.models import resolve_model
+    from kettle.transcribe.model.models import resolve_model
 
     return WhisperModel(str(resolve_model(name)), device="cpu", compute_type="int8", cpu_threads=2)
 

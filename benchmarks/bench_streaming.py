@@ -49,7 +49,7 @@ TARGETS = {
 
 def load_clips(eval_dir: Path) -> list[Any]:
     from kettle.streaming.cli.simulation import Clip
-    from kettle.transcribe.audio_io import RawFormat, load_audio
+    from kettle.transcribe.audio.read import RawFormat, load_audio
 
     clips = []
     with open(eval_dir / "manifest.tsv", newline="", encoding="utf-8") as fh:
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = [1, 4] if args.quick else [int(x) for x in args.streams.split(",")]
     seconds = 10.0 if args.quick else args.seconds
 
-    from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
+    from kettle.transcribe.model.adapter import ModelConfig, WhisperAdapter
 
     t_start = time.monotonic()
     decoder = WhisperAdapter(ModelConfig(name=args.model, threads=args.threads))
@@ -417,7 +417,7 @@ def cost_start_up(decoder: Any) -> dict[str, float]:
     """What the start-up cost measurement takes, measured afresh and read from the cache."""
     import tempfile
 
-    from kettle.transcribe import cost_cache
+    from kettle.transcribe.model import cost_cache
 
     with tempfile.TemporaryDirectory() as folder:
         t0 = time.perf_counter()

@@ -75,7 +75,7 @@ class Outcome:
 
 def load_samples(path: Path, max_s: float, limit: int | None) -> list[Sample]:
     from faster_whisper.vad import VadOptions, get_speech_timestamps
-    from kettle.transcribe.audio_io import load_audio
+    from kettle.transcribe.audio.read import load_audio
 
     samples = []
     with open(path / "manifest.tsv", newline="", encoding="utf-8") as fh:

@@ -29,8 +29,8 @@ CHUNK = 1600  # 100 ms at 16 kHz
 
 def measure(seconds: float) -> dict[str, float]:
     from kettle.streaming.core.session import Session, SessionConfig
-    from kettle.transcribe.audio_io import load_audio
-    from kettle.transcribe.fake import FakeDecoder
+    from kettle.transcribe.audio.read import load_audio
+    from kettle.transcribe.model.fake import FakeDecoder
 
     speech = load_audio(ROOT / "tests" / "data" / "jfk.flac")
     reps = int(np.ceil(seconds * 16000 / len(speech)))

@@ -176,7 +176,7 @@ class Tally:
 
 
 def load_speech(args: argparse.Namespace) -> list[np.ndarray]:
-    from kettle.transcribe.audio_io import load_audio
+    from kettle.transcribe.audio.read import load_audio
 
     paths = [Path(p) for p in args.audio] if args.audio else []
     if not paths:  # LibriSpeech read speech: the full eval set if named, else the tests' own

@@ -35,7 +35,7 @@ settings.register_profile("deep", max_examples=2000, deadline=None, print_blob=T
 settings.load_profile("ci")
 
 if TYPE_CHECKING:
-    from kettle.transcribe.adapter import WhisperAdapter
+    from kettle.transcribe.model.adapter import WhisperAdapter
     from kettle.transcribe.types import DecodeRequest, DecodeResult
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -250,7 +250,7 @@ def espeak(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., np.ndarray
 @pytest.fixture(scope="session")
 def tiny_decoder() -> WhisperAdapter:
     """The real tiny.en adapter (int8, 2 threads), loaded once per test session."""
-    from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
+    from kettle.transcribe.model.adapter import ModelConfig, WhisperAdapter
 
     return WhisperAdapter(ModelConfig(name="tiny.en", threads=2))
 

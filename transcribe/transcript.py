@@ -35,7 +35,7 @@ class Segment:
     words: tuple[Word, ...] = ()
     # Left out of equality: a transcript from the result cache equals the one decoded.
     stats: DecodeStats | None = field(default=None, compare=False)
-    # With diarization (transcribe/diarize.py): who spoke, 0, 1, ... in order first heard.
+    # With diarization (transcribe/speakers/diarize.py): who spoke, 0, 1, ... in order first heard.
     speaker: int | None = None
     speaker_confidence: float | None = field(default=None, compare=False)
 

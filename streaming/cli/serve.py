@@ -283,10 +283,10 @@ def _serve(args: argparse.Namespace) -> int:
 
     def load() -> Any:
         if fake:
-            from kettle.transcribe.fake import FakeDecoder
+            from kettle.transcribe.model.fake import FakeDecoder
 
             return FakeDecoder(keep_requests=16)  # bounded: a demo server may run for days
-        from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
+        from kettle.transcribe.model.adapter import ModelConfig, WhisperAdapter
 
         decoder = WhisperAdapter(ModelConfig(name=model, threads=threads))
         finals = refine = None
@@ -303,7 +303,7 @@ def _serve(args: argparse.Namespace) -> int:
     if fake and args.diarize != "off":
         # The fake model's voices differ by pitch: the pitch stand-in labels them.
         from kettle.streaming.engine.speakers import SpeakerService
-        from kettle.transcribe.speaker_fake import PitchSpeakerEncoder
+        from kettle.transcribe.speakers.fake import PitchSpeakerEncoder
 
         speakers = SpeakerService(PitchSpeakerEncoder())
     try:
@@ -357,7 +357,7 @@ def _names(value: str) -> tuple[str, ...]:
 
 
 def _engine_config(args: argparse.Namespace) -> EngineConfig:
-    from kettle.transcribe.models import cache_dir
+    from kettle.transcribe.model.models import cache_dir
 
     return EngineConfig(
         scheduler=SchedulerConfig(max_batch_size=args.batch_size),

@@ -165,7 +165,7 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def _load_models(args: argparse.Namespace) -> tuple[Any, Any]:
-    from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
+    from kettle.transcribe.model.adapter import ModelConfig, WhisperAdapter
 
     decoder = WhisperAdapter(ModelConfig(name=args.model, threads=args.threads, device=args.device))
     final = None
@@ -181,7 +181,7 @@ def load_clips(
 ) -> list[Any]:
     """Decode the files (16 kHz mono float32) and attach their reference transcripts."""
     from kettle.streaming.cli.simulation import Clip
-    from kettle.transcribe.audio_io import RAW_SUFFIXES, RawFormat, load_audio
+    from kettle.transcribe.audio.read import RAW_SUFFIXES, RawFormat, load_audio
 
     clips = []
     for name in files:

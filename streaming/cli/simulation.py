@@ -40,7 +40,7 @@ from kettle.streaming.core.events import (
 )
 from kettle.streaming.core.session import SessionConfig
 from kettle.streaming.engine.engine import Engine, Stream
-from kettle.streaming.protocols import kettle_v1_wire as protocol
+from kettle.streaming.protocols.kettle_v1 import wire as protocol
 from kettle.transcribe.types import SAMPLE_RATE
 
 CHUNK_SAMPLES = SAMPLE_RATE // 50  # 20 ms, as a browser or phone sends it

@@ -426,7 +426,7 @@ def run_stream_command(
     # Looked up per call, not bound at import, so a redirected sys.stdout/stderr is used.
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
-    from kettle.transcribe.audio_io import RawFormat, load_audio
+    from kettle.transcribe.audio.read import RawFormat, load_audio
     from kettle.transcribe.errors import AudioError
 
     try:

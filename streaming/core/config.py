@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from kettle.streaming.core.planner import PlannerConfig
 from kettle.streaming.core.utterances import UtteranceSettings
 from kettle.streaming.core.vad import SegmenterConfig
-from kettle.transcribe import defaults, keyterms
 from kettle.transcribe.errors import ConfigError
+from kettle.transcribe.model import defaults, keyterms
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, encoder_window_limit
 
 NEXT_UTTERANCE = ("language", "languages", "prompt", "word_timestamps")
@@ -39,7 +39,7 @@ class SessionConfig:
     # Revision; finals then always take word timestamps (the revision's words are taken
     # back by their times, and the final's word probabilities guard against churn).
     revisions: bool = False
-    # Label each final (and revision) with its speaker (transcribe/speakers.py); the engine
+    # Label each final (and revision) with its speaker (transcribe/speakers/clusters.py); the engine
     # needs a speaker encoder for it. ``max_speakers`` caps the speakers of this stream.
     diarize: bool = False
     max_speakers: int = 16
@@ -56,7 +56,7 @@ class SessionConfig:
     # Text the first utterance is conditioned on (names, vocabulary); later ones get the
     # stream's previous finals.
     prompt: str | None = None
-    # Names and terms expected in the audio (every API's keyterms; transcribe/keyterms.py):
+    # Names and terms expected in the audio (every API's keyterms; transcribe/model/keyterms.py):
     # every decode's hotwords. A stream may change them (Session.set_keyterms).
     keyterms: tuple[str, ...] = ()
     # Also emit SpeechStarted / SpeechStopped / NoTranscript / Finalized (protocols that

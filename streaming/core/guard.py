@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kettle.streaming.core.agreement import normalize_word
-from kettle.transcribe.repeats import loop_cut as loop_cut  # re-exported
+from kettle.transcribe.model.repeats import loop_cut as loop_cut  # re-exported
 from kettle.transcribe.types import DecodeResult
 
 MAX_WORDS_PER_S = 6.0  # fast read speech is 3-4 words per second

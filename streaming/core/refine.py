@@ -45,7 +45,7 @@ from kettle.streaming.core.agreement import normalized, split_words
 from kettle.streaming.core.context import PROMPT_CHARS, ContextHistory
 from kettle.streaming.core.events import Revision
 from kettle.streaming.core.guard import loop_cut
-from kettle.transcribe.nonspeech import STREAM as NONSPEECH
+from kettle.transcribe.model.nonspeech import STREAM as NONSPEECH
 from kettle.transcribe.types import MAX_WINDOW_SAMPLES, SAMPLE_RATE, DecodeResult, Word
 
 logger = logging.getLogger(__name__)

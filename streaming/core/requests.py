@@ -8,7 +8,7 @@ from kettle.streaming.core.config import SessionConfig
 from kettle.streaming.core.planner import Plan
 from kettle.streaming.core.refine import RefinePlan
 from kettle.streaming.core.speculation import fill_tail
-from kettle.transcribe import defaults, keyterms
+from kettle.transcribe.model import defaults, keyterms
 from kettle.transcribe.types import DecodeKind, DecodeRequest
 
 PARTIAL_MAX_TOKENS = defaults.PARTIAL_MAX_TOKENS

@@ -7,8 +7,8 @@ from kettle.streaming.core.agreement import splice_words
 from kettle.streaming.core.guard import context_echo
 from kettle.streaming.core.planner import Plan
 from kettle.streaming.core.utterances import Utterance
-from kettle.transcribe.nonspeech import STREAM as NONSPEECH
-from kettle.transcribe.repeats import repeat_cut, tail_echo
+from kettle.transcribe.model.nonspeech import STREAM as NONSPEECH
+from kettle.transcribe.model.repeats import repeat_cut, tail_echo
 from kettle.transcribe.types import SAMPLE_RATE, DecodeResult, Word
 
 

@@ -87,7 +87,7 @@ from kettle.streaming.core.vad import (
     SpeechEnd,
     SpeechStart,
 )
-from kettle.transcribe.nonspeech import STREAM as NONSPEECH
+from kettle.transcribe.model.nonspeech import STREAM as NONSPEECH
 from kettle.transcribe.types import (
     SAMPLE_RATE,
     DecodeKind,

@@ -21,7 +21,7 @@ class EngineConfig:
     close_timeout_s: float = 30.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     # A folder where measured costs are kept per model, device, compute type, threads and
-    # machine (transcribe/cost_cache.py), so a restart need not measure again; None: measure
+    # machine (transcribe/model/cost_cache.py), so a restart need not measure again; None: measure
     # at every start. ``remeasure_costs``: measure anyway and replace what is kept.
     cost_cache: Path | None = None
     remeasure_costs: bool = False

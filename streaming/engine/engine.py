@@ -49,8 +49,8 @@ from kettle.streaming.engine.scheduling.scheduler import Priority, Scheduler, Ti
 from kettle.streaming.engine.speakers import SpeakerService
 from kettle.streaming.engine.stream import Stream
 from kettle.streaming.engine.worker import InferenceWorker
-from kettle.transcribe.costs import CostProfile
 from kettle.transcribe.errors import KettleError
+from kettle.transcribe.model.costs import CostProfile
 from kettle.transcribe.types import DecodeKind, Decoder, DecodeRequest, DecodeResult
 
 logger = logging.getLogger(__name__)

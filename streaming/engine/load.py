@@ -14,7 +14,7 @@ from kettle.streaming.engine.degrade import STRETCH, Degrader, Level
 from kettle.streaming.engine.records import StreamRecord
 from kettle.streaming.engine.report import EngineObserver, notify_degradation
 from kettle.streaming.engine.scheduling.scheduler import Priority, Scheduler, Ticket
-from kettle.transcribe.defaults import PARTIAL_MAX_TOKENS
+from kettle.transcribe.model.defaults import PARTIAL_MAX_TOKENS
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest
 
 logger = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 from kettle.streaming.engine.worker import InferenceWorker
-from kettle.transcribe.costs import CostProfile
+from kettle.transcribe.model.costs import CostProfile
 from kettle.transcribe.types import DecodeKind, Decoder
 
 logger = logging.getLogger(__name__)

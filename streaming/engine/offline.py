@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-from kettle.transcribe.diarize import diarize_transcript
 from kettle.transcribe.errors import KettleError
-from kettle.transcribe.pipeline import PipelineConfig, transcribe_audio
+from kettle.transcribe.files.pipeline import PipelineConfig, transcribe_audio
+from kettle.transcribe.speakers.diarize import diarize_transcript
 from kettle.transcribe.transcript import Transcript
 from kettle.transcribe.types import DecodeRequest, DecodeResult
 

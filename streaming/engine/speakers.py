@@ -25,8 +25,8 @@ from typing import TypeVar
 
 import numpy as np
 from kettle.streaming.core.events import Event, Final, Revision
-from kettle.transcribe.speaker_encoder import SpeakerEncoder
-from kettle.transcribe.speakers import SpeakerClusters, SpeakerLabel
+from kettle.transcribe.speakers.clusters import SpeakerClusters, SpeakerLabel
+from kettle.transcribe.speakers.encoder import SpeakerEncoder
 from kettle.transcribe.types import SAMPLE_RATE
 
 logger = logging.getLogger(__name__)

@@ -6,14 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kettle.streaming.protocols import (
-    assemblyai,
-    deepgram,
-    deepgram_flux,
-    kettle_v1,
-    openai_realtime_route,
-)
+from kettle.streaming.protocols.assemblyai import live as assemblyai
+from kettle.streaming.protocols.deepgram import flux as deepgram_flux
+from kettle.streaming.protocols.deepgram import live as deepgram
 from kettle.streaming.protocols.handshake import ProtocolRoute
+from kettle.streaming.protocols.kettle_v1 import live as kettle_v1
+from kettle.streaming.protocols.openai import realtime_route as openai_realtime_route
 from kettle.streaming.server import deepgram_routes, openai_routes
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kettle.streaming.protocols.openai_models import MODEL_ALIASES
+from kettle.streaming.protocols.openai.models import MODEL_ALIASES
 from kettle.streaming.server.audio_budget import AdmissionConfig
 from kettle.streaming.server.hosts import HostPolicy
 from kettle.streaming.server.origins import OriginPolicy

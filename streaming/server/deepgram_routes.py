@@ -27,15 +27,15 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from kettle.streaming.protocols.deepgram import kettle_version
-from kettle.streaming.protocols.deepgram_rest import (
+from kettle.streaming.protocols.deepgram.live import kettle_version
+from kettle.streaming.protocols.deepgram.rest import (
     RAW_ENCODINGS,
     PrerecordedParams,
     error_body,
     parse_prerecorded_query,
     render_prerecorded,
 )
-from kettle.streaming.protocols.deepgram_wire import (
+from kettle.streaming.protocols.deepgram.wire import (
     LISTEN_PATH,
     ListenParamError,
     ModelIdentity,
@@ -49,7 +49,7 @@ from kettle.streaming.server.uploads import (
     upload_failure,
 )
 from kettle.transcribe.errors import KettleError
-from kettle.transcribe.pipeline import PipelineConfig
+from kettle.transcribe.files.pipeline import PipelineConfig
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kettle.streaming.protocols.handshake import bearer_token
 from kettle.streaming.server.catalog import rest_apis, websocket_protocols
 from kettle.streaming.server.metrics import METRICS_CONTENT_TYPE, encoder_cache_bytes
-from kettle.transcribe.languages import LANGUAGES
+from kettle.transcribe.model.languages import LANGUAGES
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route

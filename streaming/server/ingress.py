@@ -28,7 +28,7 @@ from kettle.streaming.protocols.base import (
     StreamSetup,
 )
 from kettle.streaming.server.metrics import ArrivalLog
-from kettle.transcribe.container_stream import ContainerDecodeError, ContainerStreamDecoder
+from kettle.transcribe.audio.container import ContainerDecodeError, ContainerStreamDecoder
 
 if TYPE_CHECKING:
     from kettle.streaming.engine.engine import Engine, Stream

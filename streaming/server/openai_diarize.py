@@ -11,12 +11,12 @@ from collections.abc import Sequence
 
 import numpy as np
 from kettle.streaming.engine.speakers import SpeakerService
-from kettle.streaming.protocols.openai_errors import OpenAIError, bad_request
-from kettle.streaming.protocols.openai_speakers import name_segments
-from kettle.transcribe.audio_io import load_audio
-from kettle.transcribe.diarize import MIN_EMBED_S, diarize_transcript
+from kettle.streaming.protocols.openai.errors import OpenAIError, bad_request
+from kettle.streaming.protocols.openai.speakers import name_segments
+from kettle.transcribe.audio.read import load_audio
 from kettle.transcribe.errors import AudioError
-from kettle.transcribe.speaker_encoder import SpeakerEncoder
+from kettle.transcribe.speakers.diarize import MIN_EMBED_S, diarize_transcript
+from kettle.transcribe.speakers.encoder import SpeakerEncoder
 from kettle.transcribe.transcript import Transcript
 from kettle.transcribe.types import SAMPLE_RATE
 

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from kettle.streaming.protocols import openai_rest as rest
-from kettle.streaming.protocols import openai_rest_render as render
 from kettle.streaming.protocols.handshake import bearer_token
+from kettle.streaming.protocols.openai import rest
+from kettle.streaming.protocols.openai import rest_render as render
 from kettle.streaming.server import openai_diarize
 from kettle.streaming.server.uploads import (
     UploadFailure,
@@ -41,7 +41,7 @@ from kettle.streaming.server.uploads import (
     upload_engine,
     upload_failure,
 )
-from kettle.transcribe.pipeline import PipelineConfig
+from kettle.transcribe.files.pipeline import PipelineConfig
 from kettle.transcribe.transcript import Transcript
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 import uvicorn
 from kettle.streaming.engine.speakers import SpeakerService
-from kettle.streaming.protocols import deepgram
 from kettle.streaming.protocols.base import (
     CLOSE_GOING_AWAY,
     CLOSE_SERVICE_RESTART,
@@ -38,12 +37,13 @@ from kettle.streaming.protocols.base import (
     Limits,
     ModelInfo,
 )
+from kettle.streaming.protocols.deepgram import live as deepgram
 from kettle.streaming.protocols.handshake import (
     HandshakeRequest,
     Prepared,
     ProtocolRoute,
 )
-from kettle.streaming.protocols.kettle_v1 import PATH as STREAM_PATH
+from kettle.streaming.protocols.kettle_v1.live import PATH as STREAM_PATH
 from kettle.streaming.server.app import build_app
 from kettle.streaming.server.audio_budget import AudioAdmission
 from kettle.streaming.server.config import ServerConfig
@@ -190,7 +190,7 @@ class KettleServer:
     def _speaker_service(self) -> SpeakerService | None:
         """Per ``config.diarize``: "on" loads the speaker model now (and fails without it),
         "auto" loads it at the first diarizing client if installed, "off" has none."""
-        from kettle.transcribe import speaker_encoder
+        from kettle.transcribe.speakers import encoder as speaker_encoder
 
         mode = self.config.diarize
         if mode == "off" or (mode == "auto" and not speaker_encoder.available()):

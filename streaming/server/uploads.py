@@ -56,9 +56,9 @@ from kettle.streaming.server.upload_errors import (
     upload_failure,
 )
 from kettle.streaming.server.upload_limits import BodyPace, ByteBudget
-from kettle.transcribe.audio_io import RawFormat, load_audio, load_audio_channels
+from kettle.transcribe.audio.read import RawFormat, load_audio, load_audio_channels
 from kettle.transcribe.errors import AudioError
-from kettle.transcribe.pipeline import PipelineConfig
+from kettle.transcribe.files.pipeline import PipelineConfig
 from kettle.transcribe.transcript import Transcript
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response

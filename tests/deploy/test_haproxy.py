@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from kettle.streaming.client.client import ClientOptions, stream_audio
-from kettle.transcribe.fake import scripted_audio
+from kettle.transcribe.model.fake import scripted_audio
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
 

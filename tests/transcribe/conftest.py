@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from kettle.transcribe.encoder import Encoder
-from kettle.transcribe.encoder_cache import EncoderCache
-from kettle.transcribe.features import FeatureComputer
+from kettle.transcribe.model.encoder import Encoder
+from kettle.transcribe.model.encoder_cache import EncoderCache
+from kettle.transcribe.model.features import FeatureComputer
 
 Cue = tuple[float, float, str]
 _TIME = r"(\d{2}):(\d{2}):(\d{2})[,.](\d{3})"
@@ -76,7 +76,7 @@ def record_encoder(monkeypatch: pytest.MonkeyPatch) -> Callable[[Any], EncoderCa
 
 
 class FakeFw:
-    """The two of ``kettle.transcribe.fw`` the encoder uses, on plain numpy arrays."""
+    """The two of ``kettle.transcribe.model.fw`` the encoder uses, on plain numpy arrays."""
 
     @staticmethod
     def storage(array: np.ndarray) -> np.ndarray:

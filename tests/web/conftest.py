@@ -136,7 +136,7 @@ def make_mic_wav() -> Callable[[Path, int, Path], float]:
     def make(clip: Path, rate: int, out: Path) -> float:
         import soundfile as sf
         import soxr
-        from kettle.transcribe.audio_io import load_audio
+        from kettle.transcribe.audio.read import load_audio
 
         try:
             audio, sr = sf.read(str(clip), dtype="float32", always_2d=True)

@@ -315,8 +315,8 @@ def test_kettle_server_revisions_replace_text_on_the_page(
     """
     import numpy as np
     import soundfile as sf
-    from kettle.transcribe.audio_io import load_audio
-    from kettle.transcribe.fake import FakeDecoder
+    from kettle.transcribe.audio.read import load_audio
+    from kettle.transcribe.model.fake import FakeDecoder
 
     t = page_tools
     speech = load_audio(eval_clip(SPEECH).path)

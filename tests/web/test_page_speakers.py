@@ -192,8 +192,8 @@ def test_kettle_server_labels_two_voices_on_the_page(
     """kettle's own server, the fake model and the pitch speaker encoder: two 'voices'."""
     import soundfile as sf
     from kettle.streaming.engine.speakers import SpeakerService
-    from kettle.transcribe.fake import FakeDecoder, scripted_audio
-    from kettle.transcribe.speaker_fake import PitchSpeakerEncoder
+    from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
+    from kettle.transcribe.speakers.fake import PitchSpeakerEncoder
 
     t = page_tools
     pattern = [("voice@140", 2.0), ("silence", 1.5), ("voice@230", 2.0), ("silence", 1.5)]

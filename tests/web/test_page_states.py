@@ -32,7 +32,7 @@ def speech_wav(
 
 
 def _fake_decoder(multilingual: bool = False) -> Any:
-    from kettle.transcribe.fake import FakeDecoder
+    from kettle.transcribe.model.fake import FakeDecoder
 
     class Decoder(FakeDecoder):
         @property

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from kettle.transcribe.costs import CostProfile
+from kettle.transcribe.model.costs import CostProfile
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest
 
 TOKENS_PER_SECOND = 4.0  # English speech, Whisper tokens per second of audio (generous)

@@ -39,7 +39,7 @@ def test_serve_releases_free_memory_once_a_minute_unless_told_not_to() -> None:
 
 
 def test_openai_aliases_are_a_comma_separated_list() -> None:
-    from kettle.streaming.protocols.openai_rest import MODEL_ALIASES
+    from kettle.streaming.protocols.openai.rest import MODEL_ALIASES
 
     parse = build_parser().parse_args
     assert parse(["serve"]).openai_aliases == MODEL_ALIASES

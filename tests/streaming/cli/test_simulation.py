@@ -22,7 +22,7 @@ from kettle.streaming.cli.simulation import (
 from kettle.streaming.core.events import Done, Error, Final, Partial
 from kettle.streaming.core.session import SessionConfig
 from kettle.streaming.engine.engine import Engine
-from kettle.transcribe.fake import FakeDecoder, scripted_audio
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from kettle.transcribe.types import SAMPLE_RATE, Word
 
 SR = SAMPLE_RATE

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from kettle.streaming.client.client import ClientOptions, Printer, StreamClientError, stream_audio
-from kettle.transcribe.fake import scripted_audio
+from kettle.transcribe.model.fake import scripted_audio
 
 AUDIO = scripted_audio([("voice", 1.5), ("silence", 1.0), ("voice", 1.5), ("silence", 0.8)])
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import soundfile as sf
 from kettle.streaming.client.client import ClientOptions, stream_audio
-from kettle.transcribe.fake import scripted_audio
+from kettle.transcribe.model.fake import scripted_audio
 
 if TYPE_CHECKING:
     from tests.conftest import Replica

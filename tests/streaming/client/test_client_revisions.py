@@ -20,7 +20,7 @@ import soundfile as sf
 from kettle.streaming.cli.main import main
 from kettle.streaming.client.client import ClientOptions, Printer, stream_audio
 from kettle.streaming.server.server import ServerConfig
-from kettle.transcribe.fake import FakeDecoder, scripted_audio
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 

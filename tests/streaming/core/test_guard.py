@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kettle.streaming.core.guard import context_echo, implausible, loop_cut
-from kettle.transcribe.nonspeech import STREAM
+from kettle.transcribe.model.nonspeech import STREAM
 from kettle.transcribe.types import DecodeKind, DecodeResult
 
 non_speech_phrase = STREAM.is_phrase

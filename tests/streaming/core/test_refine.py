@@ -1,7 +1,7 @@
 """The refinement pass: the Refiner's rules alone, then a session with a fake model and no clock.
 
 The fake model's refinement spells "alpha" and "juliet" as ICAO does ("alfa", "juliett"), so a
-revision comes exactly for the finals that hold one of them (transcribe/fake.py).
+revision comes exactly for the finals that hold one of them (transcribe/model/fake.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from kettle.streaming.core.refine import (
     join_words,
 )
 from kettle.streaming.core.session import SessionConfig
-from kettle.transcribe.fake import FakeDecoder, scripted_audio
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeResult, Word
 
 from tests.streaming.core.test_session import ALONE, drive

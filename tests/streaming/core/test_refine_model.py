@@ -27,7 +27,7 @@ def test_the_refined_transcript_is_within_a_point_of_offline_decoding(
     conversation: tuple[np.ndarray, str],  # noqa: F811
     wer_fn: Callable[[list[str], list[str]], float],
 ) -> None:
-    from kettle.transcribe import fw
+    from kettle.transcribe.model import fw
 
     audio, reference = conversation
     events = stream_events(tiny_decoder, audio, SessionConfig(revisions=True))

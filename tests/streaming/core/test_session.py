@@ -16,7 +16,7 @@ from kettle.streaming.core.session import Session, SessionConfig
 from kettle.streaming.core.speculation import fill_tail
 from kettle.streaming.core.vad import EnergyClassifier
 from kettle.transcribe.errors import AudioError, ConfigError
-from kettle.transcribe.fake import FakeDecoder, scripted_audio, synth_voice
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio, synth_voice
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest, DecodeResult
 
 SR = SAMPLE_RATE

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from kettle.streaming.core.events import Event, Final
 from kettle.streaming.core.session import Session, SessionConfig
-from kettle.transcribe.audio_io import load_audio
+from kettle.transcribe.audio.read import load_audio
 from kettle.transcribe.types import SAMPLE_RATE
 
 pytestmark = pytest.mark.slow
@@ -62,7 +62,7 @@ def test_streaming_finals_are_within_1_5_points_of_offline_decoding(
     conversation: tuple[np.ndarray, str],
     wer_fn: Callable[[list[str], list[str]], float],
 ) -> None:
-    from kettle.transcribe import fw
+    from kettle.transcribe.model import fw
 
     audio, reference = conversation
     finals = stream_finals(tiny_decoder, audio, SessionConfig(word_timestamps=True))

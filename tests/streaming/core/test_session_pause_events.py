@@ -8,7 +8,7 @@ import numpy as np
 from kettle.streaming.core.events import Event, Final, Partial, Paused, Resumed
 from kettle.streaming.core.session import Session, SessionConfig
 from kettle.streaming.core.vad import EnergyClassifier
-from kettle.transcribe.fake import FakeDecoder, scripted_audio
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 
 SR = 16000
 # A pause shorter than the endpoint (speech resumes), then one the endpoint confirms.

@@ -11,7 +11,7 @@ from kettle.streaming.core.context import ContextHistory, Spoken
 from kettle.streaming.core.events import Event, Final, SpeechStarted
 from kettle.streaming.core.session import Session, SessionConfig
 from kettle.streaming.core.vad import EnergyClassifier, Segmenter, SegmenterConfig, SpeechStart
-from kettle.transcribe.fake import FakeDecoder, scripted_audio
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from kettle.transcribe.types import SAMPLE_RATE, DecodeRequest
 
 SR = SAMPLE_RATE

@@ -15,7 +15,7 @@ from kettle.streaming.core.events import (
 )
 from kettle.streaming.core.session import Session, SessionConfig
 from kettle.streaming.core.vad import EnergyClassifier
-from kettle.transcribe.fake import FakeDecoder, scripted_audio
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from kettle.transcribe.types import DecodeRequest
 
 TWO = scripted_audio([("silence", 1.0), ("voice", 2.0), ("silence", 1.0), ("voice", 1.5)])

@@ -21,7 +21,7 @@ from kettle.streaming.core.vad import (
     spectral_flatness,
 )
 from kettle.transcribe.errors import ConfigError
-from kettle.transcribe.fake import scripted_audio, synth_voice
+from kettle.transcribe.model.fake import scripted_audio, synth_voice
 from kettle.transcribe.types import SAMPLE_RATE
 
 SR = SAMPLE_RATE

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from kettle.streaming.core.voice import MIN_SIGNATURE_S, change, signature
-from kettle.transcribe.fake import synth_voice
+from kettle.transcribe.model.fake import synth_voice
 from kettle.transcribe.types import SAMPLE_RATE
 
 

@@ -18,7 +18,7 @@ from kettle.streaming.engine.degrade import DegradeConfig
 from kettle.streaming.engine.engine import BatchReport, Engine, EngineConfig, Stream
 from kettle.streaming.engine.scheduling.scheduler import SchedulerConfig
 from kettle.transcribe.errors import KettleError
-from kettle.transcribe.fake import FakeDecoder, scripted_audio
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest
 
 SR = SAMPLE_RATE
@@ -273,7 +273,7 @@ async def test_streaming_finals_match_offline_accuracy(
     tiny_decoder: Any, eval_dir: Path, eval_clips: list[Any], wer_fn: Any
 ) -> None:
     from kettle.streaming.cli.simulation import Clip, run_simulation
-    from kettle.transcribe.audio_io import load_audio
+    from kettle.transcribe.audio.read import load_audio
 
     refs = {c.path.relative_to(eval_dir).as_posix(): c.reference for c in eval_clips}
     clips = [Clip(name, load_audio(eval_dir / name), refs[name]) for name in WER_CLIPS]

@@ -10,7 +10,7 @@ from kettle.streaming.core.session import SessionConfig
 from kettle.streaming.engine.clock import ManualClock
 from kettle.streaming.engine.engine import Engine, EngineConfig
 from kettle.streaming.engine.scheduling.scheduler import Scheduler, SchedulerConfig
-from kettle.transcribe.fake import FakeDecoder, scripted_audio
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 
 from tests.streaming.engine.test_engine import run_one
 

@@ -18,8 +18,8 @@ from kettle.streaming.engine.degrade import DegradeConfig, Level
 from kettle.streaming.engine.engine import BatchReport, Engine, EngineConfig, Stream
 from kettle.streaming.engine.scheduling.scheduler import SchedulerConfig
 from kettle.streaming.engine.worker import RetryPolicy
-from kettle.transcribe.costs import CostProfile
-from kettle.transcribe.fake import FakeDecoder, scripted_audio
+from kettle.transcribe.model.costs import CostProfile
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from kettle.transcribe.types import DecodeKind, DecodeRequest, DecodeResult
 
 GUARD_S = 30.0  # deadlock guard only; nothing below waits on the wall clock for timing

@@ -16,10 +16,10 @@ from kettle.streaming.core.session import SessionConfig
 from kettle.streaming.engine.engine import Engine, EngineConfig
 from kettle.streaming.engine.offline import EngineDecoder, transcribe_offline
 from kettle.transcribe.errors import KettleError
-from kettle.transcribe.fake import FakeDecoder, scripted_audio
-from kettle.transcribe.pipeline import PipelineConfig, transcribe_audio
+from kettle.transcribe.files.pipeline import PipelineConfig, transcribe_audio
+from kettle.transcribe.files.windows import WindowConfig
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from kettle.transcribe.types import DecodeKind, DecodeRequest, DecodeResult
-from kettle.transcribe.windows import WindowConfig
 
 AUDIO = scripted_audio(
     [("silence", 0.5), ("voice", 2.0), ("silence", 1.0), ("voice", 3.0), ("silence", 0.5)]

@@ -11,11 +11,11 @@ from kettle.streaming.core.events import Done, Event, Final, Partial
 from kettle.streaming.core.session import SessionConfig
 from kettle.streaming.engine.engine import Engine, EngineConfig, Stream
 from kettle.streaming.engine.speakers import SpeakerService
-from kettle.transcribe import speaker_encoder
-from kettle.transcribe.audio_io import load_audio
+from kettle.transcribe.audio.read import load_audio
 from kettle.transcribe.errors import KettleError
-from kettle.transcribe.fake import FakeDecoder, scripted_audio
-from kettle.transcribe.speaker_fake import PitchSpeakerEncoder
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
+from kettle.transcribe.speakers import encoder as speaker_encoder
+from kettle.transcribe.speakers.fake import PitchSpeakerEncoder
 from kettle.transcribe.types import SAMPLE_RATE
 
 from tests.streaming.engine.test_engine import collect, play

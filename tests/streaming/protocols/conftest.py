@@ -21,10 +21,10 @@ from kettle.streaming.protocols.base import (
     ModelInfo,
     Send,
 )
-from kettle.streaming.protocols.deepgram import DeepgramLiveCodec
-from kettle.streaming.protocols.deepgram_flux import DeepgramFluxCodec
-from kettle.streaming.protocols.deepgram_flux_wire import parse_flux_query
-from kettle.streaming.protocols.deepgram_wire import parse_listen_query
+from kettle.streaming.protocols.deepgram.flux import DeepgramFluxCodec
+from kettle.streaming.protocols.deepgram.flux_wire import parse_flux_query
+from kettle.streaming.protocols.deepgram.live import DeepgramLiveCodec
+from kettle.streaming.protocols.deepgram.wire import parse_listen_query
 from kettle.streaming.protocols.fields import (
     BOOL,
     ENUM,
@@ -36,8 +36,8 @@ from kettle.streaming.protocols.fields import (
     FieldTable,
 )
 from kettle.streaming.protocols.handshake import HandshakeRequest, Prepared, ProtocolRoute
-from kettle.streaming.protocols.openai_models import MODEL_ALIASES
-from kettle.streaming.protocols.openai_realtime import RealtimeCodec
+from kettle.streaming.protocols.openai.models import MODEL_ALIASES
+from kettle.streaming.protocols.openai.realtime import RealtimeCodec
 from kettle.streaming.server.gate import ConnectionGate, Refusal
 from kettle.streaming.server.hosts import HostPolicy
 from kettle.streaming.server.limits import Authenticator

@@ -33,7 +33,7 @@ from kettle.streaming.protocols.base import (
     Stop,
 )
 from kettle.streaming.server.ingress import AudioIngress
-from kettle.transcribe.fake import FakeDecoder
+from kettle.transcribe.model.fake import FakeDecoder
 from kettle.transcribe.types import SAMPLE_RATE, DecodeRequest
 
 

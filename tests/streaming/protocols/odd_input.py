@@ -28,7 +28,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from kettle.streaming.protocols.base import AudioSetup, Codec
-from kettle.transcribe.fake_tones import ToneDecoder, tone_speech
+from kettle.transcribe.model.fake_tones import ToneDecoder, tone_speech
 
 from tests.streaming.protocols.driver import Driver, Sent, encode
 

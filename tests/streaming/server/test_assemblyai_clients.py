@@ -19,8 +19,8 @@ import aiohttp
 import numpy as np
 import pytest
 from kettle.streaming.server.server import KettleServer, ServerConfig
-from kettle.transcribe.audio_io import load_audio
-from kettle.transcribe.fake import WORDS, FakeDecoder, scripted_audio
+from kettle.transcribe.audio.read import load_audio
+from kettle.transcribe.model.fake import WORDS, FakeDecoder, scripted_audio
 from livekit import rtc
 from livekit.agents import stt as lk_stt
 from livekit.plugins import assemblyai as lk_assemblyai

@@ -31,7 +31,7 @@ from kettle.streaming.cli.simulation import word_errors
 from kettle.streaming.client.client import ClientOptions, stream_audio, to_s16le
 from kettle.streaming.core.agreement import normalize_word
 from kettle.streaming.server.server import KettleServer, ServerConfig
-from kettle.transcribe.audio_io import load_audio
+from kettle.transcribe.audio.read import load_audio
 
 from tests.conftest import TOKEN_FLIP_WORD_EDITS, DecoderInputs
 

@@ -16,15 +16,18 @@ import httpx
 import pytest
 from kettle.streaming.client.client import to_s16le
 from kettle.streaming.engine.engine import Engine
-from kettle.streaming.protocols import assemblyai, deepgram, deepgram_flux, kettle_v1
-from kettle.streaming.protocols import openai_realtime_route as openai_realtime
+from kettle.streaming.protocols.assemblyai import live as assemblyai
 from kettle.streaming.protocols.base import CodecContext, Limits, ModelInfo
-from kettle.streaming.protocols.deepgram import FRAME_TOO_BIG, NET_0001, DeepgramLiveCodec
-from kettle.streaming.protocols.deepgram_wire import parse_listen_query
+from kettle.streaming.protocols.deepgram import flux as deepgram_flux
+from kettle.streaming.protocols.deepgram import live as deepgram
+from kettle.streaming.protocols.deepgram.live import FRAME_TOO_BIG, NET_0001, DeepgramLiveCodec
+from kettle.streaming.protocols.deepgram.wire import parse_listen_query
+from kettle.streaming.protocols.kettle_v1 import live as kettle_v1
+from kettle.streaming.protocols.openai import realtime_route as openai_realtime
 from kettle.streaming.server.connection import ConnectionLimits
 from kettle.streaming.server.runner import ConnectionRunner
 from kettle.streaming.server.server import KettleServer, ServerConfig
-from kettle.transcribe.fake import FakeDecoder, scripted_audio
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 

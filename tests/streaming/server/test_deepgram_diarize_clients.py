@@ -18,11 +18,11 @@ from deepgram import AsyncDeepgramClient
 from deepgram.core.api_error import ApiError
 from deepgram.environment import DeepgramClientEnvironment
 from kettle.streaming.engine.speakers import SpeakerService
-from kettle.streaming.protocols.deepgram_wire import NO_SPEAKER_MODEL
+from kettle.streaming.protocols.deepgram.wire import NO_SPEAKER_MODEL
 from kettle.streaming.server.server import KettleServer, ServerConfig
-from kettle.transcribe.audio_io import load_audio
-from kettle.transcribe.fake import FakeDecoder, scripted_audio, synth_voice
-from kettle.transcribe.speaker_fake import PitchSpeakerEncoder
+from kettle.transcribe.audio.read import load_audio
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio, synth_voice
+from kettle.transcribe.speakers.fake import PitchSpeakerEncoder
 
 from tests.containers import chunks
 from tests.streaming.conftest import StartServer

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from kettle.streaming.engine.engine import EngineConfig
 from kettle.streaming.server.server import KettleServer, ServerConfig
-from kettle.transcribe.audio_io import load_audio
-from kettle.transcribe.fake import FakeDecoder, scripted_audio
+from kettle.transcribe.audio.read import load_audio
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 
 from tests.streaming.conftest import StartServer
 

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 from kettle.streaming.server.server import KettleServer, ServerConfig
-from kettle.transcribe.audio_io import load_audio
-from kettle.transcribe.fake import FakeDecoder
+from kettle.transcribe.audio.read import load_audio
+from kettle.transcribe.model.fake import FakeDecoder
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 

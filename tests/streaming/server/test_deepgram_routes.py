@@ -13,11 +13,11 @@ import httpx
 import numpy as np
 import pytest
 from kettle.streaming.server.server import KettleServer, ServerConfig
-from kettle.transcribe.audio_io import load_audio
-from kettle.transcribe.fake import FakeDecoder
-from kettle.transcribe.pipeline import PipelineConfig
+from kettle.transcribe.audio.read import load_audio
+from kettle.transcribe.files.pipeline import PipelineConfig
+from kettle.transcribe.files.windows import split_windows
+from kettle.transcribe.model.fake import FakeDecoder
 from kettle.transcribe.types import DecodeRequest
-from kettle.transcribe.windows import split_windows
 
 from tests.containers import encode
 from tests.streaming.conftest import StartServer

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from kettle.streaming.server.server import KettleServer, ServerConfig
 from kettle.transcribe.errors import ConfigError
-from kettle.transcribe.fake import FakeDecoder
+from kettle.transcribe.model.fake import FakeDecoder
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
 

@@ -29,7 +29,7 @@ import soundfile as sf
 from kettle.kernels.resample import resample
 from kettle.streaming.client.client import to_s16le
 from kettle.streaming.server.server import KettleServer, ServerConfig
-from kettle.transcribe.audio_io import load_audio
+from kettle.transcribe.audio.read import load_audio
 from kettle.transcribe.types import DecodeKind, DecodeRequest
 from websockets.asyncio.client import connect
 

@@ -14,8 +14,8 @@ import pytest
 import soundfile as sf
 from kettle.streaming.engine.speakers import SpeakerService
 from kettle.streaming.server.server import ServerConfig
-from kettle.transcribe.fake import FakeDecoder, scripted_audio
-from kettle.transcribe.speaker_fake import PitchSpeakerEncoder
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
+from kettle.transcribe.speakers.fake import PitchSpeakerEncoder
 
 from tests.streaming.server.openai_server import ServerThread
 

@@ -10,7 +10,7 @@ import json
 import httpx
 import pytest
 from kettle.streaming.server.server import KettleServer, ServerConfig
-from kettle.transcribe.fake import FakeDecoder
+from kettle.transcribe.model.fake import FakeDecoder
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 

@@ -21,12 +21,12 @@ import numpy as np
 import openai
 import pytest
 import soxr
-from kettle.streaming.protocols import openai_rest as rest
+from kettle.streaming.protocols.openai import rest
 from kettle.streaming.server.server import ServerConfig
-from kettle.transcribe.audio_io import load_audio
-from kettle.transcribe.fake import FakeDecoder, synth_voice
-from kettle.transcribe.pipeline import PipelineConfig
-from kettle.transcribe.windows import split_windows
+from kettle.transcribe.audio.read import load_audio
+from kettle.transcribe.files.pipeline import PipelineConfig
+from kettle.transcribe.files.windows import split_windows
+from kettle.transcribe.model.fake import FakeDecoder, synth_voice
 from websockets.asyncio.client import connect
 
 from tests.streaming.server.openai_server import ServerThread
@@ -169,8 +169,8 @@ def test_upload_too_large_is_413(tiny_decoder: Any) -> None:
 
 
 def test_translations_on_base(espeak: Callable[..., np.ndarray]) -> None:
-    from kettle.transcribe.adapter import ModelConfig, WhisperAdapter
     from kettle.transcribe.errors import ModelError
+    from kettle.transcribe.model.adapter import ModelConfig, WhisperAdapter
 
     try:
         base = WhisperAdapter(ModelConfig(name="base", threads=2))

@@ -15,7 +15,7 @@ import openai
 import pytest
 import soxr
 from kettle.streaming.server.server import ServerConfig
-from kettle.transcribe.fake import FakeDecoder, scripted_audio
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 
 from tests.streaming.server.openai_server import ServerThread
 

@@ -53,7 +53,7 @@ def model() -> Any:
 
 @pytest.fixture(scope="module")
 def groups(eval_clips: list[EvalClip], model: Any) -> dict[str, list[Clip]]:
-    from kettle.transcribe.audio_io import RawFormat, load_audio
+    from kettle.transcribe.audio.read import RawFormat, load_audio
 
     short = []
     for c in eval_clips:

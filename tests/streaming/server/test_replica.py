@@ -18,7 +18,7 @@ import httpx
 import pytest
 from kettle.streaming.client.client import ClientOptions, stream_audio
 from kettle.streaming.server.server import KettleServer, ServerConfig
-from kettle.transcribe.fake import FakeDecoder, scripted_audio
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 

@@ -18,11 +18,11 @@ from kettle.streaming.protocols.base import (
     RateGate,
     Send,
 )
-from kettle.streaming.protocols.kettle_v1 import KettleV1Codec
-from kettle.streaming.protocols.kettle_v1_wire import StreamSettings
+from kettle.streaming.protocols.kettle_v1.live import KettleV1Codec
+from kettle.streaming.protocols.kettle_v1.wire import StreamSettings
 from kettle.streaming.server.connection import ConnectionLimits
 from kettle.streaming.server.runner import ConnectionRunner, PeerGone
-from kettle.transcribe.fake import FakeDecoder, scripted_audio
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 
 PCM = to_s16le(scripted_audio([("silence", 0.3), ("voice", 1.5), ("silence", 1.0)]))
 TIMEOUT = 30

@@ -21,7 +21,7 @@ import pytest
 from kettle.streaming.client.client import ClientOptions, stream_audio, to_s16le
 from kettle.streaming.server.server import KettleServer, ServerConfig
 from kettle.transcribe.errors import ConfigError
-from kettle.transcribe.fake import FakeDecoder, scripted_audio
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
@@ -661,8 +661,8 @@ class _StalledSocket:
 async def test_stalled_reader_never_blocks_the_engine_and_gets_every_final() -> None:
     from kettle.streaming.engine.engine import Engine
     from kettle.streaming.protocols.base import CodecContext, ModelInfo
-    from kettle.streaming.protocols.kettle_v1 import KettleV1Codec
-    from kettle.streaming.protocols.kettle_v1_wire import StreamSettings
+    from kettle.streaming.protocols.kettle_v1.live import KettleV1Codec
+    from kettle.streaming.protocols.kettle_v1.wire import StreamSettings
     from kettle.streaming.server.connection import ConnectionLimits
     from kettle.streaming.server.runner import ConnectionRunner
 
@@ -763,7 +763,7 @@ async def test_info_says_whether_speakers_can_be_labelled(
     make_server: Callable[..., Any], start_server: Any
 ) -> None:
     from kettle.streaming.engine.speakers import SpeakerService
-    from kettle.transcribe.speaker_fake import PitchSpeakerEncoder
+    from kettle.transcribe.speakers.fake import PitchSpeakerEncoder
 
     off = await make_server(diarize="off")
     assert json.loads((await get(off, "/v1/info"))[2])["speakers"] is False

@@ -17,7 +17,7 @@ import pytest
 import soxr
 from kettle.streaming.client.client import ClientOptions, stream_audio, to_s16le
 from kettle.streaming.server.server import KettleServer, ServerConfig
-from kettle.transcribe.audio_io import load_audio
+from kettle.transcribe.audio.read import load_audio
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 

@@ -1,6 +1,6 @@
 """Revisions on kettle's own protocol, end to end through the server with the fake model.
 
-The fake model's refinement spells "alpha" as "alfa" (transcribe/fake.py), so every final but
+The fake model's refinement spells "alpha" as "alfa" (transcribe/model/fake.py), so every final but
 the last (which has nothing after it to hear) gets a revision.
 """
 
@@ -11,7 +11,7 @@ import json
 import pytest
 from kettle.streaming.server.config import ServerConfig
 from kettle.streaming.server.server import KettleServer
-from kettle.transcribe.fake import FakeDecoder
+from kettle.transcribe.model.fake import FakeDecoder
 
 from tests.streaming.conftest import StartServer
 from tests.streaming.server.test_server import (

@@ -1,5 +1,5 @@
 """Corrections on AssemblyAI v3 and OpenAI Realtime, end to end through the server with the
-fake model (whose refinement spells "alpha" as "alfa", transcribe/fake.py): asked for with
+fake model (whose refinement spells "alpha" as "alfa", transcribe/model/fake.py): asked for with
 kettle's ``kettle_revisions=true`` URL parameter, each in the API's own shape; without it
 no refinement is ever asked for; a bad value is refused in the API's error shape. OpenAI's
 side runs the official SDK, which parses every event into its own models."""
@@ -18,7 +18,7 @@ import pytest
 import soxr
 from kettle.streaming.server.config import ServerConfig
 from kettle.streaming.server.server import KettleServer
-from kettle.transcribe.fake import FakeDecoder, scripted_audio
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from openai.types.realtime import (
     ConversationItemInputAudioTranscriptionCompletedEvent as CompletedEvent,
 )

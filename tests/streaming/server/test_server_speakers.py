@@ -10,8 +10,8 @@ import pytest
 from kettle.streaming.engine.speakers import SpeakerService
 from kettle.streaming.server.config import ServerConfig
 from kettle.streaming.server.server import KettleServer
-from kettle.transcribe.fake import FakeDecoder, scripted_audio
-from kettle.transcribe.speaker_fake import PitchSpeakerEncoder
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
+from kettle.transcribe.speakers.fake import PitchSpeakerEncoder
 
 from tests.streaming.conftest import StartServer
 from tests.streaming.server.test_server import check_finals, open_ws, read_all, send_chunks

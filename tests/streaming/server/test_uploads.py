@@ -34,10 +34,10 @@ from kettle.streaming.server.uploads import (
     upload_failure,
 )
 from kettle.transcribe.errors import KettleError
-from kettle.transcribe.fake import FakeDecoder, scripted_audio
-from kettle.transcribe.pipeline import PipelineConfig
+from kettle.transcribe.files.pipeline import PipelineConfig
+from kettle.transcribe.files.windows import WindowConfig
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from kettle.transcribe.types import DecodeRequest
-from kettle.transcribe.windows import WindowConfig
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 

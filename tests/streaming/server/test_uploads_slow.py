@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from kettle.streaming.server.server import KettleServer, ServerConfig
-from kettle.transcribe.fake import FakeDecoder
+from kettle.transcribe.model.fake import FakeDecoder
 from kettle.transcribe.types import DecodeRequest
 
 from tests.streaming.conftest import StartServer

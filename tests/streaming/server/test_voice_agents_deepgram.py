@@ -15,8 +15,8 @@ import aiohttp
 import numpy as np
 import pytest
 from kettle.streaming.server.server import KettleServer, ServerConfig
-from kettle.transcribe.audio_io import load_audio
-from kettle.transcribe.fake import FakeDecoder
+from kettle.transcribe.audio.read import load_audio
+from kettle.transcribe.model.fake import FakeDecoder
 from kettle.transcribe.types import DecodeRequest
 
 from tests.streaming.conftest import StartServer

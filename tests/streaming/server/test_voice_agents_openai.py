@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import soxr
 from kettle.streaming.server.server import ServerConfig
-from kettle.transcribe.audio_io import load_audio
-from kettle.transcribe.fake import FakeDecoder, scripted_audio
+from kettle.transcribe.audio.read import load_audio
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 
 from tests.streaming.server.openai_server import ServerThread
 

@@ -9,7 +9,7 @@ from kettle.streaming.engine.scheduling.cost_model import CostModel
 from kettle.streaming.engine.scheduling.fairness import PRUNE_AT, FairShare
 from kettle.streaming.engine.scheduling.pace import PaceMeter
 from kettle.streaming.engine.scheduling.scheduler import Priority, Scheduler, SchedulerConfig
-from kettle.transcribe.costs import CostProfile
+from kettle.transcribe.model.costs import CostProfile
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest
 
 AUDIO = np.zeros(1600, dtype=np.float32)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from kettle.streaming.engine.scheduling.cost_model import CostModel
 from kettle.streaming.engine.scheduling.scheduler import Priority, Scheduler, SchedulerConfig
-from kettle.transcribe.costs import CostProfile
 from kettle.transcribe.errors import ConfigError
+from kettle.transcribe.model.costs import CostProfile
 from kettle.transcribe.types import DecodeKind, DecodeRequest
 
 AUDIO = np.zeros(1600, dtype=np.float32)

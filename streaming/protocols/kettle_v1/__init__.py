@@ -1,0 +1,1 @@
+"""streaming/protocols/kettle_v1."""

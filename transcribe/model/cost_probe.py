@@ -1,0 +1,56 @@
+"""Measure what the model costs on this device (start-up, about a second on a 2-core CPU).
+
+The encoder is timed at batch sizes 1 and 2 (and 8 where two cost clearly less than twice
+one: a GPU); the decoder greedy over 1 and 8 rows with end-of-text suppressed, so it generates
+exactly as many tokens as asked, the difference of two lengths giving the cost per token.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from kettle.transcribe.model.costs import CostProfile
+from kettle.transcribe.model.prompts import PromptBuilder
+
+N_FRAMES = 3000
+
+
+def measure(ct2: Any, fw: Any, prompts: PromptBuilder, device: str) -> CostProfile:
+    rng = np.random.default_rng(0)
+    n_mels = int(ct2.n_mels)
+
+    def encode(n: int, to_cpu: bool = False) -> tuple[float, Any]:
+        feats = (rng.standard_normal((n, n_mels, N_FRAMES)) * 0.1).astype(np.float32)
+        storage = fw.storage(feats)
+        t0 = time.perf_counter()
+        out = ct2.encode(storage, to_cpu=to_cpu)
+        return time.perf_counter() - t0, out
+
+    _, encoded = encode(1, to_cpu=True)  # warm-up (first calls allocate); feeds the decoder
+    enc = {n: encode(n)[0] for n in (1, 2)}
+    if enc[2] < 1.5 * enc[1]:
+        enc[8] = encode(8)[0]
+    tok = prompts.tokenizer("en")
+    prompt = [*list(tok.sot_sequence), tok.no_timestamps]
+    suppress = [*prompts.suppress_tokens(), tok.eot]
+    one = fw.to_numpy(encoded)
+    steps: dict[int, float] = {}
+    for rows in (1, 8):
+        rows_enc = fw.storage(np.ascontiguousarray(np.repeat(one, rows, axis=0)))
+        timing = []
+        for want in (2, 18):
+            t0 = time.perf_counter()
+            res = ct2.generate(
+                rows_enc,
+                [prompt] * rows,
+                max_length=max(2 * want, len(prompt) - 1 + want),
+                beam_size=1,
+                suppress_tokens=suppress,
+                suppress_blank=False,
+            )
+            timing.append((len(res[0].sequences_ids[0]), time.perf_counter() - t0))
+        (n0, s0), (n1, s1) = timing
+        steps[rows] = max(0.0, (s1 - s0) / max(1, n1 - n0))
+    return CostProfile(tuple(enc.items()), tuple(steps.items()), device=device)

@@ -19,7 +19,7 @@ from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest
 
 logger = logging.getLogger(__name__)
 
-NOTICE_INTERVAL_S = 5.0  # PROTOCOL.md: overloaded notices at most once every 5 s
+NOTICE_INTERVAL_S = 5.0  # docs/protocol.md#error: overloaded at most once every 5 s
 MIN_RECHECK_S = 0.05  # while degraded, the load is looked at again at least this far apart
 
 # What one stream's partial typically decodes, for the cadence: a few seconds of speech.

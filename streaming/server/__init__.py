@@ -16,7 +16,7 @@ Layout (under kettle.streaming.server, codecs under kettle.streaming.protocols):
     ingress.py       AudioIngress: wire bytes -> PCM decoder -> engine stream, arrival times
     protocols/handshake.py   ProtocolRoute: per-protocol credentials and parameters
     protocols/base.py        the Codec interface and its actions (Send, FeedAudio, ...)
-    protocols/kettle_v1.py   PROTOCOL.md version 1 on /v1/stream
+    protocols/kettle_v1.py   docs/protocol.md (kettle v1) on /v1/stream
 
 Adding a WebSocket protocol (e.g. `protocols/openai_realtime.py`, its route in
 `protocols/openai_realtime_route.py`):

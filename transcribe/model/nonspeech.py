@@ -13,7 +13,7 @@ from kettle.transcribe.words import normalize_word
 
 
 def phrase_words(text: str) -> list[str]:
-    """The one normalizer: a text's words as PROTOCOL.md compares them, empty ones dropped."""
+    """The one normalizer: a text's words as docs/protocol.md compares them, empty ones dropped."""
     return [w for w in (normalize_word(t) for t in text.split()) if w]
 
 

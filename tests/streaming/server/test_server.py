@@ -1,4 +1,5 @@
-"""The WebSocket server against PROTOCOL.md, with the fake model (the point here is the server).
+"""The WebSocket server against docs/protocol.md, with the fake model (the point here is the
+server).
 
 A real server on 127.0.0.1:0; raw WebSocket clients so every message and close code is seen.
 """

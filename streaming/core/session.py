@@ -31,7 +31,8 @@ decoder's prefix, so the model hears the utterance as it heard the conversation,
 new words come back (``DecodeRequest.context``).
 
 The session holds the stream's state and runs the loop (decisions in, the next request out);
-each job is a module of its own: ``lifecycle`` (listening, finishing, done), ``segments``
+each job is a module of its own: ``lifecycle`` (listening, finishing, done), ``tuning`` (the
+config and its changes mid-stream), ``segments``
 (the VAD's decisions applied to the utterances), ``utterances`` (tracking and numbering),
 ``planner`` (which request, which window), ``live_requests`` (ids, the plan of each request,
 the one in flight), ``requests`` (a plan's request), ``publisher`` (results into events),
@@ -54,11 +55,7 @@ from kettle.streaming.core.context import ContextHistory
 from kettle.streaming.core.events import Done, Error, Event, Finalized
 from kettle.streaming.core.lifecycle import Lifecycle, Move, SessionState
 from kettle.streaming.core.live_requests import LiveRequests
-from kettle.streaming.core.planner import (
-    HOLD_PARTIAL_FRAMES,
-    StreamState,
-    plan_next,
-)
+from kettle.streaming.core.planner import HOLD_PARTIAL_FRAMES, StreamState, plan_next
 from kettle.streaming.core.publisher import Publisher
 from kettle.streaming.core.refine import RefineStats
 from kettle.streaming.core.refine_lane import RefineLane

@@ -1,7 +1,7 @@
 """What Whisper says over sound that is not speech, and when a decode counts as none.
 
-One policy class, applied in one place for streams (``streaming/core/session.py``,
-``Session._usable``) and one for files (``decoding.suppressed``, at the decoder's configured
+One policy class, applied in one place for streams (``streaming/core/results.py``,
+``usable``) and one for files (``decoding.suppressed``, at the decoder's configured
 thresholds). The two instances differ where each was tuned on its own evidence.
 """
 

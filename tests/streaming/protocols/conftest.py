@@ -153,7 +153,7 @@ def handshakes() -> Callable[..., Handshakes]:
             origins=OriginPolicy(),
             hosts=HostPolicy(),
             metrics=metrics,
-            max_sessions=4,
+            limits=Limits(max_sessions=4),
             retry_after_s=1,
             draining=lambda: False,
             model_info=lambda: model,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -31,8 +31,7 @@ from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from tests.streaming.conftest import StartServer
-from tests.streaming.server.test_runner import Script
+from tests.streaming.server.conftest import Script
 
 GUARD = 60  # seconds: a deadlock guard only
 KEY = "dg-key"
@@ -192,12 +191,8 @@ def test_only_deepgrams_live_socket_gets_the_audio_timeout() -> None:
 
 
 @pytest.fixture
-def make_server(start_server: StartServer) -> Callable[..., Awaitable[KettleServer]]:
-    def start(**overrides: Any) -> Awaitable[KettleServer]:
-        config = ServerConfig(port=0, api_keys=(KEY,), **overrides)
-        return start_server(config, FakeDecoder)
-
-    return start
+def server_settings() -> dict[str, Any]:
+    return {"api_keys": (KEY,)}
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")

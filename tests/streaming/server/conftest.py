@@ -23,7 +23,7 @@ from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from tests.streaming.server.openai_server import ServerThread
+from tests.streaming.server.server_thread import ServerThread
 
 READ_GUARD_S = 30  # a deadlock guard on reading a session to its close, not a speed requirement
 

@@ -17,7 +17,7 @@ from kettle.streaming.server.server import ServerConfig
 from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from kettle.transcribe.speakers.fake import PitchSpeakerEncoder
 
-from tests.streaming.server.openai_server import ServerThread
+from tests.streaming.server.server_thread import ServerThread
 
 KEY = "test-key"
 MODEL = "gpt-4o-transcribe-diarize"

@@ -18,7 +18,7 @@ import soxr
 from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 
 from tests.conftest import mulaw, pcm16
-from tests.streaming.server.openai_server import ServerThread
+from tests.streaming.server.server_thread import ServerThread
 
 KEY = "test-key"
 TRANSCRIBED = "conversation.item.input_audio_transcription."

@@ -30,7 +30,7 @@ from kettle.transcribe.model.fake import FakeDecoder, synth_voice
 from websockets.asyncio.client import connect
 
 from tests.conftest import pcm16
-from tests.streaming.server.openai_server import ServerThread
+from tests.streaming.server.server_thread import ServerThread
 
 pytestmark = pytest.mark.slow
 

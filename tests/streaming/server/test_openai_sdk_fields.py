@@ -17,7 +17,7 @@ import soxr
 from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 
 from tests.conftest import pcm16
-from tests.streaming.server.openai_server import ServerThread
+from tests.streaming.server.server_thread import ServerThread
 
 KEY = "test-key"
 CLIP = "jfk__openai_whisper_jfk.flac"

@@ -25,7 +25,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from tests.conftest import pcm16
-from tests.streaming.server.openai_server import ServerThread
+from tests.streaming.server.server_thread import ServerThread
 
 KEY = "test-key"
 GUARD = 60  # seconds: a deadlock guard, never a timing assertion

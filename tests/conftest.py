@@ -4,8 +4,9 @@ Real speech: `tests/data/speech` (24 openly licensed clips in every format the p
 see its README). `KETTLE_EVAL_DIR` points the same fixtures at the larger eval set instead
 (same layout and file names). No test reads a path outside the repository otherwise.
 
-Also `serve_replica`: `kettle serve --fake-model` replicas as real processes on loopback
-(client and load-balancer tests).
+Also `pcm16` and `mulaw` (float samples as the bytes a client sends), and `serve_replica`:
+`kettle serve --fake-model` replicas as real processes on loopback (client and load-balancer
+tests).
 """
 
 from __future__ import annotations
@@ -123,6 +124,25 @@ def wer(references: list[str], hypotheses: list[str]) -> float:
 @pytest.fixture(scope="session")
 def wer_fn() -> Callable[[list[str], list[str]], float]:
     return wer
+
+
+# -- audio as bytes -------------------------------------------------------------------------
+
+
+def pcm16(samples: np.ndarray) -> bytes:
+    """Float samples as 16-bit little-endian PCM: clipped to [-1, 1], scaled by 32767 and
+    truncated (the client's ``to_s16le`` rounds instead)."""
+    return (np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes()
+
+
+def mulaw(samples: np.ndarray) -> bytes:
+    """G.711 u-law encoding of float samples in [-1, 1]."""
+    pcm = np.clip(np.round(samples * 32767.0), -32768, 32767).astype(np.int32)
+    sign = (pcm < 0).astype(np.int32)
+    mag = np.minimum(np.abs(pcm), 32635) + 0x84
+    exponent = np.floor(np.log2(mag)).astype(np.int32) - 7
+    mantissa = (mag >> (exponent + 3)) & 0x0F
+    return (~((sign << 7) | (exponent << 4) | mantissa) & 0xFF).astype(np.uint8).tobytes()
 
 
 # -- comparing two decodes of the same speech ---------------------------------------------

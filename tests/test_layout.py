@@ -236,3 +236,27 @@ def test_sub_packages_have_no_import_cycle() -> None:
         if cycle:
             cycles.append(" -> ".join(name.removeprefix(package + ".") for name in cycle))
     assert not cycles, "\n".join(cycles)
+
+
+def test_no_test_module_imports_another() -> None:
+    # What several test modules share lives in a conftest.py or in a helper module named for
+    # its job (tests/containers.py, tests/streaming/protocols/driver.py), never in a test_*.py
+    # that another imports: a test file is run by pytest, not read by its neighbours.
+    wrong = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        package = path.relative_to(ROOT).parent.parts
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else ()
+                module = ".".join([*base, *filter(None, (node.module or "").split("."))])
+                names = [module, *(f"{module}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "tests" and any(p.startswith("test_") for p in parts):
+                    wrong.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
+                    break
+    assert not wrong, "\n".join(wrong)

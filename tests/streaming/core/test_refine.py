@@ -23,7 +23,7 @@ from kettle.streaming.core.session import SessionConfig
 from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeResult, Word
 
-from tests.streaming.core.test_session import ALONE, drive
+from tests.streaming.core.conftest import ALONE, drive
 
 SR = SAMPLE_RATE
 REFINED = SessionConfig(revisions=True)

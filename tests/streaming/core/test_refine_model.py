@@ -12,10 +12,7 @@ from kettle.streaming.core.events import Done, Final, Revision
 from kettle.streaming.core.session import SessionConfig
 from kettle.transcribe.types import SAMPLE_RATE
 
-from tests.streaming.core.test_session_model import (  # noqa: F401 (fixture)
-    conversation,
-    stream_events,
-)
+from tests.streaming.core.conftest import stream_events
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +21,7 @@ SR = SAMPLE_RATE
 
 def test_the_refined_transcript_is_within_a_point_of_offline_decoding(
     tiny_decoder: Any,
-    conversation: tuple[np.ndarray, str],  # noqa: F811
+    conversation: tuple[np.ndarray, str],
     wer_fn: Callable[[list[str], list[str]], float],
 ) -> None:
     from kettle.transcribe.model import fw

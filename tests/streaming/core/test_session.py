@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -19,82 +19,9 @@ from kettle.transcribe.errors import AudioError, ConfigError
 from kettle.transcribe.model.fake import FakeDecoder, scripted_audio, synth_voice
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest, DecodeResult
 
+from tests.streaming.core.conftest import ALONE, Run, drive
+
 SR = SAMPLE_RATE
-# The per-utterance path (each utterance decoded alone, 0.2 s of silence in a final's window,
-# every agreed word stable): what the session did before finals in context. Most timing
-# tests below use it, since their exact windows are easy to read; the context tests use the
-# defaults.
-# The per-utterance path (what the session did before context): the tests' reference.
-ALONE = SessionConfig(
-    context_s=0,
-    final_tail_ms=200,
-    stable_holdback=0,
-    stable_agree=2,
-    partial_beam_size=1,
-    final_beam_size=5,
-    partial_encode_s=30.0,
-)
-
-
-@dataclass
-class Run:
-    events: list[Event] = field(default_factory=list)
-    requests: list[DecodeRequest] = field(default_factory=list)
-    log: list[object] = field(default_factory=list)  # requests and events interleaved
-
-    @property
-    def finals(self) -> list[Final]:
-        return [e for e in self.events if isinstance(e, Final)]
-
-    @property
-    def partials(self) -> list[Partial]:
-        return [e for e in self.events if isinstance(e, Partial)]
-
-
-def drive(
-    audio: np.ndarray,
-    config: SessionConfig | None = None,
-    *,
-    decoder: FakeDecoder | None = None,
-    chunks: Callable[[int], int] = lambda i: 320,
-    lag: int = 0,
-    stop: bool = True,
-) -> Run:
-    """Feed audio in chunks; answer requests after `lag` more chunks (0: at once)."""
-    dec = decoder or FakeDecoder()
-    session = Session(config or ALONE, session_id="t", classifier=EnergyClassifier())
-    run = Run()
-    waiting: list[tuple[int, DecodeRequest]] = []
-
-    def settle(step: int, force: bool = False) -> None:
-        while True:
-            for r in session.poll_requests():
-                run.requests.append(r)
-                run.log.append(("request", r.kind.value, r.cache_key))
-                waiting.append((step, r))
-            new = session.poll_events()
-            run.events += new
-            run.log += new
-            due = [w for w in waiting if force or step - w[0] >= lag]
-            if not due:
-                return
-            for w in due:
-                waiting.remove(w)
-                (result,) = dec.decode_batch([w[1]])
-                session.on_result(result)
-
-    pos, i = 0, 0
-    while pos < len(audio):
-        n = chunks(i)
-        session.feed_audio(audio[pos : pos + n])
-        pos += n
-        i += 1
-        settle(i)
-    if stop:
-        session.stop()
-        settle(i, force=True)
-    return run
-
 
 ONE = scripted_audio([("silence", 1.0), ("voice", 2.0), ("silence", 1.0)])
 

@@ -9,52 +9,19 @@ from typing import Any
 
 import numpy as np
 import pytest
-from kettle.streaming.core.events import Event, Final
-from kettle.streaming.core.session import Session, SessionConfig
-from kettle.transcribe.audio.read import load_audio
+from kettle.streaming.core.events import Final
+from kettle.streaming.core.session import SessionConfig
 from kettle.transcribe.types import SAMPLE_RATE
+
+from tests.streaming.core.conftest import stream_events
 
 pytestmark = pytest.mark.slow
 
 SR = SAMPLE_RATE
-CATEGORIES = ("fleurs", "arctic_accent", "vctk_accent", "librivox", "librispeech", "ljspeech")
-
-
-def stream_events(decoder: Any, audio: np.ndarray, config: SessionConfig) -> list[Event]:
-    """Play audio into a session in 20 ms chunks, decoding each request at once (the decodes
-    happen at the audio positions a real-time stream would have them at); every event."""
-    session = Session(config, session_id="m")
-    events: list[Event] = []
-
-    def settle() -> None:
-        while requests := session.poll_requests():
-            for result in decoder.decode_batch(requests):
-                session.on_result(result)
-        events.extend(session.poll_events())
-
-    for i in range(0, len(audio), 320):
-        session.feed_audio(audio[i : i + 320])
-        settle()
-    session.stop()
-    settle()
-    return events
 
 
 def stream_finals(decoder: Any, audio: np.ndarray, config: SessionConfig) -> list[Final]:
     return [e for e in stream_events(decoder, audio, config) if isinstance(e, Final)]
-
-
-@pytest.fixture(scope="module")
-def conversation(eval_clips: list[Any]) -> tuple[np.ndarray, str]:
-    """One clip of each of several voices, joined with 0.7-1.5 s of silence."""
-    chosen = []
-    for category in CATEGORIES:
-        chosen += [c for c in eval_clips if c.category == category and 2 <= c.duration_s <= 9][:1]
-    gaps = [0.7, 1.5, 1.0, 1.2, 0.8, 1.4]
-    parts = [np.zeros(SR // 2, np.float32)]
-    for clip, gap in zip(chosen, gaps, strict=False):
-        parts += [load_audio(clip.path), np.zeros(int(gap * SR), np.float32)]
-    return np.concatenate(parts), " ".join(c.reference for c in chosen)
 
 
 def test_streaming_finals_are_within_1_5_points_of_offline_decoding(

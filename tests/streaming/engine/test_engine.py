@@ -21,6 +21,8 @@ from kettle.transcribe.errors import KettleError
 from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest
 
+from tests.streaming.engine.conftest import collect, play, run_one
+
 SR = SAMPLE_RATE
 TWO = scripted_audio(
     [("silence", 0.5), ("voice", 1.5), ("silence", 1.0), ("voice", 1.5), ("silence", 1.0)]
@@ -40,31 +42,6 @@ class Recorder:
 
     def on_batch_failed(self, size: int, error: str) -> None:
         self.failures.append((size, error))
-
-
-async def play(
-    stream: Stream, audio: np.ndarray, chunk: int = 320, pace: float | None = None
-) -> None:
-    """Feed on a wall-clock pace, or (pace None) whenever the stream has no decode pending,
-    which makes the decodes happen at the same audio positions however loaded the machine."""
-    for i in range(0, len(audio), chunk):
-        if pace is None:
-            await stream.wait_idle()
-        stream.feed_audio(audio[i : i + chunk])
-        await asyncio.sleep(pace or 0)
-    stream.stop()
-
-
-async def collect(stream: Stream) -> list[Event]:
-    return [event async for event in stream]
-
-
-async def run_one(engine: Engine, audio: np.ndarray, **kw: object) -> list[Event]:
-    stream = engine.open_stream(SessionConfig(**kw))
-    feeder = asyncio.create_task(play(stream, audio))
-    events = await asyncio.wait_for(collect(stream), 30)
-    await feeder
-    return events
 
 
 async def test_events_flow_and_the_model_runs_on_one_thread() -> None:

@@ -12,7 +12,7 @@ from kettle.streaming.engine.engine import Engine, EngineConfig
 from kettle.streaming.engine.scheduling.scheduler import Scheduler, SchedulerConfig
 from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 
-from tests.streaming.engine.test_engine import run_one
+from tests.streaming.engine.conftest import run_one
 
 TWO = [("silence", 0.5), ("voice", 1.5), ("silence", 1.0), ("voice", 1.5), ("silence", 1.0)]
 THREE = scripted_audio([*TWO, ("voice", 1.0), ("silence", 1.0)])

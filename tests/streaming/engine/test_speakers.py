@@ -18,7 +18,7 @@ from kettle.transcribe.speakers import encoder as speaker_encoder
 from kettle.transcribe.speakers.fake import PitchSpeakerEncoder
 from kettle.transcribe.types import SAMPLE_RATE
 
-from tests.streaming.engine.test_engine import collect, play
+from tests.streaming.engine.conftest import collect, play
 
 CONVERSATION = [
     ("silence", 0.3),

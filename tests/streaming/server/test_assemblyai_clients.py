@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import numpy as np
 import pytest
-from kettle.streaming.server.server import KettleServer, ServerConfig
+from kettle.streaming.server.server import KettleServer
 from kettle.transcribe.audio.read import load_audio
 from kettle.transcribe.model.fake import WORDS, FakeDecoder, scripted_audio
 from livekit import rtc
@@ -27,7 +26,7 @@ from livekit.plugins import assemblyai as lk_assemblyai
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from tests.streaming.conftest import StartServer
+from tests.conftest import pcm16
 
 KEY = "aai-test-key"
 GUARD = 120  # seconds: a deadlock guard, never a timing assertion
@@ -40,10 +39,6 @@ JFK_REFERENCE = (
 TWO_PHRASES = [("silence", 0.3), ("voice", 1.5), ("silence", 1.2), ("voice", 1.5), ("silence", 1.2)]
 
 
-def pcm(audio: np.ndarray) -> bytes:
-    return (np.clip(audio, -1.0, 1.0) * 32767).astype("<i2").tobytes()
-
-
 def chunks(data: bytes, size: int = 2 * CHUNK) -> list[bytes]:
     return [data[i : i + size] for i in range(0, len(data), size)]
 
@@ -53,11 +48,8 @@ def fake_words(text: str) -> list[str]:
 
 
 @pytest.fixture
-def make_server(start_server: StartServer) -> Callable[..., Awaitable[KettleServer]]:
-    def start(load: Callable[[], Any] = FakeDecoder, **overrides: Any) -> Awaitable[KettleServer]:
-        return start_server(ServerConfig(port=0, api_keys=(KEY,), **overrides), load)
-
-    return start
+def server_settings() -> dict[str, Any]:
+    return {"api_keys": (KEY,)}
 
 
 def ws_base(server: KettleServer) -> str:
@@ -93,7 +85,7 @@ async def livekit_events(
 async def test_livekit_stream_turns(make_server: Callable[..., Any]) -> None:
     server = await make_server()
     events = await livekit_events(
-        server, pcm(scripted_audio(TWO_PHRASES)), keyterms_prompt=["Kettle"]
+        server, pcm16(scripted_audio(TWO_PHRASES)), keyterms_prompt=["Kettle"]
     )
     kinds = [e.type for e in events]
     finals = [e for e in events if e.type == lk_stt.SpeechEventType.FINAL_TRANSCRIPT]
@@ -115,7 +107,7 @@ async def test_livekit_format_turns_on_the_english_model(make_server: Callable[.
     server = await make_server()
     events = await livekit_events(
         server,
-        pcm(scripted_audio(TWO_PHRASES)),
+        pcm16(scripted_audio(TWO_PHRASES)),
         model="universal-streaming-english",
         format_turns=True,
     )
@@ -144,8 +136,8 @@ async def test_pipecat_pipeline(make_server: Callable[..., Any]) -> None:
         api_endpoint_base_url=ws_base(server) + "/v3/ws",
         settings=AssemblyAISTTService.Settings(keyterms_prompt=["Kettle"]),
     )
-    first = pcm(scripted_audio([("silence", 0.3), ("voice", 1.5)]))
-    rest = pcm(scripted_audio([("silence", 1.2), ("voice", 1.5), ("silence", 1.2)]))
+    first = pcm16(scripted_audio([("silence", 0.3), ("voice", 1.5)]))
+    rest = pcm16(scripted_audio([("silence", 1.2), ("voice", 1.5), ("silence", 1.2)]))
     frames: list[Any] = [InputAudioRawFrame(p, 16000, 1) for p in chunks(first)]
     # Pipecat's VAD saying the user stopped: the service sends ForceEndpoint, in order.
     frames.append(VADUserStoppedSpeakingFrame())
@@ -184,7 +176,7 @@ async def test_refusals_and_error_close(make_server: Callable[..., Any]) -> None
     async with connect(url + f"?token={KEY}") as ws:
         begin = json.loads(await asyncio.wait_for(ws.recv(), GUARD))
         assert begin["type"] == "Begin" and isinstance(begin["expires_at"], int)
-        await ws.send(pcm(scripted_audio([("voice", 0.5)])))
+        await ws.send(pcm16(scripted_audio([("voice", 0.5)])))
         await ws.send("not json")
         # The turns of the audio before it still come, then the error.
         error = json.loads(await asyncio.wait_for(ws.recv(), GUARD))
@@ -228,7 +220,7 @@ async def test_terminate_ends_with_termination(make_server: Callable[..., Any]) 
     url = ws_base(server) + "/v3/ws?speech_model=u3-rt-pro"
     async with connect(url, additional_headers={"Authorization": KEY}) as ws:
         await ws.recv()  # Begin
-        for piece in chunks(pcm(scripted_audio([("voice", 1.5)]))):
+        for piece in chunks(pcm16(scripted_audio([("voice", 1.5)]))):
             await ws.send(piece)
         await ws.send(json.dumps({"type": "Terminate"}))
         messages = [json.loads(m) async for m in ws]
@@ -243,13 +235,13 @@ async def test_update_configuration_keyterms_reach_the_decoder(
     make_server: Callable[..., Any],
 ) -> None:
     decoder = FakeDecoder()
-    server = await make_server(lambda: decoder)
+    server = await make_server(decoder)
     query = "?speech_model=u3-rt-pro&keyterms_prompt=" + '["Kettle"]'
     async with connect(
         ws_base(server) + "/v3/ws" + query, additional_headers={"Authorization": KEY}
     ) as ws:
         await ws.recv()  # Begin
-        for piece in chunks(pcm(scripted_audio([("voice", 1.5), ("silence", 1.2)]))):
+        for piece in chunks(pcm16(scripted_audio([("voice", 1.5), ("silence", 1.2)]))):
             await ws.send(piece)
         while True:  # the first turn's end: every decode of it is done
             turn = json.loads(await asyncio.wait_for(ws.recv(), GUARD))
@@ -258,7 +250,7 @@ async def test_update_configuration_keyterms_reach_the_decoder(
         before = len(decoder.requests_seen)
         update = {"type": "UpdateConfiguration", "keyterms_prompt": ["Whisper"]}
         await ws.send(json.dumps(update))
-        for piece in chunks(pcm(scripted_audio([("voice", 1.5)]))):
+        for piece in chunks(pcm16(scripted_audio([("voice", 1.5)]))):
             await ws.send(piece)
         await ws.send(json.dumps({"type": "Terminate"}))
         messages = [json.loads(m) async for m in ws]
@@ -277,8 +269,8 @@ async def test_update_configuration_keyterms_reach_the_decoder(
 async def test_livekit_tiny_en(
     make_server: Callable[..., Any], tiny_decoder: Any, wer_fn: Callable[..., float]
 ) -> None:
-    server = await make_server(lambda: tiny_decoder)
-    audio = pcm(load_audio(DATA / "jfk.flac"))
+    server = await make_server(tiny_decoder)
+    audio = pcm16(load_audio(DATA / "jfk.flac"))
     events = await livekit_events(server, audio, model="universal-3-6-pro")
     finals = [e for e in events if e.type == lk_stt.SpeechEventType.FINAL_TRANSCRIPT]
     text = " ".join(f.alternatives[0].text for f in finals)

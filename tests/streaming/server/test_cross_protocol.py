@@ -17,11 +17,10 @@ way.
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import openai
 import pytest
 import soxr
@@ -30,10 +29,10 @@ from deepgram.environment import DeepgramClientEnvironment
 from kettle.streaming.cli.simulation import word_errors
 from kettle.streaming.client.client import ClientOptions, stream_audio, to_s16le
 from kettle.streaming.core.agreement import normalize_word
-from kettle.streaming.server.server import KettleServer, ServerConfig
+from kettle.streaming.server.server import KettleServer
 from kettle.transcribe.audio.read import load_audio
 
-from tests.conftest import TOKEN_FLIP_WORD_EDITS, DecoderInputs
+from tests.conftest import TOKEN_FLIP_WORD_EDITS, DecoderInputs, pcm16
 
 pytestmark = [
     pytest.mark.slow,
@@ -54,9 +53,8 @@ def recorder(tiny_decoder: Any) -> DecoderInputs:
 
 
 @pytest.fixture
-async def server(recorder: DecoderInputs) -> AsyncIterator[KettleServer]:
-    async with KettleServer(ServerConfig(port=0), lambda: recorder) as running:
-        yield running
+def load_model(recorder: DecoderInputs) -> Callable[[], DecoderInputs]:
+    return lambda: recorder
 
 
 def words(text: str) -> list[str]:
@@ -106,7 +104,7 @@ async def openai_upload(server: KettleServer, path: Path) -> str:
 
 async def openai_realtime(server: KettleServer, path: Path) -> str:
     audio = soxr.resample(load_audio(path), 16000, 24000)
-    pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes() + bytes(2 * 24000)
+    pcm = pcm16(audio) + bytes(2 * 24000)
     client = openai.AsyncOpenAI(base_url=server.url + "/v1", api_key="unused")
     async with client.realtime.connect(extra_query={"intent": "transcription"}) as conn:
         await conn.session.update(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -25,13 +25,12 @@ from kettle.streaming.protocols.deepgram.wire import parse_listen_query
 from kettle.streaming.protocols.kettle_v1 import live as kettle_v1
 from kettle.streaming.protocols.openai import realtime_route as openai_realtime
 from kettle.streaming.server.runner import ConnectionRunner
-from kettle.streaming.server.server import KettleServer, ServerConfig
+from kettle.streaming.server.server import ServerConfig
 from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from tests.streaming.conftest import StartServer
-from tests.streaming.server.test_runner import Script
+from tests.streaming.server.conftest import Script
 
 GUARD = 60  # seconds: a deadlock guard only
 KEY = "dg-key"
@@ -191,12 +190,8 @@ def test_only_deepgrams_live_socket_gets_the_audio_timeout() -> None:
 
 
 @pytest.fixture
-def make_server(start_server: StartServer) -> Callable[..., Awaitable[KettleServer]]:
-    def start(**overrides: Any) -> Awaitable[KettleServer]:
-        config = ServerConfig(port=0, api_keys=(KEY,), **overrides)
-        return start_server(config, FakeDecoder)
-
-    return start
+def server_settings() -> dict[str, Any]:
+    return {"api_keys": (KEY,)}
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -19,13 +19,14 @@ from deepgram.core.api_error import ApiError
 from deepgram.environment import DeepgramClientEnvironment
 from kettle.streaming.engine.speakers import SpeakerService
 from kettle.streaming.protocols.deepgram.wire import NO_SPEAKER_MODEL
-from kettle.streaming.server.server import KettleServer, ServerConfig
+from kettle.streaming.server.server import KettleServer
 from kettle.transcribe.audio.read import load_audio
-from kettle.transcribe.model.fake import FakeDecoder, scripted_audio, synth_voice
+from kettle.transcribe.model.fake import scripted_audio, synth_voice
 from kettle.transcribe.speakers.fake import PitchSpeakerEncoder
 
+from tests.conftest import pcm16
 from tests.containers import chunks
-from tests.streaming.conftest import StartServer
+from tests.streaming.conftest import MakeServer
 
 pytestmark = [
     # The SDK's async client is built on websockets' legacy API.
@@ -49,11 +50,13 @@ SPEECH = load_audio(Path(__file__).resolve().parents[2] / "data" / "jfk.flac")
 
 
 @pytest.fixture
-def make_server(start_server: StartServer) -> Callable[..., Awaitable[KettleServer]]:
+def make_server(make_server: MakeServer) -> Callable[..., Awaitable[KettleServer]]:
+    """The shared factory, with or without the pitch stand-in speaker model."""
+
     def start(speakers: bool = True) -> Awaitable[KettleServer]:
         service = SpeakerService(PitchSpeakerEncoder()) if speakers else None
-        config = ServerConfig(port=0, api_keys=(KEY,), diarize="auto" if speakers else "off")
-        return start_server(config, lambda: FakeDecoder(), speakers=service)
+        diarize = "auto" if speakers else "off"
+        return make_server(speakers=service, api_keys=(KEY,), diarize=diarize)
 
     return start
 
@@ -62,10 +65,6 @@ def client(server: KettleServer) -> AsyncDeepgramClient:
     ws = server.url.replace("http", "ws", 1)
     env = DeepgramClientEnvironment(base=server.url, production=ws, agent=ws, agent_rest=server.url)
     return AsyncDeepgramClient(api_key=KEY, environment=env)
-
-
-def s16(samples: np.ndarray) -> bytes:
-    return (np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes()
 
 
 def wav(samples: np.ndarray) -> bytes:
@@ -93,7 +92,7 @@ async def test_live_words_carry_two_speakers_in_turn_order(
                 seen.append(message)
 
         reader = asyncio.create_task(read())
-        for piece in chunks(s16(scripted_audio(TURNS)), 3200):
+        for piece in chunks(pcm16(scripted_audio(TURNS)), 3200):
             await socket.send_media(piece)
         await socket.send_close_stream()
         await asyncio.wait_for(reader, GUARD)
@@ -130,7 +129,7 @@ async def test_live_multichannel_labels_each_channels_speakers_on_their_own(
                 seen.append(message)
 
         reader = asyncio.create_task(read())
-        for piece in chunks(s16(stereo.reshape(-1)), 6400):
+        for piece in chunks(pcm16(stereo.reshape(-1)), 6400):
             await socket.send_media(piece)
         await socket.send_close_stream()
         await asyncio.wait_for(reader, GUARD)

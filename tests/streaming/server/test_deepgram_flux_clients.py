@@ -19,11 +19,12 @@ import aiohttp
 import numpy as np
 import pytest
 from kettle.streaming.engine.engine import EngineConfig
-from kettle.streaming.server.server import KettleServer, ServerConfig
+from kettle.streaming.server.server import KettleServer
 from kettle.transcribe.audio.read import load_audio
 from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 
-from tests.streaming.conftest import StartServer
+from tests.conftest import pcm16
+from tests.streaming.conftest import MakeServer
 
 pytestmark = pytest.mark.filterwarnings("ignore:'audioop' is deprecated:DeprecationWarning")
 
@@ -32,10 +33,6 @@ GUARD = 60  # seconds: a deadlock guard, never a timing assertion
 CHUNK_S = 0.1
 PACE = 0.5  # wall seconds per second of audio
 DATA = Path(__file__).resolve().parents[2] / "data"
-
-
-def pcm16(audio: np.ndarray) -> bytes:
-    return (np.clip(audio, -1.0, 1.0) * 32767).astype("<i2").tobytes()
 
 
 def two_turns() -> bytes:
@@ -53,9 +50,13 @@ def chunks(data: bytes) -> list[bytes]:
 
 
 @pytest.fixture
-async def fake_server(start_server: StartServer) -> KettleServer:
-    config = ServerConfig(port=0, api_keys=(KEY,))
-    return await start_server(config, lambda: FakeDecoder(seconds_per_word=0.4), EngineConfig())
+def server_settings() -> dict[str, Any]:
+    return {"api_keys": (KEY,)}
+
+
+@pytest.fixture
+async def fake_server(make_server: MakeServer) -> KettleServer:
+    return await make_server(FakeDecoder(seconds_per_word=0.4), engine=EngineConfig())
 
 
 def flux_url(server: KettleServer) -> str:
@@ -205,9 +206,8 @@ async def test_pipecat_flux_service_in_a_pipeline(fake_server: KettleServer) -> 
 
 
 @pytest.fixture
-async def tiny_server(start_server: StartServer, tiny_decoder: Any) -> KettleServer:
-    config = ServerConfig(port=0, api_keys=(KEY,))
-    return await start_server(config, lambda: tiny_decoder)
+async def tiny_server(make_server: MakeServer, tiny_decoder: Any) -> KettleServer:
+    return await make_server(tiny_decoder)
 
 
 @pytest.mark.slow

@@ -7,20 +7,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from kettle.streaming.server.server import KettleServer, ServerConfig
+from kettle.streaming.server.server import KettleServer
 from kettle.transcribe.audio.read import load_audio
 from kettle.transcribe.model.fake import FakeDecoder
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from tests.conftest import pcm16
 from tests.containers import chunks, encode
-from tests.streaming.conftest import StartServer
 
 RAW = "encoding=linear16&sample_rate=16000"  # raw audio: both are required
 
@@ -31,20 +31,12 @@ PIECE = 3200
 
 
 @pytest.fixture
-def make_server(start_server: StartServer) -> Callable[..., Awaitable[KettleServer]]:
-    def start(decoder: Any = None, **overrides: Any) -> Awaitable[KettleServer]:
-        config = ServerConfig(port=0, api_keys=(KEY,), **overrides)
-        return start_server(config, lambda: decoder or FakeDecoder())
-
-    return start
+def server_settings() -> dict[str, Any]:
+    return {"api_keys": (KEY,)}
 
 
 def url(server: KettleServer, query: str) -> str:
     return server.url.replace("http", "ws", 1) + "/v1/listen?" + query
-
-
-def s16(samples: np.ndarray) -> bytes:
-    return (np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes()
 
 
 async def session(
@@ -96,7 +88,7 @@ async def test_keyterms_reach_the_decoder_and_configure_replaces_them(
     server = await make_server(decoder)
     query = RAW + "&keyterm=Kettle&keywords=Whisper:3"
     configure = json.dumps({"type": "Configure", "keyterms": ["Ray Dalio"]})
-    messages, code = await session(server, query, s16(SPEECH), midway=configure)
+    messages, code = await session(server, query, pcm16(SPEECH), midway=configure)
     assert code == 1000
     (success,) = [m for m in messages if m["type"] == "ConfigureSuccess"]
     assert success["keyterms"] == ["Ray Dalio"]
@@ -141,7 +133,7 @@ async def test_multichannel_transcribes_each_channel_on_its_own(
     silence = np.zeros_like(SPEECH)
     stereo = np.stack([silence, SPEECH], axis=1).reshape(-1)  # speech on channel 1 only
     query = RAW + "&channels=2&multichannel=true&vad_events=true"
-    messages, code = await session(server, query, s16(stereo), piece=2 * PIECE)
+    messages, code = await session(server, query, pcm16(stereo), piece=2 * PIECE)
     assert code == 1000
     assert finals(messages) and all(m["channel_index"] == [1, 2] for m in finals(messages))
     assert all(m["channel"] == [1, 2] for m in messages if m["type"] == "SpeechStarted")
@@ -149,7 +141,7 @@ async def test_multichannel_transcribes_each_channel_on_its_own(
     assert messages[-1] is meta and meta["channels"] == 2
     assert meta["duration"] == pytest.approx(11.0, abs=0.01)
     # Without multichannel the same audio is mixed down: one transcript, channel 0 of 1.
-    messages, _ = await session(server, RAW + "&channels=2", s16(stereo))
+    messages, _ = await session(server, RAW + "&channels=2", pcm16(stereo))
     assert finals(messages) and all(m["channel_index"] == [0, 1] for m in finals(messages))
 
 

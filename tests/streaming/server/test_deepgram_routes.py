@@ -5,22 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 import pytest
-from kettle.streaming.server.server import KettleServer, ServerConfig
+from kettle.streaming.server.server import KettleServer
 from kettle.transcribe.audio.read import load_audio
 from kettle.transcribe.files.pipeline import PipelineConfig
 from kettle.transcribe.files.windows import split_windows
 from kettle.transcribe.model.fake import FakeDecoder
 from kettle.transcribe.types import DecodeRequest
 
+from tests.conftest import pcm16
 from tests.containers import encode
-from tests.streaming.conftest import StartServer
 
 KEY = "upload-key"
 FLAC = (Path(__file__).resolve().parents[2] / "data" / "jfk.flac").read_bytes()  # real speech
@@ -32,12 +32,13 @@ def said(request: DecodeRequest) -> str:
 
 
 @pytest.fixture
-def make_server(start_server: StartServer) -> Callable[..., Awaitable[KettleServer]]:
-    def start(decoder: Any = None, **overrides: Any) -> Awaitable[KettleServer]:
-        config = ServerConfig(port=0, api_keys=(KEY,), **overrides)
-        return start_server(config, lambda: decoder or FakeDecoder(text_for=said))
+def server_settings() -> dict[str, Any]:
+    return {"api_keys": (KEY,)}
 
-    return start
+
+@pytest.fixture
+def load_model() -> Callable[[], FakeDecoder]:
+    return lambda: FakeDecoder(text_for=said)
 
 
 async def post(
@@ -62,7 +63,7 @@ async def test_body_container_and_raw(make_server: Callable[..., Any]) -> None:
         ("hello", "Hello,"),
         ("world", "world."),
     }
-    raw = (np.clip(load_audio(FLAC), -1, 1) * 32767).astype("<i2").tobytes()
+    raw = pcm16(load_audio(FLAC))
     answer = await post(server, raw, "encoding=linear16&sample_rate=16000")
     plain = answer.json()["results"]["channels"][0]["alternatives"][0]["transcript"]
     assert plain == " ".join(w["word"] for w in alt["words"])  # punctuate off: plain words
@@ -132,10 +133,6 @@ async def test_full_upload_slots_answer_429_with_retry_after(
     assert done.status_code == 200
     transcript = done.json()["results"]["channels"][0]["alternatives"][0]["transcript"]
     assert set(transcript.split()) == {"held"}
-
-
-def pcm16(audio: np.ndarray) -> bytes:
-    return (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
 
 
 async def test_a_client_that_leaves_frees_its_slot_and_its_work(

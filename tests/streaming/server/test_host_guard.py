@@ -8,31 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 from kettle.streaming.server.server import KettleServer, ServerConfig
 from kettle.transcribe.errors import ConfigError
-from kettle.transcribe.model.fake import FakeDecoder
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
-
-from tests.streaming.conftest import StartServer
 
 if TYPE_CHECKING:
     from tests.conftest import Replica
 
 TIMEOUT = 30
-
-
-@pytest.fixture
-def make_server(start_server: StartServer) -> Callable[..., Awaitable[KettleServer]]:
-    def start(**overrides: Any) -> Awaitable[KettleServer]:
-        return start_server(ServerConfig(port=0, **overrides), FakeDecoder)
-
-    return start
 
 
 async def ws_as(server: KettleServer, host: str, origin: str | None) -> ClientConnection:

@@ -10,7 +10,7 @@ from kettle.streaming.core.session import SessionConfig
 from kettle.streaming.protocols.base import AudioSetup, StreamSetup
 from kettle.streaming.server.ingress import AudioIngress
 
-from tests.streaming.server.test_server_model import _mulaw
+from tests.conftest import mulaw, pcm16
 
 
 class FakeStream:
@@ -66,13 +66,13 @@ def test_a_switch_before_any_audio_does_nothing() -> None:
 def test_the_audio_after_a_switch_is_decoded_in_the_new_format() -> None:
     engine = FakeEngine()
     audio = ingress(engine)
-    pcm = (tone(0.5, 24000) * 32767).astype("<i2").tobytes()
+    pcm = pcm16(tone(0.5, 24000))
     audio.feed(pcm + b"\x01", now=1.0)  # and half a sample, dropped at the switch
     audio.switch_audio(PCM16)  # the same format: nothing to do
     audio.switch_audio(ULAW)
     (stream,) = engine.streams
     assert stream.fed == 8000  # the resampler's tail came out before the switch
-    audio.feed(_mulaw(tone(0.5, 8000)), now=2.0)
+    audio.feed(mulaw(tone(0.5, 8000)), now=2.0)
     received = audio.received
     assert (received.sample_rate, received.input_frames, received.seconds) == (8000, 8000, 1.0)
     assert audio.arrival_of(4000) == 1.0 and audio.arrival_of(12000) == 2.0

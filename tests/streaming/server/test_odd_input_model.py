@@ -19,7 +19,7 @@ import base64
 import io
 import json
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -28,7 +28,7 @@ import pytest
 import soundfile as sf
 from kettle.kernels.resample import resample
 from kettle.streaming.client.client import to_s16le
-from kettle.streaming.server.server import KettleServer, ServerConfig
+from kettle.streaming.server.server import KettleServer
 from kettle.transcribe.audio.read import load_audio
 from kettle.transcribe.types import DecodeKind, DecodeRequest
 from websockets.asyncio.client import connect
@@ -42,9 +42,8 @@ COMPLETED = "conversation.item.input_audio_transcription.completed"
 
 
 @pytest.fixture
-async def server(tiny_decoder: Any) -> AsyncIterator[KettleServer]:
-    async with KettleServer(ServerConfig(port=0), lambda: tiny_decoder) as running:
-        yield running
+def load_model(tiny_decoder: Any) -> Callable[[], Any]:
+    return lambda: tiny_decoder
 
 
 @pytest.fixture(scope="module")

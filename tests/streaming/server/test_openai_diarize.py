@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import io
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import numpy as np
 import openai
@@ -17,7 +17,7 @@ from kettle.streaming.server.server import ServerConfig
 from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from kettle.transcribe.speakers.fake import PitchSpeakerEncoder
 
-from tests.streaming.server.openai_server import ServerThread
+from tests.streaming.server.server_thread import ServerThread
 
 KEY = "test-key"
 MODEL = "gpt-4o-transcribe-diarize"
@@ -42,14 +42,8 @@ TWO_VOICES = (
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[ServerThread]:
-    running = ServerThread(
-        ServerConfig(port=0, api_keys=(KEY,)),
-        FakeDecoder,
-        speakers=SpeakerService(PitchSpeakerEncoder()),
-    )
-    yield running
-    running.close()
+def server(serve_in_thread: Callable[..., ServerThread]) -> ServerThread:
+    return serve_in_thread(api_keys=(KEY,), speakers=SpeakerService(PitchSpeakerEncoder()))
 
 
 @pytest.fixture(scope="module")

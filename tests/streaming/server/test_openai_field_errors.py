@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import Any
 
 import httpx
 import pytest
-from kettle.streaming.server.server import KettleServer, ServerConfig
-from kettle.transcribe.model.fake import FakeDecoder
+from kettle.streaming.server.server import KettleServer
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
-
-from tests.streaming.conftest import StartServer
 
 KEY = "field-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -26,8 +24,8 @@ def count(server: KettleServer, name: str, **labels: str) -> float:
 
 
 @pytest.fixture
-async def server(start_server: StartServer) -> KettleServer:
-    return await start_server(ServerConfig(port=0, api_keys=(KEY,)), FakeDecoder)
+def server_settings() -> dict[str, Any]:
+    return {"api_keys": (KEY,)}
 
 
 async def test_rest_refusals_are_openai_errors_and_counted(server: KettleServer) -> None:

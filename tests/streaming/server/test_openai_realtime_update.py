@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import openai
 import pytest
 import soxr
-from kettle.streaming.server.server import ServerConfig
 from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 
-from tests.streaming.server.openai_server import ServerThread
-from tests.streaming.server.test_server_model import _mulaw
+from tests.conftest import mulaw, pcm16
+from tests.streaming.server.server_thread import ServerThread
 
 KEY = "test-key"
 TRANSCRIBED = "conversation.item.input_audio_transcription."
@@ -41,19 +40,16 @@ def fake() -> FakeDecoder:
 
 
 @pytest.fixture(scope="module")
-def server(fake: FakeDecoder) -> Iterator[ServerThread]:
-    running = ServerThread(ServerConfig(port=0, api_keys=(KEY,)), lambda: fake)
-    yield running
-    running.close()
+def server(serve_in_thread: Callable[..., ServerThread], fake: FakeDecoder) -> ServerThread:
+    return serve_in_thread(fake, api_keys=(KEY,))
 
 
-def pcm16(audio: np.ndarray) -> bytes:
-    resampled = soxr.resample(audio, 16000, 24000)
-    return (np.clip(resampled, -1, 1) * 32767).astype("<i2").tobytes()
+def pcm24k(audio: np.ndarray) -> bytes:
+    return pcm16(soxr.resample(audio, 16000, 24000))
 
 
 def ulaw(audio: np.ndarray) -> bytes:
-    return _mulaw(soxr.resample(audio, 16000, 8000))
+    return mulaw(soxr.resample(audio, 16000, 8000))
 
 
 async def _append(conn: Any, data: bytes, piece: int) -> None:
@@ -87,7 +83,7 @@ def _connect(server: ServerThread) -> Any:
 async def test_language_prompt_and_include_apply_to_the_next_item(
     server: ServerThread, fake: FakeDecoder
 ) -> None:
-    pcm = pcm16(AUDIO)
+    pcm = pcm24k(AUDIO)
     split = int(SPLIT_S * 24000) * 2
     fake.requests_seen.clear()
     async with _connect(server) as conn:
@@ -125,7 +121,7 @@ async def test_language_prompt_and_include_apply_to_the_next_item(
 
 async def test_format_switch_from_pcm16_to_ulaw_mid_item(server: ServerThread) -> None:
     async with _connect(server) as conn:
-        await _append(conn, pcm16(AUDIO[: int(SPLIT_S * 16000)]), 4800)
+        await _append(conn, pcm24k(AUDIO[: int(SPLIT_S * 16000)]), 4800)
         await conn.session.update(
             session={
                 "type": "transcription",
@@ -145,7 +141,7 @@ async def test_format_switch_from_pcm16_to_ulaw_mid_item(server: ServerThread) -
 
 
 async def test_turn_detection_from_now_on_and_a_voice_refused(server: ServerThread) -> None:
-    pcm = pcm16(AUDIO)
+    pcm = pcm24k(AUDIO)
     split = int(SPLIT_S * 24000) * 2
     async with _connect(server) as conn:
         await _append(conn, pcm[:split], 4800)
@@ -156,7 +152,7 @@ async def test_turn_detection_from_now_on_and_a_voice_refused(server: ServerThre
         await conn.session.update(
             session={"type": "transcription", "audio": {"input": {"turn_detection": td}}}
         )
-        await _append(conn, pcm[split:] + pcm16(np.zeros(16000, dtype=np.float32)), 4800)
+        await _append(conn, pcm[split:] + pcm24k(np.zeros(16000, dtype=np.float32)), 4800)
         events = await _until(conn, _completed(1))
     (error,) = _of(events, "error")
     assert (error.error.type, error.error.code, error.error.param, error.error.event_id) == (

@@ -12,7 +12,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,8 @@ from kettle.transcribe.files.windows import split_windows
 from kettle.transcribe.model.fake import FakeDecoder, synth_voice
 from websockets.asyncio.client import connect
 
-from tests.streaming.server.openai_server import ServerThread
+from tests.conftest import pcm16
+from tests.streaming.server.server_thread import ServerThread
 
 pytestmark = pytest.mark.slow
 
@@ -40,10 +41,8 @@ TRANSCRIBED = "conversation.item.input_audio_transcription."
 
 
 @pytest.fixture(scope="module")
-def server(tiny_decoder: Any) -> Iterator[ServerThread]:
-    running = ServerThread(ServerConfig(port=0, api_keys=(KEY,)), lambda: tiny_decoder)
-    yield running
-    running.close()
+def server(serve_in_thread: Callable[..., ServerThread], tiny_decoder: Any) -> ServerThread:
+    return serve_in_thread(tiny_decoder, api_keys=(KEY,))
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +57,7 @@ def clip(eval_clip: Callable[[str], Any]) -> tuple[Path, str]:
 
 
 def pcm24k(path: Path) -> bytes:
-    audio = soxr.resample(load_audio(path), 16000, 24000)
-    return (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+    return pcm16(soxr.resample(load_audio(path), 16000, 24000))
 
 
 # -- REST -------------------------------------------------------------------------------------

@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import openai
 import pytest
 import soxr
-from kettle.streaming.server.server import ServerConfig
 from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 
-from tests.streaming.server.openai_server import ServerThread
+from tests.conftest import pcm16
+from tests.streaming.server.server_thread import ServerThread
 
 KEY = "test-key"
 CLIP = "jfk__openai_whisper_jfk.flac"
@@ -25,15 +25,8 @@ TRANSCRIBED = "conversation.item.input_audio_transcription."
 
 
 @pytest.fixture(scope="module")
-def fake() -> FakeDecoder:
-    return FakeDecoder()
-
-
-@pytest.fixture(scope="module")
-def server(fake: FakeDecoder) -> Iterator[ServerThread]:
-    running = ServerThread(ServerConfig(port=0, api_keys=(KEY,)), lambda: fake)
-    yield running
-    running.close()
+def server(serve_in_thread: Callable[..., ServerThread], fake: FakeDecoder) -> ServerThread:
+    return serve_in_thread(fake, api_keys=(KEY,))
 
 
 @pytest.fixture(scope="module")
@@ -123,8 +116,7 @@ def test_bad_fields_are_400_with_their_param(
 
 
 def pcm24k(audio: np.ndarray) -> bytes:
-    resampled = soxr.resample(audio, 16000, 24000)
-    return (np.clip(resampled, -1, 1) * 32767).astype("<i2").tobytes()
+    return pcm16(soxr.resample(audio, 16000, 24000))
 
 
 async def _until(conn: Any, done: Callable[[list[Any]], bool]) -> list[Any]:

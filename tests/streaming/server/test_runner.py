@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from kettle.streaming.client.client import to_s16le
@@ -21,40 +20,13 @@ from kettle.streaming.protocols.base import (
 from kettle.streaming.protocols.kettle_v1.live import KettleV1Codec
 from kettle.streaming.protocols.kettle_v1.wire import StreamSettings
 from kettle.streaming.protocols.limits import Limits
-from kettle.streaming.server.runner import ConnectionRunner, PeerGone
+from kettle.streaming.server.runner import ConnectionRunner
 from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
+
+from tests.streaming.server.conftest import Script
 
 PCM = to_s16le(scripted_audio([("silence", 0.3), ("voice", 1.5), ("silence", 1.0)]))
 TIMEOUT = 30
-
-
-class Script:
-    """A peer that sends `incoming`, then waits (or leaves, with `leave`)."""
-
-    def __init__(self, incoming: list[str | bytes], leave: bool = False, reads: bool = True):
-        self.incoming = list(incoming)
-        self.leave = leave
-        self.reads = reads
-        self.sent: list[dict[str, Any]] = []
-        self.closed_with: tuple[int, str] | None = None
-
-    async def receive(self) -> str | bytes | None:
-        if self.incoming:
-            return self.incoming.pop(0)
-        if self.leave:
-            return None
-        await asyncio.Event().wait()
-        return None
-
-    async def send(self, text: str) -> None:
-        if self.closed_with is not None:
-            raise PeerGone("closed")
-        if not self.reads:
-            await asyncio.Event().wait()
-        self.sent.append(json.loads(text))
-
-    async def close(self, code: int, reason: str = "") -> None:
-        self.closed_with = (code, reason)
 
 
 def v1(**context: Any) -> KettleV1Codec:

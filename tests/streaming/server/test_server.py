@@ -12,7 +12,7 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,81 +22,19 @@ import pytest
 from kettle.streaming.client.client import ClientOptions, stream_audio, to_s16le
 from kettle.streaming.server.server import KettleServer, ServerConfig
 from kettle.transcribe.errors import ConfigError
-from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
-from websockets.asyncio.client import ClientConnection, connect
+from kettle.transcribe.model.fake import FakeDecoder
+from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from tests.streaming.conftest import StartServer
+from tests.streaming.server.conftest import THREE_UTTERANCES as AUDIO
+from tests.streaming.server.conftest import check_finals, kinds, open_ws, read_all, send_chunks
 
-# Three utterances of voice-like audio, with silences long enough to end each one.
-AUDIO = scripted_audio(
-    [("silence", 0.3), ("voice", 1.5), ("silence", 1.0), ("voice", 2.0), ("silence", 1.0),
-     ("voice", 1.0), ("silence", 0.8)]
-)  # fmt: skip
 PCM = to_s16le(AUDIO)
 TIMEOUT = 30
 
 
-@pytest.fixture
-def make_server(start_server: StartServer) -> Callable[..., Awaitable[KettleServer]]:
-    def start(
-        decoder: Any = None, clock: Callable[[], float] | None = None, **overrides: Any
-    ) -> Awaitable[KettleServer]:
-        kw = {} if clock is None else {"clock": clock}
-        config = ServerConfig(port=0, **overrides)
-        return start_server(config, lambda: decoder or FakeDecoder(), **kw)
-
-    return start
-
-
-@pytest.fixture
-async def server(make_server: Callable[..., Any]) -> KettleServer:
-    return await make_server()
-
-
-async def open_ws(server: KettleServer, query: str = "", **kwargs: Any) -> ClientConnection:
-    url = server.ws_url + (f"?{query}" if query else "")
-    return await connect(url, max_size=None, **kwargs)
-
-
-async def read_all(ws: ClientConnection) -> tuple[list[dict[str, Any]], int | None]:
-    """Every server message until the server closes, and the close code."""
-    messages: list[dict[str, Any]] = []
-
-    async def reader() -> None:
-        try:
-            async for raw in ws:
-                assert isinstance(raw, str), "the server sends text only"
-                messages.append(json.loads(raw))
-        except ConnectionClosed:
-            pass
-
-    await asyncio.wait_for(reader(), TIMEOUT)
-    return messages, ws.close_code
-
-
-async def send_chunks(ws: ClientConnection, data: bytes, size: int = 3200) -> None:
-    for i in range(0, len(data), size):
-        await ws.send(data[i : i + size])
-
-
-def kinds(messages: list[dict[str, Any]]) -> list[str]:
-    return [m["type"] for m in messages]
-
-
 def errors(messages: list[dict[str, Any]]) -> list[str]:
     return [m["code"] for m in messages if m["type"] == "error"]
-
-
-def check_finals(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Finals numbered 0..n-1 in order, done last with their count; returns the finals."""
-    finals = [m for m in messages if m["type"] == "final"]
-    assert [f["utterance"] for f in finals] == list(range(len(finals)))
-    assert messages[-1]["type"] == "done"
-    assert messages[-1]["utterances"] == len(finals)
-    for f in finals:
-        assert 0 <= f["start"] < f["end"]
-    return finals
 
 
 def http_get(server: KettleServer, path: str, headers: dict[str, str] | None = None) -> Any:

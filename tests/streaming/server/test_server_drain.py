@@ -10,22 +10,18 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from kettle.streaming.server.server import KettleServer, ServerConfig
+from kettle.streaming.server.server import KettleServer
 from kettle.transcribe.model.fake import FakeDecoder
 from kettle.transcribe.types import DecodeRequest
 
-from tests.streaming.conftest import StartServer
+from tests.streaming.conftest import MakeServer
+from tests.streaming.server.upload_apis import KEY, RETRY_AFTER, Api
 
-KEY = "drain-key"
-FLAC = (Path(__file__).resolve().parents[2] / "data" / "jfk.flac").read_bytes()
 GUARD = 60  # seconds: a deadlock guard only
-RETRY_AFTER = 7
 
 
 class Gate:
@@ -44,49 +40,20 @@ class Gate:
         assert await asyncio.to_thread(self.decoding.wait, GUARD)
 
 
-@dataclass(frozen=True)
-class Api:
-    """One REST API's upload: how to post the audio and read its answer."""
-
-    name: str
-    path: str
-
-    def request(self, url: str) -> httpx.Request:
-        if self.name == "openai":
-            files = {"file": ("jfk.flac", FLAC, "audio/flac")}
-            data = {"model": "whisper-1"}
-            headers = {"Authorization": f"Bearer {KEY}"}
-            return httpx.Request("POST", url + self.path, files=files, data=data, headers=headers)
-        headers = {"Authorization": f"Token {KEY}"}
-        return httpx.Request("POST", url + self.path, content=FLAC, headers=headers)
-
-    def transcript(self, answer: httpx.Response) -> str:
-        body = answer.json()
-        if self.name == "openai":
-            return str(body["text"])
-        return str(body["results"]["channels"][0]["alternatives"][0]["transcript"])
-
-    def assert_unavailable(self, answer: httpx.Response) -> None:
-        """503 + Retry-After, in the API's own error shape."""
-        assert answer.status_code == 503, answer.text
-        assert answer.headers["Retry-After"] == str(RETRY_AFTER)
-        body = answer.json()
-        if self.name == "openai":
-            assert body["error"]["code"] == "service_unavailable"
-            assert body["error"]["type"] == "server_error" and body["error"]["message"]
-        else:
-            assert body["err_code"] == "SERVICE_UNAVAILABLE" and body["err_msg"]
-            assert body["request_id"]
-
-
 APIS = [Api("openai", "/v1/audio/transcriptions"), Api("deepgram", "/v1/listen")]
 
 
 @pytest.fixture
-def make_server(start_server: StartServer) -> Callable[..., Awaitable[KettleServer]]:
+def server_settings() -> dict[str, Any]:
+    return {"api_keys": (KEY,), "retry_after_s": RETRY_AFTER}
+
+
+@pytest.fixture
+def make_server(make_server: MakeServer) -> Callable[..., Awaitable[KettleServer]]:
+    """The shared factory, over a gate's decoder."""
+
     def start(gate: Gate, **overrides: Any) -> Awaitable[KettleServer]:
-        config = ServerConfig(port=0, api_keys=(KEY,), retry_after_s=RETRY_AFTER, **overrides)
-        return start_server(config, lambda: gate.decoder)
+        return make_server(gate.decoder, **overrides)
 
     return start
 

@@ -9,17 +9,19 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 import soxr
 from kettle.streaming.client.client import ClientOptions, stream_audio, to_s16le
-from kettle.streaming.server.server import KettleServer, ServerConfig
+from kettle.streaming.server.server import KettleServer
 from kettle.transcribe.audio.read import load_audio
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
+
+from tests.conftest import mulaw
 
 pytestmark = pytest.mark.slow
 
@@ -33,9 +35,8 @@ def clip(eval_clip: Callable[[str], Any]) -> tuple[np.ndarray, str]:
 
 
 @pytest.fixture
-async def server(tiny_decoder: Any) -> AsyncIterator[KettleServer]:
-    async with KettleServer(ServerConfig(port=0), lambda: tiny_decoder) as running:
-        yield running
+def load_model(tiny_decoder: Any) -> Callable[[], Any]:
+    return lambda: tiny_decoder
 
 
 def _words(text: str) -> list[str]:
@@ -113,16 +114,6 @@ async def _stream_at(
         return {"close_code": ws.close_code}
 
 
-def _mulaw(x: np.ndarray) -> bytes:
-    """G.711 u-law encoding of float samples in [-1, 1]."""
-    pcm = np.clip(np.round(x * 32767.0), -32768, 32767).astype(np.int32)
-    sign = (pcm < 0).astype(np.int32)
-    mag = np.minimum(np.abs(pcm), 32635) + 0x84
-    exponent = np.floor(np.log2(mag)).astype(np.int32) - 7
-    mantissa = (mag >> (exponent + 3)) & 0x0F
-    return (~((sign << 7) | (exponent << 4) | mantissa) & 0xFF).astype(np.uint8).tobytes()
-
-
 async def _send_encoded(url: str, query: str, data: bytes, chunk: int) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     async with connect(f"{url}?{query}", max_size=None) as ws:
@@ -148,7 +139,7 @@ async def test_every_encoding_gives_the_same_finals(
     stereo = np.stack([at_44k, 0.8 * at_44k], axis=1).reshape(-1).astype("<f4").tobytes()
     cases = {
         "s16le 16 kHz": ("encoding=pcm_s16le", to_s16le(audio), 3200),
-        "mulaw 8 kHz": ("encoding=mulaw", _mulaw(at_8k), 800),
+        "mulaw 8 kHz": ("encoding=mulaw", mulaw(at_8k), 800),
         # 1001 bytes: frames (8 bytes) split mid-sample in almost every message
         "f32le 44.1 kHz stereo": ("encoding=pcm_f32le&sample_rate=44100&channels=2", stereo, 1001),
         "s16le 16 kHz odd splits": ("", to_s16le(audio), 777),

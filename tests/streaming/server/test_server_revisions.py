@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import json
 
-import pytest
-from kettle.streaming.server.config import ServerConfig
+from kettle.streaming.client.client import to_s16le
 from kettle.streaming.server.server import KettleServer
-from kettle.transcribe.model.fake import FakeDecoder
 
-from tests.streaming.conftest import StartServer
-from tests.streaming.server.test_server import (
-    PCM,
+from tests.streaming.server.conftest import (
+    THREE_UTTERANCES,
     check_finals,
     kinds,
     open_ws,
@@ -23,10 +20,7 @@ from tests.streaming.server.test_server import (
     send_chunks,
 )
 
-
-@pytest.fixture
-async def server(start_server: StartServer) -> KettleServer:
-    return await start_server(ServerConfig(port=0), FakeDecoder)
+PCM = to_s16le(THREE_UTTERANCES)
 
 
 async def run(server: KettleServer, config: dict[str, object]) -> list[dict[str, object]]:

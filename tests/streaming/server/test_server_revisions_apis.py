@@ -12,7 +12,6 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import openai
 import pytest
 import soxr
@@ -25,8 +24,8 @@ from openai.types.realtime import (
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from tests.streaming.conftest import StartServer
-from tests.streaming.server.openai_server import ServerThread
+from tests.conftest import pcm16
+from tests.streaming.server.server_thread import ServerThread
 
 KEY = "test-key"
 GUARD = 60  # seconds: a deadlock guard, never a timing assertion
@@ -35,10 +34,6 @@ COMPLETED = "conversation.item.input_audio_transcription.completed"
 THREE = scripted_audio([("silence", 1.0), ("voice", 2.0), ("silence", 1.0), ("voice", 3.0),
                         ("silence", 1.0), ("voice", 1.5), ("silence", 1.0)])  # fmt: skip
 OUTCOMES = ("revised", "unchanged", "kept", "skipped", "last")
-
-
-def s16(audio: np.ndarray) -> bytes:
-    return (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
 
 
 def refinements(server: KettleServer) -> float:
@@ -51,14 +46,14 @@ def refinements(server: KettleServer) -> float:
 
 
 @pytest.fixture
-async def server(start_server: StartServer) -> KettleServer:
-    return await start_server(ServerConfig(port=0, api_keys=(KEY,)), FakeDecoder)
+def server_settings() -> dict[str, Any]:
+    return {"api_keys": (KEY,)}
 
 
 async def assemblyai(server: KettleServer, query: str) -> list[dict[str, Any]]:
     url = server.url.replace("http://", "ws://") + "/v3/ws?" + query
     async with connect(url, additional_headers={"Authorization": KEY}) as ws:
-        pcm = s16(THREE)
+        pcm = pcm16(THREE)
         for i in range(0, len(pcm), 3200):
             await ws.send(pcm[i : i + 3200])
         await ws.send(json.dumps({"type": "Terminate"}))
@@ -116,7 +111,7 @@ def thread_server() -> Iterator[ServerThread]:
 async def realtime(server: ServerThread, query: dict[str, str], completed: int) -> list[Any]:
     """The SDK's events until ``completed`` completed events came."""
     client = openai.AsyncOpenAI(base_url=server.url + "/v1", api_key=KEY)
-    pcm = s16(soxr.resample(THREE, 16000, 24000))
+    pcm = pcm16(soxr.resample(THREE, 16000, 24000))
     events: list[Any] = []
     async with client.realtime.connect(extra_query={"intent": "transcription", **query}) as conn:
         for i in range(0, len(pcm), 4800):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 from kettle.streaming.engine.speakers import SpeakerService
 from kettle.streaming.server.config import ServerConfig
@@ -13,8 +12,9 @@ from kettle.streaming.server.server import KettleServer
 from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from kettle.transcribe.speakers.fake import PitchSpeakerEncoder
 
-from tests.streaming.conftest import StartServer
-from tests.streaming.server.test_server import check_finals, open_ws, read_all, send_chunks
+from tests.conftest import pcm16
+from tests.streaming.conftest import MakeServer, StartServer
+from tests.streaming.server.conftest import check_finals, open_ws, read_all, send_chunks
 
 TWO_VOICES = scripted_audio(
     [
@@ -27,7 +27,7 @@ TWO_VOICES = scripted_audio(
         ("silence", 1.0),
     ]
 )
-PCM = (np.clip(TWO_VOICES, -1, 1) * 32767).astype("<i2").tobytes()
+PCM = pcm16(TWO_VOICES)
 
 
 async def run(server: KettleServer, config: dict[str, object]) -> list[dict[str, object]]:
@@ -41,10 +41,8 @@ async def run(server: KettleServer, config: dict[str, object]) -> list[dict[str,
 
 
 @pytest.fixture
-async def server(start_server: StartServer) -> KettleServer:
-    return await start_server(
-        ServerConfig(port=0), FakeDecoder, speakers=SpeakerService(PitchSpeakerEncoder())
-    )
+async def server(make_server: MakeServer) -> KettleServer:
+    return await make_server(speakers=SpeakerService(PitchSpeakerEncoder()))
 
 
 async def test_finals_and_their_words_carry_the_speaker(server: KettleServer) -> None:

@@ -15,14 +15,13 @@ from typing import Any
 
 import httpx
 import pytest
-from kettle.streaming.server.server import KettleServer, ServerConfig
+from kettle.streaming.server.server import KettleServer
 from kettle.transcribe.model.fake import FakeDecoder
 from kettle.transcribe.types import DecodeRequest
 
-from tests.streaming.conftest import StartServer
-from tests.streaming.server import test_server_drain as drain
+from tests.streaming.server import upload_apis
 
-KEY = drain.KEY  # the key Api.request sends
+KEY = upload_apis.KEY  # the key Api.request sends
 GUARD = 60  # seconds: a deadlock guard only
 DRIBBLE = 32  # bytes a slow client sends at a time
 
@@ -32,7 +31,7 @@ def said(request: DecodeRequest) -> str:
 
 
 @dataclass(frozen=True)
-class Api(drain.Api):
+class Api(upload_apis.Api):
     """The drain tests' upload of each API, also as the raw bytes a socket client sends."""
 
     def raw(self, url: str) -> tuple[bytes, bytes]:
@@ -117,12 +116,13 @@ async def honest(api: Api, server: KettleServer) -> httpx.Response:
 
 
 @pytest.fixture
-def make_server(start_server: StartServer) -> Callable[..., Awaitable[KettleServer]]:
-    def start(**overrides: Any) -> Awaitable[KettleServer]:
-        config = ServerConfig(port=0, api_keys=(KEY,), **overrides)
-        return start_server(config, lambda: FakeDecoder(text_for=said))
+def server_settings() -> dict[str, Any]:
+    return {"api_keys": (KEY,)}
 
-    return start
+
+@pytest.fixture
+def load_model() -> Callable[[], FakeDecoder]:
+    return lambda: FakeDecoder(text_for=said)
 
 
 async def test_bodies_still_coming_hold_no_slot(

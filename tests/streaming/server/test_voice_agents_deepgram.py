@@ -7,19 +7,18 @@ the decoder, does."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import numpy as np
 import pytest
-from kettle.streaming.server.server import KettleServer, ServerConfig
 from kettle.transcribe.audio.read import load_audio
 from kettle.transcribe.model.fake import FakeDecoder
 from kettle.transcribe.types import DecodeRequest
 
-from tests.streaming.conftest import StartServer
+from tests.conftest import pcm16
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
@@ -43,17 +42,13 @@ def decoder() -> FakeDecoder:
 
 
 @pytest.fixture
-def make_server(
-    start_server: StartServer, decoder: FakeDecoder
-) -> Callable[..., Awaitable[KettleServer]]:
-    def start(**overrides: Any) -> Awaitable[KettleServer]:
-        return start_server(ServerConfig(port=0, api_keys=(KEY,), **overrides), lambda: decoder)
-
-    return start
+def server_settings() -> dict[str, Any]:
+    return {"api_keys": (KEY,)}
 
 
-def s16(samples: np.ndarray) -> bytes:
-    return (np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes()
+@pytest.fixture
+def load_model(decoder: FakeDecoder) -> Callable[[], FakeDecoder]:
+    return lambda: decoder
 
 
 def with_pause(audio: np.ndarray, seconds: float = 2.0) -> np.ndarray:
@@ -78,7 +73,7 @@ async def test_livekit_stream_with_keyterm_and_recognize(
             interim_results=True,
         )
         stream = stt.stream()
-        pcm = s16(with_pause(SPEECH[: 6 * 16000]))
+        pcm = pcm16(with_pause(SPEECH[: 6 * 16000]))
         for i in range(0, len(pcm), 2 * FRAME):
             chunk = pcm[i : i + 2 * FRAME]
             stream.push_frame(rtc.AudioFrame(chunk, 16000, 1, len(chunk) // 2))
@@ -93,7 +88,7 @@ async def test_livekit_stream_with_keyterm_and_recognize(
         assert agents_stt.SpeechEventType.START_OF_SPEECH in {e.type for e in events}
         assert {r.hotwords for r in decoder.requests_seen} == {"Kettle. Ray Dalio."}
         # recognize(): the plugin's prerecorded POST of a WAV buffer.
-        samples = s16(SPEECH[: 4 * 16000])
+        samples = pcm16(SPEECH[: 4 * 16000])
         frame = rtc.AudioFrame(samples, 16000, 1, len(samples) // 2)
         answer = await asyncio.wait_for(stt.recognize(buffer=[frame]), GUARD)
         assert answer.type == agents_stt.SpeechEventType.FINAL_TRANSCRIPT
@@ -134,7 +129,7 @@ async def test_pipecat_deepgram_stt_service_in_a_pipeline(
     runner = PipelineRunner(handle_sigint=False)
     await runner.add_workers(task)  # (Pipecat 1.3+: workers first, then run())
     running = asyncio.create_task(runner.run())
-    pcm = s16(with_pause(SPEECH[: 6 * 16000]))
+    pcm = pcm16(with_pause(SPEECH[: 6 * 16000]))
     frames = [
         InputAudioRawFrame(audio=pcm[i : i + 2 * FRAME], sample_rate=16000, num_channels=1)
         for i in range(0, len(pcm), 2 * FRAME)

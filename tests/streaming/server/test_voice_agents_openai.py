@@ -9,17 +9,17 @@ words need not be real; one test per framework runs tiny.en on real speech."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 import soxr
-from kettle.streaming.server.server import ServerConfig
 from kettle.transcribe.audio.read import load_audio
 from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 
-from tests.streaming.server.openai_server import ServerThread
+from tests.conftest import pcm16
+from tests.streaming.server.server_thread import ServerThread
 
 KEY = "test-key"
 CLIP = "jfk__openai_whisper_jfk.flac"  # 11 s, pauses between phrases
@@ -28,26 +28,13 @@ TURNS = [("silence", 0.3), ("voice", 2.0), ("silence", 1.5), ("voice", 1.5), ("s
 
 
 @pytest.fixture(scope="module")
-def fake() -> FakeDecoder:
-    return FakeDecoder()
+def server(serve_in_thread: Callable[..., ServerThread], fake: FakeDecoder) -> ServerThread:
+    return serve_in_thread(fake, api_keys=(KEY,))
 
 
 @pytest.fixture(scope="module")
-def server(fake: FakeDecoder) -> Iterator[ServerThread]:
-    running = ServerThread(ServerConfig(port=0, api_keys=(KEY,)), lambda: fake)
-    yield running
-    running.close()
-
-
-@pytest.fixture(scope="module")
-def real_server(tiny_decoder: Any) -> Iterator[ServerThread]:
-    running = ServerThread(ServerConfig(port=0, api_keys=(KEY,)), lambda: tiny_decoder)
-    yield running
-    running.close()
-
-
-def pcm16(audio: np.ndarray) -> bytes:
-    return (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+def real_server(serve_in_thread: Callable[..., ServerThread], tiny_decoder: Any) -> ServerThread:
+    return serve_in_thread(tiny_decoder, api_keys=(KEY,))
 
 
 def real_speech(eval_clip: Callable[[str], Any]) -> tuple[np.ndarray, str]:

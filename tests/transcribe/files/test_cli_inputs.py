@@ -14,6 +14,8 @@ from kettle.transcribe.files.pipeline import PipelineConfig
 from kettle.transcribe.files.progress import Progress
 from kettle.transcribe.files.result_cache import ResultCache
 
+from tests.conftest import pcm16
+
 SR = 16000
 RAW = RawFormat.parse("s16le:16000:1")
 
@@ -23,21 +25,17 @@ def tone(seconds: float) -> np.ndarray:
     return (0.2 * np.sin(2 * np.pi * 200 * t)).astype(np.float32)
 
 
-def pcm(audio: np.ndarray) -> bytes:
-    return (audio * 32767).astype("<i2").tobytes()
-
-
 def inputs(tmp_path: Path) -> list[Input]:
     folder = tmp_path / "in"
     (folder / "sub").mkdir(parents=True)
     sf.write(folder / "a.wav", tone(2.0), SR)
-    (folder / "sub" / "b.pcm").write_bytes(pcm(tone(1.5)))
+    (folder / "sub" / "b.pcm").write_bytes(pcm16(tone(1.5)))
     (folder / "notes.txt").write_text("not audio")  # not an audio extension: left out
     errors: list[tuple[str, str]] = []
     found = collect_inputs([str(folder), str(tmp_path / "missing.wav")], errors)
     assert errors == [(str(tmp_path / "missing.wav"), "no such file or directory")]
     assert [(i.out_stem.as_posix(), i.data) for i in found] == [("a", None), ("sub/b", None)]
-    stdin = Input("<stdin>", None, Path("stdin"), data=pcm(tone(1.0)))
+    stdin = Input("<stdin>", None, Path("stdin"), data=pcm16(tone(1.0)))
     return [*found, stdin]
 
 

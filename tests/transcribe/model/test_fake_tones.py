@@ -9,6 +9,8 @@ from kettle.kernels.resample import resample
 from kettle.transcribe.model.fake_tones import ToneDecoder, heard_words, tone_speech
 from kettle.transcribe.types import DecodeKind, DecodeRequest
 
+from tests.conftest import pcm16
+
 WORDS = ["kilo", "lima", "mike"]
 
 
@@ -16,20 +18,16 @@ def spoken(audio: np.ndarray) -> list[str]:
     return [w for w, _, _ in heard_words(audio)]
 
 
-def s16(audio: np.ndarray) -> bytes:
-    return (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
-
-
 @pytest.mark.parametrize("offset", [0, 1, 159, 320, 1234])
 def test_words_heard_on_any_grid_offset_and_after_16_bit_rounding(offset: int) -> None:
     audio = np.concatenate([np.zeros(offset, np.float32), tone_speech(WORDS)])
     assert spoken(audio) == WORDS
-    rounded = np.frombuffer(s16(audio), "<i2").astype(np.float32) / 32768
+    rounded = np.frombuffer(pcm16(audio), "<i2").astype(np.float32) / 32768
     assert spoken(rounded) == WORDS
 
 
 def test_byte_shifted_pcm_has_no_words() -> None:
-    data = s16(np.concatenate([np.zeros(100, np.float32), tone_speech(WORDS)]))
+    data = pcm16(np.concatenate([np.zeros(100, np.float32), tone_speech(WORDS)]))
     shifted = np.frombuffer(data[1:-1], "<i2").astype(np.float32) / 32768
     assert spoken(shifted) == []
 
@@ -48,7 +46,7 @@ def test_a_word_cut_in_two_is_heard_in_neither_half() -> None:
 
 def test_resampled_in_odd_chunks_the_words_survive() -> None:
     at24 = resample(tone_speech(WORDS), 16000, 24000)
-    data = s16(at24)
+    data = pcm16(at24)
     pcm = PcmStreamDecoder("pcm_s16le", 24000, 1)
     parts = [pcm.feed(data[i : i + 777]) for i in range(0, len(data), 777)] + [pcm.flush()]
     assert spoken(np.concatenate(parts)) == WORDS

@@ -7,7 +7,7 @@ from kettle.streaming.engine.scheduling.ahead_share import AheadShare
 from kettle.streaming.engine.scheduling.scheduler import Priority, Scheduler, SchedulerConfig
 from kettle.transcribe.types import DecodeKind
 
-from tests.streaming.engine.scheduling.test_fairness import feed_realtime, final, ids, partial
+from tests.streaming.engine.scheduling.conftest import feed_realtime, final, ids, partial
 
 
 def test_the_bucket_opens_once_the_share_has_paid_for_the_time_used() -> None:

@@ -3,31 +3,15 @@ time (pace), alone and inside the scheduler."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from kettle.streaming.engine.scheduling.cost_model import CostModel
 from kettle.streaming.engine.scheduling.fairness import PRUNE_AT, FairShare
 from kettle.streaming.engine.scheduling.pace import PaceMeter
 from kettle.streaming.engine.scheduling.scheduler import Priority, Scheduler, SchedulerConfig
 from kettle.transcribe.model.costs import CostProfile
-from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest
+from kettle.transcribe.types import DecodeKind
 
-AUDIO = np.zeros(1600, dtype=np.float32)
-
-
-def final(rid: str, seconds: float = 0.1) -> DecodeRequest:
-    audio = np.zeros(int(seconds * SAMPLE_RATE), dtype=np.float32)
-    return DecodeRequest(audio=audio, kind=DecodeKind.FINAL, request_id=rid)
-
-
-def partial(rid: str) -> DecodeRequest:
-    return DecodeRequest(audio=AUDIO, kind=DecodeKind.PARTIAL, request_id=rid)
-
-
-def ids(batch: object) -> list[str]:
-    assert batch is not None
-    return [t.request.request_id for t in batch]  # type: ignore[attr-defined]
-
+from tests.streaming.engine.scheduling.conftest import feed_realtime, final, ids, partial
 
 # --- FairShare alone ---------------------------------------------------------------------
 
@@ -140,11 +124,6 @@ def test_a_cancelled_owner_is_forgotten() -> None:
 
 
 # --- ahead of real time ------------------------------------------------------------------
-
-
-def feed_realtime(s: Scheduler, owner: str, start: float, seconds: float) -> None:
-    for i in range(int(seconds * 10)):
-        s.observe_audio(owner, 0.1, start + i * 0.1)
 
 
 def test_pace_real_time_stays_behind_the_threshold_a_flood_does_not() -> None:

@@ -34,6 +34,8 @@ from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from kettle.transcribe.types import SAMPLE_RATE, Word
 from pipecat.services.assemblyai.models import TurnMessage
 
+from tests.conftest import pcm16
+
 SR = SAMPLE_RATE
 RECEIVED = AudioReceived()
 TINY = ModelInfo("tiny.en", False)
@@ -193,7 +195,7 @@ def transcribe(query: str, audio: np.ndarray) -> tuple[list[dict[str, Any]], Ses
             for result in decoder.decode_batch(requests):
                 session.on_result(result)
 
-    pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+    pcm = pcm16(audio)
     for i in range(0, len(pcm), 3200):
         for action in c.on_binary(pcm[i : i + 3200]):
             assert isinstance(action, FeedAudio)

@@ -28,8 +28,9 @@ from kettle.streaming.protocols.handshake import HandshakeRefused, HandshakeRequ
 from kettle.transcribe.transcript import Segment, Transcript
 from kettle.transcribe.types import Word
 
-from tests.streaming.protocols.deepgram.test_live import RAW, RECEIVED, codec, final, messages
-from tests.streaming.protocols.deepgram.test_rest import MODEL, TRANSCRIPT
+from tests.streaming.protocols.deepgram.conftest import RAW, RECEIVED, codec, final, messages
+from tests.streaming.protocols.deepgram.conftest import REST_MODEL as MODEL
+from tests.streaming.protocols.deepgram.conftest import REST_TRANSCRIPT as TRANSCRIPT
 
 
 def live(query: str) -> Any:

@@ -5,27 +5,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
 import pytest
 from kettle.streaming.core.backlog import FINAL, PARTIAL
 from kettle.streaming.core.events import (
     Done,
     Error,
-    Final,
     Finalized,
     NoTranscript,
     Partial,
     SpeechStarted,
 )
 from kettle.streaming.protocols.base import (
-    Action,
     AudioReceived,
-    CodecContext,
     FeedAudio,
     Finalize,
-    Limits,
-    ModelInfo,
     Reconfigure,
     Send,
     Stop,
@@ -33,61 +27,27 @@ from kettle.streaming.protocols.base import (
 from kettle.streaming.protocols.deepgram.live import (
     FRAME_TOO_BIG,
     NET_0001,
-    DeepgramLiveCodec,
     kettle_version,
 )
-from kettle.streaming.protocols.deepgram.wire import ModelIdentity, parse_listen_query
+from kettle.streaming.protocols.deepgram.wire import ModelIdentity
 from kettle.transcribe.types import SAMPLE_RATE, Word
 
-from tests.streaming.protocols.api_models import DEEPGRAM_V1_MODELS, Gate
-
-RAW = "encoding=linear16&sample_rate=16000"  # raw audio: both are required
+from tests.streaming.protocols.api_models import Gate
+from tests.streaming.protocols.deepgram.conftest import (
+    LIMIT,
+    RAW,
+    RECEIVED,
+    codec,
+    final,
+    messages,
+)
 
 SR = SAMPLE_RATE
-SESSION = "0123456789abcdef0123456789abcdef"
 REQUEST_ID = "01234567-89ab-cdef-0123-456789abcdef"
 MODEL = ModelIdentity("tiny.en", kettle_version())
-RECEIVED = AudioReceived()
-MODELS = DEEPGRAM_V1_MODELS  # the SDK's message models, validated strictly (pydantic v2)
 
 
 ALLOW = Gate()
-LIMIT = 1 << 20  # max_frame_bytes
-
-
-def codec(query: str = RAW, *, final_model: str | None = None) -> DeepgramLiveCodec:
-    context = CodecContext(SESSION, ModelInfo("tiny.en", False, final_model), Limits(LIMIT, 20.0))
-    params = parse_listen_query(query, multilingual=False, model_name="tiny.en")
-    return DeepgramLiveCodec(context, params, created="2026-12-01T08:00:00.000Z")
-
-
-def messages(actions: list[Action]) -> list[dict[str, Any]]:
-    """The JSON of every Send, each validated strictly by the SDK's model for its type."""
-    out = []
-    for action in actions:
-        if isinstance(action, Send):
-            obj = json.loads(action.message.text)  # every text frame is JSON
-            MODELS[obj["type"]].model_validate(obj)
-            out.append(obj)
-    return out
-
-
-def final(
-    utterance: int,
-    start_s: float,
-    end_s: float,
-    text: str,
-    reason: str | None,
-    words: tuple[Word, ...] | None = None,
-) -> Final:
-    if words is None:
-        tokens = text.split()
-        step = (end_s - start_s) / max(len(tokens), 1)
-        words = tuple(
-            Word(" " + t, start_s + i * step, start_s + (i + 1) * step, 0.9)
-            for i, t in enumerate(tokens)
-        )
-    return Final(utterance, int(start_s * SR), int(end_s * SR), text, words, "en", reason=reason)
 
 
 # -- client messages -------------------------------------------------------------------------

@@ -13,26 +13,11 @@ from kettle.streaming.protocols.deepgram.rest import (
     parse_prerecorded_query,
     render_prerecorded,
 )
-from kettle.streaming.protocols.deepgram.wire import ListenParamError, ModelIdentity
+from kettle.streaming.protocols.deepgram.wire import ListenParamError
 from kettle.transcribe.audio.read import RawFormat
-from kettle.transcribe.transcript import Segment, Transcript
-from kettle.transcribe.types import Word
 
-MODEL = ModelIdentity("tiny.en", "0.1.0")
-TRANSCRIPT = Transcript(
-    duration_s=4.25,
-    language="en",
-    segments=(
-        Segment(
-            0.5,
-            1.5,
-            "Hello, world.",
-            (Word(" Hello,", 0.5, 0.9, 0.8), Word(" world.", 1.0, 1.5, 0.6)),
-        ),
-        Segment(2.0, 3.0, "Bye!", (Word(" Bye!", 2.0, 3.0, 1.0),)),
-    ),
-    model="tiny.en",
-)
+from tests.streaming.protocols.deepgram.conftest import REST_MODEL as MODEL
+from tests.streaming.protocols.deepgram.conftest import REST_TRANSCRIPT as TRANSCRIPT
 
 
 def render(params: PrerecordedParams) -> dict[str, Any]:

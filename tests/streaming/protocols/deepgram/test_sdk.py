@@ -13,25 +13,28 @@ import asyncio
 import json
 import re
 import shutil
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from deepgram import AsyncDeepgramClient, DeepgramClient
 from deepgram.core.api_error import ApiError
-from deepgram.environment import DeepgramClientEnvironment
 from kettle.streaming.engine.degrade import DegradeConfig
 from kettle.streaming.engine.engine import EngineConfig
 from kettle.streaming.engine.scheduling.scheduler import SchedulerConfig
 from kettle.streaming.protocols.deepgram.live import NET_0001
-from kettle.streaming.server.server import KettleServer, ServerConfig
 from kettle.transcribe.audio.read import load_audio
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosedError
 
-from tests.streaming.conftest import StartServer
+from tests.conftest import pcm16
+from tests.streaming.protocols.deepgram.conftest import (
+    JFK_REFERENCE,
+    environment,
+    finals_text,
+    is_results,
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -42,10 +45,6 @@ pytestmark = [
 
 ROOT = Path(__file__).resolve().parents[4]
 DATA = ROOT / "tests" / "data"
-JFK_REFERENCE = (
-    "And so my fellow Americans, ask not what your country can do for you, "
-    "ask what you can do for your country."
-)
 KEY = "dg-test-key"
 GUARD = 120  # seconds: a deadlock guard, never a timing assertion
 PIECE = 3200  # bytes: 100 ms of 16 kHz linear16
@@ -63,25 +62,17 @@ EVERY_PARTIAL = EngineConfig(
 
 @pytest.fixture(scope="module")
 def pcm() -> bytes:
-    audio = load_audio(DATA / "jfk.flac")
-    return (np.clip(audio, -1.0, 1.0) * 32767).astype("<i2").tobytes()
+    return pcm16(load_audio(DATA / "jfk.flac"))
 
 
 @pytest.fixture
-def make_server(
-    start_server: StartServer, tiny_decoder: Any
-) -> Callable[..., Awaitable[KettleServer]]:
-    def start(engine: EngineConfig | None = None, **overrides: Any) -> Awaitable[KettleServer]:
-        config = ServerConfig(port=0, api_keys=(KEY,), **overrides)
-        return start_server(config, lambda: tiny_decoder, engine)
-
-    return start
+def server_settings() -> dict[str, Any]:
+    return {"api_keys": (KEY,)}
 
 
-def environment(url: str) -> DeepgramClientEnvironment:
-    """The only change to the SDK: its base URLs point at kettle."""
-    ws = url.replace("http", "ws", 1)
-    return DeepgramClientEnvironment(base=url, production=ws, agent=ws, agent_rest=url)
+@pytest.fixture
+def load_model(tiny_decoder: Any) -> Callable[[], Any]:
+    return lambda: tiny_decoder
 
 
 async def send_audio(socket: Any, data: bytes) -> None:
@@ -89,22 +80,10 @@ async def send_audio(socket: Any, data: bytes) -> None:
         await socket.send_media(data[i : i + PIECE])
 
 
-def is_results(message: Any) -> bool:
-    return getattr(message, "type", None) == "Results"
-
-
-def finals_text(messages: list[Any]) -> str:
-    return " ".join(
-        m.channel.alternatives[0].transcript
-        for m in messages
-        if is_results(m) and m.is_final and m.channel.alternatives[0].transcript
-    )
-
-
 async def test_live_interim_results_finalize_and_close_stream(
     make_server: Callable[..., Any], pcm: bytes, wer_fn: Any
 ) -> None:
-    server = await make_server(EVERY_PARTIAL)
+    server = await make_server(engine=EVERY_PARTIAL)
     client = AsyncDeepgramClient(api_key=KEY, environment=environment(server.url))
     seen: list[Any] = []
     first_interim, finalized = asyncio.Event(), asyncio.Event()

@@ -5,7 +5,7 @@ prerecorded. Text is checked by WER bounds, never word for word (slow tests)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +13,11 @@ import numpy as np
 import pytest
 from deepgram import AsyncDeepgramClient
 from deepgram.listen.v1.types import ListenV1Configure
-from kettle.streaming.server.server import KettleServer, ServerConfig
 from kettle.transcribe.audio.read import load_audio
 
+from tests.conftest import pcm16
 from tests.containers import chunks, encode
-from tests.streaming.conftest import StartServer
-from tests.streaming.protocols.deepgram.test_sdk import (
+from tests.streaming.protocols.deepgram.conftest import (
     JFK_REFERENCE,
     environment,
     finals_text,
@@ -42,18 +41,13 @@ GUARD = 120  # seconds: a deadlock guard, never a timing assertion
 
 
 @pytest.fixture
-def make_server(
-    start_server: StartServer, tiny_decoder: Any
-) -> Callable[..., Awaitable[KettleServer]]:
-    def start(**overrides: Any) -> Awaitable[KettleServer]:
-        config = ServerConfig(port=0, api_keys=(KEY,), **overrides)
-        return start_server(config, lambda: tiny_decoder)
-
-    return start
+def server_settings() -> dict[str, Any]:
+    return {"api_keys": (KEY,)}
 
 
-def s16(samples: np.ndarray) -> bytes:
-    return (np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes()
+@pytest.fixture
+def load_model(tiny_decoder: Any) -> Callable[[], Any]:
+    return lambda: tiny_decoder
 
 
 async def test_webm_opus_with_keyterms_and_configure(
@@ -95,7 +89,7 @@ async def test_multichannel_live_and_prerecorded(
     n = max(len(left), len(right))
     stereo = np.zeros((n, 2), dtype=np.float32)
     stereo[: len(left), 0], stereo[: len(right), 1] = left, right
-    pcm = s16(stereo.reshape(-1))
+    pcm = pcm16(stereo.reshape(-1))
     seen: list[Any] = []
     async with client.listen.v1.connect(
         model="nova-3",

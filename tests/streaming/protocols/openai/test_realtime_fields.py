@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.streaming.protocols.openai.test_realtime import PREFIX, TWO, Harness
+from tests.streaming.protocols.openai.conftest import PREFIX, TWO, Harness
 
 PARAM = "session.audio.input.transcription"
 

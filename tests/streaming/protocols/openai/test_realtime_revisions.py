@@ -18,7 +18,7 @@ from kettle.streaming.protocols.openai.realtime import RealtimeCodec
 from kettle.streaming.protocols.openai.rest import MODEL_ALIASES
 from openai.types.realtime import ConversationItemInputAudioTranscriptionCompletedEvent
 
-from tests.streaming.protocols.openai.test_realtime import PREFIX, TWO, Harness, pcm24k
+from tests.streaming.protocols.openai.conftest import PREFIX, TWO, Harness, pcm24k
 
 COMPLETED = PREFIX + "completed"
 MODEL = ModelInfo("tiny.en", False, aliases=MODEL_ALIASES)

@@ -13,8 +13,8 @@ from kettle.streaming.protocols.base import Reconfigure
 from kettle.transcribe.model.fake import scripted_audio
 from kettle.transcribe.types import DecodeRequest
 
-from tests.streaming.protocols.openai.test_realtime import PREFIX, TWO, Harness, pcm24k
-from tests.streaming.server.test_server_model import _mulaw
+from tests.conftest import mulaw
+from tests.streaming.protocols.openai.conftest import PREFIX, TWO, Harness, pcm24k
 
 TURN = "session.audio.input.turn_detection"
 SPLIT = 72000  # bytes of TWO: 1.5 s, inside its first voice (0.5..2.5 s)
@@ -113,7 +113,7 @@ def test_turn_detection_changes_from_now_on() -> None:
 
 
 def mulaw8k(pattern: list[tuple[str, float]]) -> bytes:
-    return _mulaw(resample(scripted_audio(pattern), 16000, 8000))
+    return mulaw(resample(scripted_audio(pattern), 16000, 8000))
 
 
 def test_format_switch_mid_stream_decodes_the_rest_in_the_new_format() -> None:

@@ -101,7 +101,6 @@ __all__ = ["PARTIAL_MAX_TOKENS", "Session", "SessionConfig"]
 logger = logging.getLogger(__name__)
 
 VOICE_STEP = SAMPLE_RATE // 2  # samples of new audio between an open utterance's signatures
-OVERLOAD_NOTICE_INTERVAL = 5 * SAMPLE_RATE  # samples of stream audio between notices
 MAX_BACKOFF = 8.0
 # A final that ended this close before an utterance (a client's finalize at a short pause, a
 # cut) is its neighbour: the utterance's text never starts by saying its last words again.
@@ -158,7 +157,6 @@ class Session:
         self._requests: list[DecodeRequest] = []
         self._events: list[Event] = []
         self._backoff = 1.0
-        self._last_notice: int | None = None
         self._stopping = False
         self._stop_reason: str | None = None
         self._done = False
@@ -366,15 +364,8 @@ class Session:
         if pending is None:
             return
         if pending.kind is DecodeKind.PARTIAL and overloaded:
+            # Skipped for load: ask less often (the engine's load control tells the client).
             self._backoff = min(MAX_BACKOFF, self._backoff * 2)
-            if (
-                self._last_notice is None
-                or self._fed - self._last_notice >= OVERLOAD_NOTICE_INTERVAL
-            ):
-                self._last_notice = self._fed
-                self._events.append(
-                    Error("overloaded", "the server is skipping partials for now; finals follow")
-                )
         if pending.plan.speculative:
             pending.utterance.speculation.invalidate()
         self._pump()

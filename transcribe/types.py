@@ -42,10 +42,10 @@ class Purpose(enum.Enum):
         """The purpose a request of ``kind`` has when it names none: a plain partial or final."""
         return cls.PARTIAL if kind is DecodeKind.PARTIAL else cls.FINAL
 
-    @property
-    def kind(self) -> DecodeKind:
-        """The decode the model runs for it (an upload's: as its request says)."""
-        return DecodeKind.PARTIAL if self is Purpose.PARTIAL else DecodeKind.FINAL
+    def fits(self, kind: DecodeKind) -> bool:
+        """Whether a request of ``kind`` may have this purpose: a partial's is a partial
+        decode, every live final's a final one; an upload's may be either."""
+        return self is Purpose.UPLOAD or (self is Purpose.PARTIAL) == (kind is DecodeKind.PARTIAL)
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,10 +106,10 @@ class DecodeRequest:
     def __post_init__(self) -> None:
         if self.purpose is None:
             object.__setattr__(self, "purpose", Purpose.of_kind(self.kind))
-        elif self.purpose is not Purpose.UPLOAD and self.purpose.kind is not self.kind:
-            # (An upload is decoded as its kind says.)
+        elif not self.purpose.fits(self.kind):
             raise ValueError(f"a {self.purpose.value} request cannot be a {self.kind.value}")
 
+    # Views of ``purpose``, for readers outside the engine (the fake model, benchmarks).
     @property
     def speculative(self) -> bool:
         return self.purpose is Purpose.SPECULATIVE

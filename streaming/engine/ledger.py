@@ -162,11 +162,10 @@ class Ledger:
         now: float,
         owner: Owner,
         *,
-        priority: Priority | None = None,
         index: int = 0,
     ) -> Entry:
-        """A new request, pending (``priority``: default, the class of its purpose)."""
-        ticket = self._scheduler.submit(request, now, owner=owner_key(owner), priority=priority)
+        """A new request, pending in the class of its purpose (``Priority.of``)."""
+        ticket = self._scheduler.submit(request, now, owner=owner_key(owner))
         entry = Entry(next(self._ids), owner, ticket, index=index)
         self._held[ticket.seq] = entry
         return entry

@@ -361,3 +361,39 @@ def test_a_refinement_that_waited_goes_while_streams_keep_talking() -> None:
     assert ids(s.next_batch(2.0, final_headroom_s=0.1)) == ["r1"]  # the oldest, alone
     assert s.next_batch(2.0, live_pausing=True, final_headroom_s=0.0) is None  # a pause holds
     assert ids(s.next_batch(3.0, final_headroom_s=0.1)) == ["r2"]
+
+
+# --- a request's purpose ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("purpose", "kind", "priority"),
+    [
+        (None, DecodeKind.PARTIAL, Priority.PARTIAL),
+        (None, DecodeKind.FINAL, Priority.FINAL),
+        (Purpose.PARTIAL, DecodeKind.PARTIAL, Priority.PARTIAL),
+        (Purpose.FINAL, DecodeKind.FINAL, Priority.FINAL),
+        (Purpose.SPECULATIVE, DecodeKind.FINAL, Priority.SPECULATIVE),
+        (Purpose.REFINEMENT, DecodeKind.FINAL, Priority.REFINE),
+        (Purpose.UPLOAD, DecodeKind.FINAL, Priority.OFFLINE),
+        (Purpose.UPLOAD, DecodeKind.PARTIAL, Priority.OFFLINE),
+    ],
+)
+def test_a_request_is_ranked_by_its_purpose_alone(
+    purpose: Purpose | None, kind: DecodeKind, priority: Priority
+) -> None:
+    request = DecodeRequest(audio=AUDIO, kind=kind, purpose=purpose)
+    assert Priority.of(request) is priority
+    assert request.kind is kind  # what the model sees
+
+
+@pytest.mark.parametrize(
+    ("purpose", "kind"),
+    [
+        (Purpose.PARTIAL, DecodeKind.FINAL),
+        (Purpose.FINAL, DecodeKind.PARTIAL),
+        (Purpose.SPECULATIVE, DecodeKind.PARTIAL),
+        (Purpose.REFINEMENT, DecodeKind.PARTIAL),
+    ],
+)
+def test_a_purpose_must_fit_the_kind(purpose: Purpose, kind: DecodeKind) -> None:
+    with pytest.raises(ValueError):
+        DecodeRequest(audio=AUDIO, kind=kind, purpose=purpose)

@@ -535,7 +535,7 @@ def wer(pairs: Sequence[tuple[str, str]]) -> float | None:
 
 def stable_accuracy(reference: str, finals: Sequence[tuple[str, int]]) -> tuple[int, int, int]:
     """(final words, words that were stable before the final, stable words that match the
-    reference word they align to), words compared as PROTOCOL.md normalises them."""
+    reference word they align to), words compared as docs/protocol.md normalises them."""
     from kettle.streaming.core.agreement import normalized, split_words
 
     hyp: list[str] = []

@@ -2,10 +2,10 @@
 
 The baseline is a git commit (default: the last one served by websockets' own server, before
 Starlette + uvicorn), checked out into a temporary git worktree with its own virtual
-environment. Both `kettle serve` processes run side by side on 127.0.0.1; real-time clients
-(PROTOCOL.md v1, which both speak) replay the same ../shared/eval speech to both stacks at the
-same moment, round after round, so that both see the same machine load even when other jobs
-come and go (`--alternate`: one stack at a time, alternating the order every round).
+environment. Both `kettle serve` processes run side by side on 127.0.0.1; real-time clients (kettle
+v1, docs/protocol.md, which both speak) replay the same ../shared/eval speech to both stacks at the
+same moment, round after round, so that both see the same machine load even when other jobs come and
+go (`--alternate`: one stack at a time, alternating the order every round).
 Per stack: partial and final lag at the client (receive time - (stream start + event end)),
 and server CPU seconds per second of audio. With the fake model the decode is instant, so the
 lag is the pipeline itself: scheduler budget plus the stack; with tiny.en it is the real thing.

@@ -163,3 +163,76 @@ def test_tests_mirror_the_source_tree() -> None:
         if folders and where not in folders:
             wrong.append(f"{test.relative_to(ROOT)} should sit in {sorted(map(str, folders))}")
     assert not wrong, "\n".join(wrong)
+
+
+# -- no import cycle inside a sub-package ---------------------------------------------------
+
+
+def _modules(top: str) -> dict[str, Path]:
+    """kettle.<top>'s modules by dotted name (a package by its own name), with their files."""
+    found = {}
+    for path in (ROOT / top).rglob("*.py"):
+        rel = path.relative_to(ROOT / top).with_suffix("")
+        found[".".join(("kettle", top, *rel.parts)).removesuffix(".__init__")] = path
+    return found
+
+
+def _every_import(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The project modules a file imports anywhere in it: at import time, under
+    `if TYPE_CHECKING:` and inside functions alike (`from pkg import mod` names `mod`)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                inner = f"{node.module}.{alias.name}"
+                found.add(inner if inner in modules else node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name in modules}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One cycle of the graph (its nodes in order, the first repeated at the end), or []."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, trail: list[str]) -> list[str]:
+        state[node] = 1
+        for dep in sorted(graph[node]):
+            if state.get(dep) == 1:
+                return [*trail[trail.index(dep) :], dep]
+            if dep not in state and (found := visit(dep, [*trail, dep])):
+                return found
+        state[node] = 2
+        return []
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start, [start])):
+            return found
+    return []
+
+
+def _sub_packages() -> list[tuple[str, str]]:
+    """Every sub-package of streaming and transcribe, as (top, dotted name)."""
+    return [
+        (top, ".".join(("kettle", top, *path.parent.relative_to(ROOT / top).parts)))
+        for top in ("streaming", "transcribe")
+        for path in sorted((ROOT / top).glob("*/__init__.py"))
+    ]
+
+
+def test_sub_packages_have_no_import_cycle() -> None:
+    # Inside one sub-package (kettle.streaming.server, ...) the modules' imports form no
+    # cycle, counting those under `if TYPE_CHECKING:` and inside functions: each module
+    # can be read (and tested) knowing only the ones below it.
+    cycles = []
+    for top, package in _sub_packages():
+        modules = _modules(top)
+        inside = {name: path for name, path in modules.items() if name.startswith(package + ".")}
+        graph = {
+            name: {dep for dep in _every_import(path, modules) if dep in inside and dep != name}
+            for name, path in inside.items()
+        }
+        cycle = _cycle(graph)
+        if cycle:
+            cycles.append(" -> ".join(name.removeprefix(package + ".") for name in cycle))
+    assert not cycles, "\n".join(cycles)

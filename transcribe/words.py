@@ -1,5 +1,5 @@
-"""How a word is compared (PROTOCOL.md): lowercased, punctuation removed, apostrophes inside
-words kept."""
+"""How a word is compared (docs/protocol.md#partial): lowercased, punctuation removed, apostrophes
+inside words kept."""
 
 from __future__ import annotations
 

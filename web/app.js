@@ -1,10 +1,10 @@
-// kettle microphone page: capture, stream to /v1/stream (PROTOCOL.md), show the transcript.
+// kettle microphone page: capture, stream to /v1/stream (docs/protocol.md), show the transcript.
 //
 // Audio path: getUserMedia -> AudioWorklet (capture-worklet.js: resample to 16 kHz, s16le,
 // 60 ms frames) -> this thread -> WebSocket binary messages.
 // Every frame is also kept until a final covers it, so that after a lost connection the new
 // session is sent the audio the old one had not finalized yet: nothing said is lost.
-// The page asks for revisions (PROTOCOL.md 1.2): a later decode may correct a final, and
+// The page asks for revisions (docs/protocol.md#revision): a later decode may correct a final, and
 // transcript.js applies it to the model (so the downloads hold the refined text) while
 // transcript-view.js rewrites the line in place.
 // With the Speakers box ticked (offered when /v1/info says "speakers": true) the config asks
@@ -411,7 +411,7 @@ function openSession(r) {
         language: language(),
         partials: true,
         word_timestamps: true,
-        revisions: true, // a later, better decode may correct a final (PROTOCOL.md 1.2)
+        revisions: true, // a later, better decode may correct a final (docs/protocol.md#revision)
         ...(s.diarize ? { diarize: true } : {}), // only when asked: older servers lack it
       }),
     );

@@ -79,7 +79,10 @@ export function backoffMs(attempt, random = Math.random, baseMs = 500, maxMs = 1
   return Math.round(plain * (0.8 + 0.4 * random()));
 }
 
-/** Parse a Retry-After header of whole seconds (the form PROTOCOL.md uses) into ms, or null. */
+/**
+ * Parse a Retry-After header of whole seconds (the form docs/protocol.md#connecting uses) into ms,
+ * or null.
+ */
 export function retryAfterMs(header) {
   if (header == null) return null;
   const s = Number.parseInt(String(header).trim(), 10);

@@ -1,10 +1,10 @@
 // The page's transcript: finals and open partials on one timeline, plus .txt/.srt export.
 // Pure (no DOM), so node tests can check it.
 //
-// A `revision` (PROTOCOL.md 1.2) replaces the text, words and times of a final of the current
-// session in place, so the exports hold the refined transcript. Utterance numbers restart
-// with every session, so a revision can only reach the finals of the session it came on, and
-// none after that session's `done`.
+// A `revision` (docs/protocol.md#revision) replaces the text, words and times of a final of the
+// current session in place, so the exports hold the refined transcript. Utterance numbers restart
+// with every session, so a revision can only reach the finals of the session it came on, and none
+// after that session's `done`.
 //
 // Every WebSocket session counts its audio from 0. After a reconnect, or a second recording,
 // the page starts a new session at a known offset on its own timeline, so times stay
@@ -33,8 +33,8 @@ export function srtTime(seconds) {
 
 /**
  * Split a partial's text into the stable words (as written in `text`) and the unstable tail.
- * `stable` holds the first words of `text` up to case and punctuation (PROTOCOL.md), so the
- * split counts words instead of matching characters.
+ * `stable` holds the first words of `text` up to case and punctuation (docs/protocol.md#partial),
+ * so the split counts words instead of matching characters.
  */
 export function splitPartial(text, stable) {
   const words = (text || "").trim().split(/\s+/).filter(Boolean);

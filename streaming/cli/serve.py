@@ -28,13 +28,13 @@ def register_serve(sub: Any) -> None:
         "serve",
         help="run the streaming WebSocket server",
         description=(
-            "Serve PROTOCOL.md on ws://HOST:PORT/v1/stream, OpenAI's audio API (/v1/audio/..., "
-            "/v1/models, /v1/realtime), the browser page on /, and /v1/info, /healthz, /readyz, "
-            "/metrics. Prints 'kettle serving on http://HOST:PORT' once ready. SIGTERM drains: "
-            "/readyz turns 503, new sessions and uploads get 503, live sessions and uploads in "
-            "flight go on for up to --drain-timeout, then sessions get their finals and close "
-            "1012 (clients reconnect elsewhere), uploads still running 503. Ctrl-C finishes "
-            "open sessions' finals now, answers uploads in flight 503 and exits."
+            "Serve kettle v1 (docs/protocol.md) on ws://HOST:PORT/v1/stream, OpenAI's audio API "
+            "(/v1/audio/..., /v1/models, /v1/realtime), the browser page on /, and /v1/info, "
+            "/healthz, /readyz, /metrics. Prints 'kettle serving on http://HOST:PORT' once ready. "
+            "SIGTERM drains: /readyz turns 503, new sessions and uploads get 503, live sessions "
+            "and uploads in flight go on for up to --drain-timeout, then sessions get their finals "
+            "and close 1012 (clients reconnect elsewhere), uploads still running 503. Ctrl-C "
+            "finishes open sessions' finals now, answers uploads in flight 503 and exits."
         ),
     )
     parser.add_argument(
@@ -373,7 +373,7 @@ def register_stream(sub: Any) -> None:
         "stream",
         help="stream an audio file to a kettle server and print the transcript",
         description=(
-            "Stream FILE per PROTOCOL.md. On a terminal partials overwrite one line and "
+            "Stream FILE per docs/protocol.md. On a terminal partials overwrite one line and "
             "finals are printed as lines, revisions (a later, corrected final) as lines "
             "starting '~'; --json prints every server message as a JSON line."
         ),

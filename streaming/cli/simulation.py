@@ -66,7 +66,7 @@ def latency_stats(values: Sequence[float]) -> dict[str, float | int | None]:
 
 
 class RevisionCounter:
-    """Counts violations of the stable-text guarantee (PROTOCOL.md): must stay 0.
+    """Counts violations of the stable-text guarantee (docs/protocol.md#partial): must stay 0.
 
     A revision is a partial whose stable words do not extend the previous stable words of its
     utterance, a partial whose text does not start with its stable words, or a final that
@@ -127,7 +127,7 @@ def corpus_wer(pairs: Sequence[tuple[str, str]]) -> float | None:
 
 
 def event_record(event: Event, *, stream: int, wall: float) -> dict[str, Any]:
-    """One event as PROTOCOL.md's JSON fields (times in seconds), plus stream and wall."""
+    """One event as docs/protocol.md's JSON fields (times in seconds), plus stream and wall."""
     rec: dict[str, Any]
     if isinstance(event, Partial):
         rec = protocol.partial_fields(event)

@@ -1,4 +1,4 @@
-"""A small PROTOCOL.md client: streams audio to a kettle server and collects what comes back.
+"""A small docs/protocol.md client: streams audio to a kettle server and collects what comes back.
 
 `stream_audio` is the library part (used by `kettle stream`, the tests and the server
 benchmark); `run_stream_command` is the command: it prints partials overwriting one line on

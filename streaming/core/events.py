@@ -62,7 +62,7 @@ class Revision:
 
 @dataclass(frozen=True)
 class Error:
-    """code is one of PROTOCOL.md's: bad_message, bad_audio, overloaded, internal."""
+    """code is one of docs/protocol.md#error's: bad_message, bad_audio, overloaded, internal."""
 
     code: str
     message: str
@@ -144,5 +144,5 @@ Event = Partial | Final | Revision | Error | Done | VadEvent | PauseEvent
 
 
 def samples_to_seconds(samples: int) -> float:
-    """Seconds with millisecond resolution, as PROTOCOL.md wants them."""
+    """Seconds with millisecond resolution, as docs/protocol.md wants them."""
     return round(samples / SAMPLE_RATE, 3)

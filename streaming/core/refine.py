@@ -22,7 +22,7 @@ final's context is: forced, the window also held the earlier finals' audio and a
 made the transcript worse as often as better (set m: 17.4 % WER against 15.7 % live; as a
 prompt 13.5 %, RESULTS.md "Rejected experiments").
 
-No churn: a revision is sent only when its words differ from the current text (as PROTOCOL.md
+No churn: a revision is sent only when its words differ from the current text (as docs/protocol.md
 compares words: case and punctuation aside), and never to a hypothesis the model is less sure
 of: one that failed Whisper's fallback checks (repetitive, unlikely) at temperature 0, one
 the non-speech policy would drop, one with a repetition loop, an empty one, one that only

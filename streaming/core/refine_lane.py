@@ -25,9 +25,22 @@ logger = logging.getLogger(__name__)
 
 
 class RefineLane:
-    def __init__(self, config: SessionConfig, session_id: str) -> None:
+    def __init__(
+        self,
+        config: SessionConfig,
+        session_id: str,
+        buf: AudioBuffer,
+        utts: UtteranceTracker,
+        history: ContextHistory,
+        new_id: Callable[[], str],
+    ) -> None:
         self._config = config
         self._session_id = session_id
+        # The session's own audio, utterances and finals, read when a refinement is due.
+        self._buf = buf
+        self._utts = utts
+        self._history = history
+        self._new_id = new_id
         self._refiner = Refiner(context_chars=config.context_chars)
         self._in_flight: tuple[str, RefinePlan] | None = None
 
@@ -53,26 +66,18 @@ class RefineLane:
         self._refiner.published(final)
 
     def next_request(
-        self,
-        request_id: Callable[[], str],
-        buf: AudioBuffer,
-        fed: int,
-        utts: UtteranceTracker,
-        history: ContextHistory,
-        *,
-        stopping: bool,
-        language: str | None,
-        keyterms: tuple[str, ...] = (),
+        self, fed: int, *, stopping: bool, language: str | None, keyterms: tuple[str, ...] = ()
     ) -> DecodeRequest | None:
-        """The oldest due refinement, if none is in flight; ``request_id`` names it."""
+        """The oldest due refinement, if none is in flight."""
         if self._in_flight is not None or len(self._refiner) == 0:
             return None
-        plan = self._refiner.plan(fed, _beyond(utts), history, stopping=stopping, language=language)
+        beyond = _beyond(self._utts)
+        plan = self._refiner.plan(fed, beyond, self._history, stopping=stopping, language=language)
         if plan is None:
             return None
-        rid = request_id()
+        rid = self._new_id()
         self._in_flight = (rid, plan)
-        audio = buf.slice(plan.start, plan.end)
+        audio = self._buf.slice(plan.start, plan.end)
         request = build_refinement(plan, self._config, self._session_id, rid, audio, keyterms)
         if logger.isEnabledFor(logging.DEBUG):
             _log_request(plan, request, fed)

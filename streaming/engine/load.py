@@ -24,7 +24,7 @@ from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest, Purp
 
 logger = logging.getLogger(__name__)
 
-NOTICE_INTERVAL_S = 5.0  # PROTOCOL.md: overloaded notices at most once every 5 s
+NOTICE_INTERVAL_S = 5.0  # docs/protocol.md#error: overloaded at most once every 5 s
 SKIPPING = "the server is skipping partials for now; finals follow"
 MIN_RECHECK_S = 0.05  # while degraded, the load is looked at again at least this far apart
 

@@ -7,10 +7,10 @@ for its label (the embedding of its audio, clustered with the stream's earlier s
 every event after it waits behind it, so the client still gets events in the session's order.
 The embedding starts when the utterance closes (``Session.take_closed_speech``), beside its
 final's decode, so the label is usually ready before the final is. A Revision is labeled
-again against the speakers as they are now (they have heard more): it may move its
-utterance to another speaker, and says so, as PROTOCOL.md lets a revision do. An embedding
-that fails labels the final with the last speaker heard at confidence 0: a final is never
-lost or held for good.
+again against the speakers as they are now (they have heard more): it may move its utterance to
+another speaker, and says so, as docs/protocol.md#revision lets a revision do. An embedding that
+fails labels the final with the last speaker heard at confidence 0: a final is never lost or held
+for good.
 """
 
 from __future__ import annotations

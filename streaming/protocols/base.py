@@ -29,6 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 from kettle.streaming.core.events import Event
 from kettle.streaming.core.refine import STALE_S
 from kettle.streaming.core.session import SessionConfig
+from kettle.streaming.protocols.limits import Limits  # codecs read it from their context
 from kettle.transcribe.types import SAMPLE_RATE
 
 # Close codes (RFC 6455) the runner and codecs use.
@@ -170,15 +171,6 @@ class ModelInfo:
     # A speaker model labels finals for clients that ask (diarize); False: such asks are
     # refused in the protocol's own shape.
     speakers: bool = False
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Per-connection limits a codec enforces itself (the runner enforces the rest)."""
-
-    max_frame_bytes: int = 1 << 20
-    max_messages_per_second: float = 20.0
-    max_session_s: float = 4 * 3600.0  # the runner enforces it; a codec may announce it
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,24 @@
 """The WebSocket handshake, per route: who may connect, with what settings, and which
 subprotocol is echoed. No I/O: the app hands in the request, gets a decision back.
 
-Every WebSocket protocol kettle serves is one `ProtocolRoute`: a path, how its clients present
-a key (`credentials`), and how its handshake parameters become a codec (`prepare`). The order
-of checks is the same for all (PROTOCOL.md's): the key first (401, before anything else is
-looked at), then the protocol's parameters (400), then, for a real upgrade, capacity (503 with
+Every WebSocket protocol kettle serves is one `ProtocolRoute`: a path, how its clients present a key
+(`credentials`), and how its handshake parameters become a codec (`prepare`). The order of checks is
+the same for all (docs/protocol.md#connecting): the key first (401, before anything else is looked
+at), then the protocol's parameters (400), then, for a real upgrade, capacity (503 with
 Retry-After). Checks that concern every protocol alike (Origin, per-key limits, audio budgets)
-belong in `KettleServer.admit`, which runs them in that order for every route.
+belong in `ConnectionGate.admit`, which runs them in that order for every route. A route also
+says which of the server's limits is its idle timeout (`idle_timeout`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import parse_qs
 
 from kettle.streaming.protocols.base import Codec, CodecContext, ModelInfo
+from kettle.streaming.protocols.limits import Limits
 
 
 def bearer_token(authorization: str | None) -> str | None:
@@ -69,6 +71,11 @@ class Prepared:
     slots: int = 1
 
 
+def server_idle_timeout(limits: Limits) -> float:
+    """The idle timeout of a protocol that has none of its own: the server's."""
+    return limits.idle_timeout_s
+
+
 @dataclass(frozen=True)
 class ProtocolRoute:
     """One WebSocket protocol on one path.
@@ -81,6 +88,8 @@ class ProtocolRoute:
     - `refusal(status, message, headers)`: the HTTP body and content type a refusal uses
       (plain text unless the protocol's clients expect JSON).
     - `info`: what `GET /v1/info` says about this protocol.
+    - `idle_timeout(limits)`: how long this protocol's connections may send nothing before
+      they stop (default: the server's `idle_timeout_s`).
     """
 
     path: str
@@ -89,6 +98,11 @@ class ProtocolRoute:
     prepare: Callable[[HandshakeRequest, ModelInfo | None], Prepared]
     info: Mapping[str, Any] = field(default_factory=dict)
     refusal: Callable[[int, str], tuple[bytes, str]] | None = None
+    idle_timeout: Callable[[Limits], float] = server_idle_timeout
+
+    def connection_limits(self, limits: Limits) -> Limits:
+        """The server's limits as this protocol's connections run under them."""
+        return replace(limits, idle_timeout_s=self.idle_timeout(limits))
 
 
 def plain_refusal(status: int, message: str) -> tuple[bytes, str]:
@@ -128,5 +142,6 @@ __all__ = [
     "bearer_credentials",
     "choose_subprotocol",
     "plain_refusal",
+    "server_idle_timeout",
     "subprotocol_credentials",
 ]

@@ -3,7 +3,9 @@ connection run by one connection runner around its protocol's sans-I/O codec.
 
 Layout (under kettle.streaming.server, codecs under kettle.streaming.protocols):
 
-    server.py        KettleServer: lifecycle (uvicorn, engine, drain), the routes' view of it
+    server.py        KettleServer: lifecycle (uvicorn, model, drain); builds the services
+    services.py      Services: what the routes use (gate, connections, uploads, serving, ...)
+    serving.py       Serving: the engine being served and whether the server drains
     config.py        ServerConfig: what `kettle serve` sets about the server, validated
     gate.py          ConnectionGate: admission (401/400/403/426/503) and the session slots
     sockets.py       the listening sockets (buffers, keepalive) and the stopping signals
@@ -11,12 +13,17 @@ Layout (under kettle.streaming.server, codecs under kettle.streaming.protocols):
     http_routes.py   /healthz /readyz /metrics /v1/info and the page's assets
     catalog.py       the WebSocket protocols and REST APIs served, listed once
     ws_endpoint.py   ASGI WebSocket endpoint: admit -> accept (echo subprotocol) -> run -> release
+    connections.py   Connections: a codec and a runner per admitted connection; shutdown
     runner.py        ConnectionRunner: reader / pump / writer around one codec and one stream
-    connection.py    ConnectionState: lifecycle flags, deadlines, text-message rate (pure)
+    intake.py        Intake: a codec's inbound actions (audio, finalize, stop) and the budget
+    writer.py        Writer: a codec's outbound messages, queued, written, then the close
+    connection.py    ConnectionState: its phases and their transitions, deadlines, rate (pure)
     ingress.py       AudioIngress: wire bytes -> PCM decoder -> engine stream, arrival times
+    transport.py     Transport, PeerGone: one accepted WebSocket as the runner sees it
+    protocols/limits.py      Limits: every connection's limits, derived from ServerConfig
     protocols/handshake.py   ProtocolRoute: per-protocol credentials and parameters
     protocols/base.py        the Codec interface and its actions (Send, FeedAudio, ...)
-    protocols/kettle_v1.py   PROTOCOL.md version 1 on /v1/stream
+    protocols/kettle_v1.py   docs/protocol.md (kettle v1) on /v1/stream
 
 Adding a WebSocket protocol (e.g. `protocols/openai_realtime.py`, its route in
 `protocols/openai_realtime_route.py`):
@@ -38,9 +45,11 @@ Adding a WebSocket protocol (e.g. `protocols/openai_realtime.py`, its route in
    renders refusals in the protocol's error shape (default: plain text).
 3. Add the route to `catalog.websocket_protocols()`. It then gets the same admission (401 first,
    then 400, then 503 + Retry-After), slots, limits, metrics, shutdown and /v1/info entry.
+   A protocol with an idle timeout of its own picks it from the limits
+   (`ProtocolRoute(..., idle_timeout=lambda limits: ...)`).
 
-Adding plain HTTP routes (REST): write a module with `routes(server) -> list[BaseRoute]`
-(Starlette `Route`s; the server gives `server.engine`, `server.authenticator`,
-`server.model_info`, `server.config`, `server.metrics`, `server.ready`) and add it to
+Adding plain HTTP routes (REST): write a module with `routes(services) -> list[BaseRoute]`
+(Starlette `Route`s; `Services` gives `engine`, `authenticator`, `model_info`, `config`,
+`metrics`, `ready`, `uploads`, `serving.upload_engine()`) and add it to
 `app.ROUTE_PROVIDERS` before `http_routes.asset_routes`.
 """

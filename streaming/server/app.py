@@ -9,14 +9,14 @@ append a provider to `ROUTE_PROVIDERS` (plain HTTP, REST) or a `ProtocolRoute` t
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from kettle.streaming.protocols.handshake import ProtocolRoute
 from kettle.streaming.server import deepgram_routes as deepgram_http
 from kettle.streaming.server import http_routes, openai_routes
 from kettle.streaming.server.catalog import websocket_protocols
-from kettle.streaming.server.gate import Refusal
+from kettle.streaming.server.gate import ConnectionGate, Refusal
 from kettle.streaming.server.host_guard import HostGuard
+from kettle.streaming.server.services import Services
 from kettle.streaming.server.unknown_path import UnknownWebSocketPath
 from kettle.streaming.server.ws_endpoint import WebSocketEndpoint, handshake_request, render_refusal
 from starlette.applications import Starlette
@@ -25,30 +25,29 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
-if TYPE_CHECKING:
-    from kettle.streaming.server.server import KettleServer
-
-RouteProvider = Callable[["KettleServer"], list[BaseRoute]]
+RouteProvider = Callable[[Services], list[BaseRoute]]
 
 
-def websocket_routes(server: KettleServer) -> list[BaseRoute]:
+def websocket_routes(services: Services) -> list[BaseRoute]:
     routes: list[BaseRoute] = []
     protocols = websocket_protocols()
+    gate = services.gate
     for protocol in protocols:
-        routes.append(WebSocketRoute(protocol.path, WebSocketEndpoint(server, protocol)))
-        routes.append(Route(protocol.path, _plain_get(server, protocol), methods=["GET"]))
+        endpoint = WebSocketEndpoint(gate, services.connections, protocol)
+        routes.append(WebSocketRoute(protocol.path, endpoint))
+        routes.append(Route(protocol.path, _plain_get(gate, protocol), methods=["GET"]))
     # Any other path: 404 in its API's shape, not the 403 of an unanswered handshake.
     served = [protocol.path for protocol in protocols]
     routes.append(WebSocketRoute("/{path:path}", UnknownWebSocketPath(served)))
     return routes
 
 
-def _plain_get(server: KettleServer, protocol: ProtocolRoute) -> Callable[[Request], object]:
+def _plain_get(gate: ConnectionGate, protocol: ProtocolRoute) -> Callable[[Request], object]:
     """A GET without Upgrade on a WebSocket path: the handshake's checks, then 426. Lets a
     client (the page, curl) learn why a handshake would be refused: 401, 400 or 426."""
 
     async def endpoint(request: Request) -> Response:
-        decision = server.admit(protocol, handshake_request(request.scope, upgrade=False))
+        decision = gate.admit(protocol, handshake_request(request.scope, upgrade=False))
         assert isinstance(decision, Refusal)  # a plain GET is never admitted
         status, headers, body = render_refusal(protocol, decision)
         return Response(body, status, dict(headers))
@@ -66,10 +65,11 @@ ROUTE_PROVIDERS: tuple[RouteProvider, ...] = (
 )
 
 
-def build_app(server: KettleServer) -> Starlette:
+def build_app(services: Services) -> Starlette:
     routes: list[BaseRoute] = []
     for provider in ROUTE_PROVIDERS:
-        routes.extend(provider(server))
+        routes.extend(provider(services))
     # The host guard (DNS rebinding) runs before every route, HTTP and WebSocket alike.
-    guard = Middleware(HostGuard, policy=server.hosts, on_refused=server.host_refused)
+    gate = services.gate
+    guard = Middleware(HostGuard, policy=gate.hosts, on_refused=gate.host_refused)
     return Starlette(routes=routes, middleware=[guard])

@@ -1,14 +1,15 @@
 """Audio admission in audio seconds: how fast a connection may feed audio. No I/O, no clock.
 
-A token bucket counted in seconds of audio. It starts full with `burst_s` (a client may send a
-file's first ~10 s at once, or catch up after a network stall), then refills at
-`realtime_factor` audio seconds per wall second. Audio that was read is always accepted; the
-bucket may go negative, and `admit` answers how long the reader should pause before it reads
-again. While the reader pauses, the socket's buffers fill and TCP pushes back on the client:
-a client that sends too fast is slowed down, loses nothing and sees no error.
+A token bucket counted in seconds of audio, on the connection's `Limits`. It starts full with
+`audio_burst_s` (a client may send a file's first ~10 s at once, or catch up after a network
+stall), then refills at `audio_rate` audio seconds per wall second. Audio that was read is
+always accepted; the bucket may go negative, and `admit` answers how long the reader should
+pause before it reads again. While the reader pauses, the socket's buffers fill and TCP
+pushes back on the client: a client that sends too fast is slowed down, loses nothing and
+sees no error.
 
-While the engine is overloaded (skipping partials), the rate drops to `overload_factor`
-(real time by default): a client ahead of real time then takes no more of the model than a
+While the engine is overloaded (skipping partials), the rate drops to `OVERLOAD_RATE`
+(real time): a client ahead of real time then takes no more of the model than a
 live stream does, and the live streams keep their share. So it does while the session holds
 more than a third of `max_backlog_s` untranscribed (``slow_backlog_s``): a client ahead of
 real time gets only a share of the model while live streams are served (``ahead_share.py``),
@@ -17,54 +18,33 @@ so at twice real time its backlog would grow until the limit below ended it.
 Two limits end a session instead, each with a clear reason, never by dropping audio:
 - `max_backlog_s`: the audio the session holds but has not yet transcribed (the safety net for
   a server that falls behind even at the admitted rate);
-- `max_audio_s`: the session's length counted in audio time (the wall-time limit lives with
+- `max_session_s`: the session's length counted in audio time (the wall-time limit lives with
   the connection's other timers).
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from kettle.streaming.protocols.limits import Limits
 
-from kettle.transcribe.errors import ConfigError
-
-
-@dataclass(frozen=True)
-class AdmissionConfig:
-    realtime_factor: float = 2.0  # sustained audio seconds admitted per wall second
-    burst_s: float = 10.0  # audio seconds admitted at once before the rate applies
-    max_backlog_s: float = 120.0  # undecoded audio a session may hold (> one 30 s utterance)
-    max_audio_s: float = 4 * 3600.0  # session length in audio time
-    overload_factor: float = 1.0  # the rate while the engine is overloaded
-
-    def __post_init__(self) -> None:
-        for name in (
-            "realtime_factor",
-            "burst_s",
-            "max_backlog_s",
-            "max_audio_s",
-            "overload_factor",
-        ):
-            value = getattr(self, name)
-            if not (value > 0 and math.isfinite(value)):
-                raise ConfigError(f"admission {name} must be a positive number, got {value!r}")
+# The rate while the engine is overloaded or the session's backlog is large: real time.
+OVERLOAD_RATE = 1.0
 
 
 class AudioAdmission:
     """One connection's audio budget. Every call is given `now` (any monotonic seconds)."""
 
-    def __init__(self, config: AdmissionConfig, now: float) -> None:
-        self.config = config
-        self._tokens = config.burst_s
+    def __init__(self, limits: Limits, now: float) -> None:
+        self.limits = limits
+        self._tokens = limits.audio_burst_s
         self._last = now
-        self._rate = config.realtime_factor
+        self._rate = limits.audio_rate
         self.audio_s = 0.0  # audio admitted so far
         self.paused_s = 0.0  # total pause asked for (observability)
 
     def _refill(self, now: float) -> None:
         elapsed = max(0.0, now - self._last)
         self._last = max(self._last, now)
-        self._tokens = min(self.config.burst_s, self._tokens + elapsed * self._rate)
+        self._tokens = min(self.limits.audio_burst_s, self._tokens + elapsed * self._rate)
 
     @property
     def rate(self) -> float:
@@ -76,7 +56,7 @@ class AudioAdmission:
         change (time so far at the old one)."""
         self._refill(now)
         slow = overloaded or undecoded_s > self.slow_backlog_s
-        self._rate = self.config.overload_factor if slow else self.config.realtime_factor
+        self._rate = OVERLOAD_RATE if slow else self.limits.audio_rate
 
     def admit(self, audio_s: float, now: float) -> float:
         """Charge `audio_s` just read; the seconds to wait before reading more (0: read on)."""
@@ -98,20 +78,20 @@ class AudioAdmission:
 
     def over_length(self) -> bool:
         """The session has sent its maximum length of audio."""
-        return self.audio_s >= self.config.max_audio_s
+        return self.audio_s >= self.limits.max_session_s
 
     @property
     def slow_backlog_s(self) -> float:
         """Past this much untranscribed audio the rate drops as when overloaded."""
-        return self.config.max_backlog_s / 3
+        return self.limits.max_backlog_s / 3
 
     def over_backlog(self, undecoded_s: float) -> bool:
         """The session holds more untranscribed audio than the safety net allows."""
-        return undecoded_s > self.config.max_backlog_s
+        return undecoded_s > self.limits.max_backlog_s
 
     def backlog_message(self, undecoded_s: float) -> str:
         return (
             f"the server holds {undecoded_s:.1f} s of this session's audio not yet transcribed, "
-            f"over the limit of {self.config.max_backlog_s:g} s; the session is finishing what "
+            f"over the limit of {self.limits.max_backlog_s:g} s; the session is finishing what "
             "it holds and closing. Send audio no faster than real time."
         )

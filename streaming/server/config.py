@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from kettle.streaming.protocols.limits import DEFAULT_LIMITS, Limits
 from kettle.streaming.protocols.openai.models import MODEL_ALIASES
-from kettle.streaming.server.audio_budget import AdmissionConfig
 from kettle.streaming.server.hosts import HostPolicy
 from kettle.streaming.server.origins import OriginPolicy
 from kettle.streaming.server.upload_limits import BodyPace
@@ -15,28 +15,26 @@ from kettle.transcribe.errors import ConfigError
 
 @dataclass(frozen=True)
 class ServerConfig:
-    """Everything `kettle serve` can set about the server itself (the engine has its own)."""
+    """Everything `kettle serve` can set about the server itself (the engine has its own).
+    The connection limits' defaults are `Limits`'; `limits()` gathers them into that record."""
 
     host: str = "127.0.0.1"
     port: int = 8765
     api_keys: tuple[str, ...] = field(default=(), repr=False)  # never printed or logged
-    max_sessions: int = 64
-    max_frame_bytes: int = 1 << 20
-    max_message_bytes: int = 16 << 20  # closes with 1009 beyond
-    idle_timeout_s: float = 60.0
-    # Deepgram's live socket (/v1/listen) ends after this long with neither audio nor a text
-    # message (KeepAlive, ...), as Deepgram's does: finals, Metadata, close 1011 (NET-0001).
-    deepgram_audio_timeout_s: float = 10.0
-    max_session_s: float = 4 * 3600.0
-    max_messages_per_second: float = 20.0
+    max_sessions: int = DEFAULT_LIMITS.max_sessions
+    max_frame_bytes: int = DEFAULT_LIMITS.max_frame_bytes
+    max_message_bytes: int = DEFAULT_LIMITS.max_message_bytes
+    idle_timeout_s: float = DEFAULT_LIMITS.idle_timeout_s
+    deepgram_audio_timeout_s: float = DEFAULT_LIMITS.deepgram_audio_timeout_s
+    max_session_s: float = DEFAULT_LIMITS.max_session_s
+    max_messages_per_second: float = DEFAULT_LIMITS.max_messages_per_second
     shutdown_timeout_s: float = 10.0
     # A drain (SIGTERM): how long live sessions may go on before they get their finals and
     # 1012; meanwhile /readyz is 503 and new sessions are refused with 503 + Retry-After.
     drain_timeout_s: float = 30.0
-    # After stop, the finals and done must be out within this; else internal error and 1011.
-    finish_timeout_s: float = 300.0
+    finish_timeout_s: float = DEFAULT_LIMITS.finish_timeout_s
     retry_after_s: int = 5
-    outbox_limit: int = 1000
+    outbox_limit: int = DEFAULT_LIMITS.outbox_limit
     # Uploads (Deepgram's POST /v1/listen, OpenAI's /v1/audio/...): the largest body taken
     # (413 beyond), and how many are transcribed at once, all APIs together (429 beyond).
     max_upload_bytes: int = 1 << 30
@@ -60,10 +58,9 @@ class ServerConfig:
     # "*": any (hosts.py: the DNS-rebinding guard)
     allowed_hosts: tuple[str, ...] = ()
     metrics_require_key: bool = False  # /metrics asks for an API key too
-    # Audio admission (admission.py): sustained x real time, initial burst, undecoded cap.
-    audio_rate: float = 2.0
-    audio_burst_s: float = 10.0
-    max_backlog_s: float = 120.0
+    audio_rate: float = DEFAULT_LIMITS.audio_rate
+    audio_burst_s: float = DEFAULT_LIMITS.audio_burst_s
+    max_backlog_s: float = DEFAULT_LIMITS.max_backlog_s
     # Model names OpenAI clients send that name the served finals model (openai_models.py),
     # on the REST and Realtime APIs alike.
     openai_aliases: tuple[str, ...] = MODEL_ALIASES
@@ -77,21 +74,10 @@ class ServerConfig:
             problems.append(f"port {self.port} is outside 0..65535")
         if self.diarize not in ("auto", "on", "off"):
             problems.append(f"diarize must be auto, on or off, not {self.diarize!r}")
-        if self.max_sessions < 1:
-            problems.append("max_sessions must be at least 1")
-        if self.max_frame_bytes < 1:
-            problems.append("max_frame_bytes must be at least 1")
-        if self.max_message_bytes < self.max_frame_bytes:
-            problems.append("max_message_bytes must be at least max_frame_bytes")
-        for name in (
-            "idle_timeout_s",
-            "deepgram_audio_timeout_s",
-            "max_session_s",
-            "max_messages_per_second",
-            "finish_timeout_s",
-        ):
-            if not getattr(self, name) > 0:
-                problems.append(f"{name} must be positive")
+        try:
+            self.limits()
+        except ConfigError as exc:
+            problems.append(str(exc))
         if self.shutdown_timeout_s < 0:
             problems.append("shutdown_timeout_s must not be negative")
         if self.drain_timeout_s < 0:
@@ -107,14 +93,11 @@ class ServerConfig:
             self.upload_pace()
         except ValueError as exc:
             problems.append(str(exc))
-        if self.outbox_limit < 1:
-            problems.append("outbox_limit must be at least 1")
         if (self.tls_cert is None) != (self.tls_key is None):
             problems.append("TLS needs both a certificate and a key")
         if any(not k or any(c.isspace() for c in k) for k in self.api_keys):
             problems.append("API keys must be non-empty and contain no whitespace")
         try:
-            self.admission_config()
             OriginPolicy.parse(self.allowed_origins)
             HostPolicy.build(self.allowed_hosts)
         except ConfigError as exc:
@@ -134,11 +117,8 @@ class ServerConfig:
             min_rate=float(self.upload_min_bytes_per_s),
         )
 
-    def admission_config(self) -> AdmissionConfig:
-        """Audio admission per connection; the session length limit counts audio time too."""
-        return AdmissionConfig(
-            realtime_factor=self.audio_rate,
-            burst_s=self.audio_burst_s,
-            max_backlog_s=self.max_backlog_s,
-            max_audio_s=self.max_session_s,
-        )
+    def limits(self) -> Limits:
+        """Every connection's limits, as the gate, the runner, the codecs and the audio
+        budget read them."""
+        # Every field of Limits is one of ServerConfig's, by the same name.
+        return Limits(**{f.name: getattr(self, f.name) for f in fields(Limits)})

@@ -25,7 +25,7 @@ import datetime
 import hashlib
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kettle.streaming.protocols.deepgram.live import kettle_version
 from kettle.streaming.protocols.deepgram.rest import (
@@ -42,20 +42,13 @@ from kettle.streaming.protocols.deepgram.wire import (
     check_speakers,
     listen_credentials,
 )
-from kettle.streaming.server.uploads import (
-    UploadJob,
-    UploadsUnavailable,
-    upload_engine,
-    upload_failure,
-)
+from kettle.streaming.server.services import Services
+from kettle.streaming.server.uploads import UploadJob, UploadsUnavailable, upload_failure
 from kettle.transcribe.errors import KettleError
 from kettle.transcribe.files.pipeline import PipelineConfig
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
-
-if TYPE_CHECKING:
-    from kettle.streaming.server.server import KettleServer
 
 logger = logging.getLogger(__name__)
 
@@ -89,15 +82,15 @@ class _Refused(Exception):
         self.close = close  # Connection: close (the body was not read to its end)
 
 
-def routes(server: KettleServer) -> list[BaseRoute]:
+def routes(services: Services) -> list[BaseRoute]:
     async def listen(request: Request) -> Response:
         request_id = str(uuid.uuid4())
         try:
-            return await _transcribe(server, request, request_id)
+            return await _transcribe(services, request, request_id)
         except ClientDisconnect:
             return Response(status_code=499)  # nobody is listening any more
         except _Refused as exc:
-            headers = {"Retry-After": str(server.config.retry_after_s)} if exc.retry else {}
+            headers = {"Retry-After": str(services.config.retry_after_s)} if exc.retry else {}
             if exc.status == 401:
                 headers["WWW-Authenticate"] = "Token"
             if exc.close:
@@ -105,15 +98,15 @@ def routes(server: KettleServer) -> list[BaseRoute]:
             body = {**error_body(exc.message, code=exc.code), "request_id": request_id}
             return JSONResponse(body, exc.status, headers)
 
-    return [Route(LISTEN_PATH, server.uploads.answered(listen), methods=["POST"])]
+    return [Route(LISTEN_PATH, services.uploads.answered(listen), methods=["POST"])]
 
 
-async def _transcribe(server: KettleServer, request: Request, request_id: str) -> Response:
+async def _transcribe(services: Services, request: Request, request_id: str) -> Response:
     key, _ = listen_credentials(request.headers.get("authorization"), ())
-    if not server.authenticator.allows_any((key,)):
+    if not services.authenticator.allows_any((key,)):
         raise _Refused(401, "INVALID_AUTH", "a valid API key is required")
     try:
-        engine = upload_engine(server)
+        engine = services.serving.upload_engine()
     except UploadsUnavailable as exc:
         raise _Refused(503, "SERVICE_UNAVAILABLE", str(exc), retry=True) from None
     finals = engine.final_decoder
@@ -126,16 +119,16 @@ async def _transcribe(server: KettleServer, request: Request, request_id: str) -
         check_speakers(params.diarize, engine.speakers is not None)
     except ListenParamError as exc:
         # No session to refuse: counted as an error sent, with the handshakes' reason.
-        server.metrics.errors.labels(code="bad_query").inc()
+        services.metrics.errors.labels(code="bad_query").inc()
         raise _Refused(400, "Bad Request", str(exc)) from None
     if request.headers.get("content-type", "").split(";")[0].strip() == "application/json":
         raise _Refused(
             400, "Bad Request", "kettle does not fetch URLs: send the audio as the request body"
         )
     try:
-        done = await server.uploads.transcribe(request, engine, lambda body: _job(body, params))
+        done = await services.uploads.transcribe(request, engine, lambda body: _job(body, params))
     except Exception as exc:
-        failure = upload_failure(exc, draining=server.draining)
+        failure = upload_failure(exc, draining=services.draining)
         if failure is None:
             raise
         if failure.kind in ("failed", "unavailable") and isinstance(exc, KettleError):

@@ -13,6 +13,7 @@ from kettle.streaming.protocols.handshake import (
     Prepared,
     ProtocolRoute,
 )
+from kettle.streaming.protocols.limits import Limits
 from kettle.streaming.server.hosts import HostPolicy
 from kettle.streaming.server.limits import Authenticator, SessionSlots
 from kettle.streaming.server.metrics import ServerMetrics
@@ -34,7 +35,8 @@ _BEARER_CHALLENGE = {"WWW-Authenticate": "Bearer"}
 
 class ConnectionGate:
     """Who may open a session: the key (401), parameters (400), origin (403), upgrade (426),
-    then capacity (503 + Retry-After); it holds the session slots and counts every refusal."""
+    then capacity (503 + Retry-After); it holds the session slots (`Limits.max_sessions`) and
+    counts every refusal."""
 
     def __init__(
         self,
@@ -43,7 +45,7 @@ class ConnectionGate:
         origins: OriginPolicy,
         hosts: HostPolicy,
         metrics: ServerMetrics,
-        max_sessions: int,
+        limits: Limits,
         retry_after_s: int,
         draining: Callable[[], bool],
         model_info: Callable[[], ModelInfo | None],
@@ -55,7 +57,7 @@ class ConnectionGate:
         self._retry_after_s = retry_after_s
         self._draining = draining
         self._model_info = model_info  # None while the model loads
-        self._slots = SessionSlots(max_sessions)
+        self._slots = SessionSlots(limits.max_sessions)
         self._idle = asyncio.Event()  # set while no session holds a slot
         self._idle.set()
 

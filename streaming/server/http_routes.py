@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kettle.streaming.protocols.handshake import bearer_token
 from kettle.streaming.server.catalog import rest_apis, websocket_protocols
 from kettle.streaming.server.metrics import METRICS_CONTENT_TYPE, encoder_cache_bytes
+from kettle.streaming.server.services import Services
 from kettle.transcribe.model.languages import LANGUAGES
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
-
-if TYPE_CHECKING:
-    from kettle.streaming.server.server import KettleServer
 
 INFO_PATH = "/v1/info"
 _NO_CACHE = {"Cache-Control": "no-cache"}
@@ -59,10 +57,10 @@ def _text(status: int, text: str, headers: dict[str, str] | None = None) -> Resp
     return PlainTextResponse(text + "\n", status, {**_NO_CACHE, **(headers or {})})
 
 
-def info(server: KettleServer) -> dict[str, Any]:
+def info(services: Services) -> dict[str, Any]:
     """The body of GET /v1/info."""
-    cfg = server.config
-    model = server.model_info
+    cfg = services.config
+    model = services.model_info
     languages: list[str] | None
     if model is None:
         languages = None
@@ -72,7 +70,7 @@ def info(server: KettleServer) -> dict[str, Any]:
         languages = ["en"]
     return {
         "service": "kettle",
-        "ready": server.ready,
+        "ready": services.ready,
         "model": model.name if model else None,
         "final_model": model.final_model if model else None,
         "refine_model": model.refine_model if model else None,
@@ -80,7 +78,7 @@ def info(server: KettleServer) -> dict[str, Any]:
         "languages": languages,
         # Whether kettle v1's "diarize" (and the APIs' speaker options) can be asked for.
         "speakers": model.speakers if model else None,
-        "auth": {"required": server.authenticator.required},
+        "auth": {"required": services.authenticator.required},
         "limits": {
             "max_sessions": cfg.max_sessions,
             "max_frame_bytes": cfg.max_frame_bytes,
@@ -97,45 +95,45 @@ def info(server: KettleServer) -> dict[str, Any]:
             "upload_body_timeout_s": cfg.upload_body_timeout_s,
             "upload_body_grace_s": cfg.upload_body_grace_s,
             "upload_min_bytes_per_s": cfg.upload_min_bytes_per_s,
-            "upload_budget_bytes": server.uploads.budget.limit,
+            "upload_budget_bytes": services.uploads.budget.limit,
         },
         "protocols": {route.name: dict(route.info) for route in websocket_protocols()},
         "rest": {name: dict(api) for name, api in rest_apis().items()},
     }
 
 
-def routes(server: KettleServer) -> list[BaseRoute]:
+def routes(services: Services) -> list[BaseRoute]:
     async def healthz(request: Request) -> Response:
         return _text(200, "ok")
 
     async def readyz(request: Request) -> Response:
-        if server.ready:
+        if services.ready:
             return _text(200, "ready")
-        return _text(503, server.unready_reason())
+        return _text(503, services.unready_reason())
 
     async def metrics(request: Request) -> Response:
-        if server.config.metrics_require_key and not server.authenticator.allows_any(
+        if services.config.metrics_require_key and not services.authenticator.allows_any(
             (bearer_token(request.headers.get("authorization")), request.query_params.get("token"))
         ):
             return _text(401, "a valid API key is required", {"WWW-Authenticate": "Bearer"})
-        server.metrics.sessions_active.set(server.sessions_active)
-        if server.engine is not None:
-            server.metrics.engine_streams.set(server.engine.streams_open)
-            engine = server.engine
-            server.metrics.encoder_cache_bytes.set(
+        services.metrics.sessions_active.set(services.gate.active)
+        engine = services.engine
+        if engine is not None:
+            services.metrics.engine_streams.set(engine.streams_open)
+            services.metrics.encoder_cache_bytes.set(
                 encoder_cache_bytes((engine.decoder, engine.final_decoder, engine.refine_decoder))
             )
-        return Response(server.metrics.render(), 200, _NO_CACHE, METRICS_CONTENT_TYPE)
+        return Response(services.metrics.render(), 200, _NO_CACHE, METRICS_CONTENT_TYPE)
 
     async def info_endpoint(request: Request) -> Response:
         presented = bearer_token(request.headers.get("authorization"))
-        if presented is not None and not server.authenticator.allows_any((presented,)):
+        if presented is not None and not services.authenticator.allows_any((presented,)):
             return JSONResponse(
                 {"error": {"message": "the API key is not valid", "code": "unauthorized"}},
                 401,
                 {**_NO_CACHE, "WWW-Authenticate": "Bearer"},
             )
-        return JSONResponse(info(server), 200, _NO_CACHE)
+        return JSONResponse(info(services), 200, _NO_CACHE)
 
     return [
         Route("/healthz", healthz, methods=["GET"]),
@@ -145,9 +143,9 @@ def routes(server: KettleServer) -> list[BaseRoute]:
     ]
 
 
-def asset_routes(server: KettleServer) -> list[BaseRoute]:
+def asset_routes(services: Services) -> list[BaseRoute]:
     """The page: `/` is index.html; other files of the web folder by name. Mounted last."""
-    root = server.web_root
+    root = services.web_root
 
     async def asset(request: Request) -> Response:
         return _asset(root, request.url.path)

@@ -34,11 +34,11 @@ from kettle.streaming.protocols.handshake import bearer_token
 from kettle.streaming.protocols.openai import rest
 from kettle.streaming.protocols.openai import rest_render as render
 from kettle.streaming.server import openai_diarize
+from kettle.streaming.server.services import Services
 from kettle.streaming.server.uploads import (
     UploadFailure,
     UploadJob,
     UploadsUnavailable,
-    upload_engine,
     upload_failure,
 )
 from kettle.transcribe.files.pipeline import PipelineConfig
@@ -52,7 +52,6 @@ from starlette.types import ASGIApp
 
 if TYPE_CHECKING:
     from kettle.streaming.engine.engine import Engine
-    from kettle.streaming.server.server import KettleServer
 
 logger = logging.getLogger(__name__)
 
@@ -80,10 +79,10 @@ def error_response(error: rest.OpenAIError) -> Response:
 
 
 class OpenAIRest:
-    """The routes' handlers, sharing the server and its upload slots."""
+    """The routes' handlers, sharing the server's services and its upload slots."""
 
-    def __init__(self, server: KettleServer) -> None:
-        self.server = server
+    def __init__(self, services: Services) -> None:
+        self.services = services
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -94,34 +93,34 @@ class OpenAIRest:
         ]
 
     def _answered(self, endpoint: Callable[[Request], Awaitable[Response]]) -> ASGIApp:
-        return self.server.uploads.answered(endpoint)  # a drain waits for its answer
+        return self.services.uploads.answered(endpoint)  # a drain waits for its answer
 
     def _refused(self, error: rest.OpenAIError) -> Response:
         """The error's response, counted under ``kettle_errors{code}`` (as the WebSocket
         protocols' error messages are)."""
-        self.server.metrics.errors.labels(code=error.code or error.type).inc()
+        self.services.metrics.errors.labels(code=error.code or error.type).inc()
         return error_response(error)
 
     # -- checks -----------------------------------------------------------------------------
 
     def _authorize(self, request: Request) -> None:
         presented = bearer_token(request.headers.get("authorization"))
-        if not self.server.authenticator.allows_any([presented]):
+        if not self.services.authenticator.allows_any([presented]):
             raise rest.unauthorized()
 
     def catalog(self) -> rest.ModelCatalog:
-        engine = self.server.engine
+        engine = self.services.engine
         if engine is None:
-            raise rest.busy(self.server.config.retry_after_s, unavailable=True)
+            raise rest.busy(self.services.config.retry_after_s, unavailable=True)
         model = engine.final_decoder
         entry = rest.ModelEntry(model.name, model.multilingual)
-        return rest.ModelCatalog((entry,), self.server.config.openai_aliases)
+        return rest.ModelCatalog((entry,), self.services.config.openai_aliases)
 
     def _engine(self) -> Engine:
         try:
-            return upload_engine(self.server)
+            return self.services.serving.upload_engine()
         except UploadsUnavailable:
-            raise rest.busy(self.server.config.retry_after_s, unavailable=True) from None
+            raise rest.busy(self.services.config.retry_after_s, unavailable=True) from None
 
     # -- handlers ---------------------------------------------------------------------------
 
@@ -148,7 +147,7 @@ class OpenAIRest:
     async def _audio(self, request: Request, task: str) -> Response:
         try:
             self._authorize(request)
-            done = await self.server.uploads.transcribe(
+            done = await self.services.uploads.transcribe(
                 request, self._engine(), lambda body: self._prepare(request, body, task)
             )
         except ClientDisconnect:
@@ -169,7 +168,7 @@ class OpenAIRest:
         """OpenAI's error for an upload that failed (uploads.py's refusals included)."""
         if isinstance(exc, rest.OpenAIError):
             return exc
-        failure = upload_failure(exc, draining=self.server.draining)
+        failure = upload_failure(exc, draining=self.services.draining)
         error = self._failure(failure, exc, task)
         if failure is not None and failure.close:  # its body was not read to its end
             error.headers["Connection"] = "close"
@@ -178,7 +177,7 @@ class OpenAIRest:
     def _failure(
         self, failure: UploadFailure | None, exc: Exception, task: str
     ) -> rest.OpenAIError:
-        retry = self.server.config.retry_after_s
+        retry = self.services.config.retry_after_s
         match failure:
             case UploadFailure(kind="busy"):
                 return rest.busy(retry)
@@ -285,5 +284,5 @@ async def parse_form(request: Request, body: bytes) -> tuple[list[tuple[str, str
     return fields, file
 
 
-def routes(server: KettleServer) -> list[BaseRoute]:
-    return OpenAIRest(server).routes()
+def routes(services: Services) -> list[BaseRoute]:
+    return OpenAIRest(services).routes()

@@ -1,8 +1,10 @@
 """kettle's server: every protocol and plain HTTP on one port, Starlette on uvicorn.
 
-`KettleServer` owns the lifecycle (listen, load the model, drain on shutdown), the engine,
-the session slots and admission; `app.py` mounts the routes; each WebSocket connection is run
-by `runner.ConnectionRunner` with its protocol's codec (`protocols/`). See
+`KettleServer` owns the lifecycle (listen, load the model, drain on shutdown) and builds what
+the routes use (`Services`: the gate with the session slots and admission, the connections,
+the uploads, the engine being served); `app.py` mounts the routes on those services; each
+WebSocket connection is run by `runner.ConnectionRunner` with its protocol's codec
+(`protocols/`). See
 `kettle.streaming.protocols` for how to add a protocol or a route.
 
 uvicorn serves with websockets' sans-I/O implementation: it pauses reading the socket after
@@ -22,7 +24,6 @@ import logging
 import signal
 import socket
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,24 +31,11 @@ from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 import uvicorn
 from kettle.streaming.engine.speakers import SpeakerService
-from kettle.streaming.protocols.base import (
-    CLOSE_GOING_AWAY,
-    CLOSE_SERVICE_RESTART,
-    CodecContext,
-    Limits,
-    ModelInfo,
-)
-from kettle.streaming.protocols.deepgram import live as deepgram
-from kettle.streaming.protocols.handshake import (
-    HandshakeRequest,
-    Prepared,
-    ProtocolRoute,
-)
+from kettle.streaming.protocols.base import CLOSE_GOING_AWAY, CLOSE_SERVICE_RESTART
 from kettle.streaming.protocols.kettle_v1.live import PATH as STREAM_PATH
 from kettle.streaming.server.app import build_app
-from kettle.streaming.server.audio_budget import AudioAdmission
 from kettle.streaming.server.config import ServerConfig
-from kettle.streaming.server.connection import ConnectionLimits
+from kettle.streaming.server.connections import Connections
 from kettle.streaming.server.gate import ConnectionGate, Refusal
 from kettle.streaming.server.hosts import HostPolicy
 from kettle.streaming.server.http_protocol import KettleHttpProtocol
@@ -55,7 +43,8 @@ from kettle.streaming.server.limits import Authenticator
 from kettle.streaming.server.looplag import LoopLagMonitor
 from kettle.streaming.server.metrics import ServerMetrics
 from kettle.streaming.server.origins import OriginPolicy
-from kettle.streaming.server.runner import ConnectionRunner, Transport
+from kettle.streaming.server.services import Services
+from kettle.streaming.server.serving import Serving
 from kettle.streaming.server.sockets import Uvicorn, bind, caught_signals
 from kettle.streaming.server.uploads import Uploads
 from kettle.transcribe.types import Decoder
@@ -90,7 +79,9 @@ class KettleServer:
     """The server. `start()` listens, loads the model, starts the engine; `shutdown()` drains.
 
     `load` runs in a worker thread and returns the decoder (or a (partials, finals) pair);
-    until it has returned, /readyz answers 503 and handshakes are refused with 503.
+    until it has returned, /readyz answers 503 and handshakes are refused with 503. The
+    routes see only `services` (services.py): the gate, the connections, the uploads and
+    what is being served (`serving`: the engine, the drain).
     """
 
     def __init__(
@@ -105,26 +96,26 @@ class KettleServer:
         """``speakers``: the speaker service to use (tests); default per config.diarize."""
         self.config = config
         self._speakers = speakers
-        self.clock = clock  # every connection's timers and audio budget run on it
         self.metrics = ServerMetrics()
-        self.authenticator = Authenticator.from_keys(config.api_keys)
-        self.origins = OriginPolicy.parse(config.allowed_origins)
+        limits = config.limits()
+        authenticator = Authenticator.from_keys(config.api_keys)
+        origins = OriginPolicy.parse(config.allowed_origins)
         self.hosts = HostPolicy.build(
-            config.allowed_hosts, [config.host, socket.gethostname(), *self.origins.hosts]
+            config.allowed_hosts, [config.host, socket.gethostname(), *origins.hosts]
         )
         self._loop_lag = LoopLagMonitor(self.metrics.loop_lag.observe)
         self._load = load
         self._engine_config = engine_config
-        self._draining = False
+        self.serving = Serving(config.openai_aliases)
         self.gate = ConnectionGate(
-            authenticator=self.authenticator,
-            origins=self.origins,
+            authenticator=authenticator,
+            origins=origins,
             hosts=self.hosts,
             metrics=self.metrics,
-            max_sessions=config.max_sessions,
+            limits=limits,
             retry_after_s=config.retry_after_s,
-            draining=lambda: self._draining,
-            model_info=lambda: self.model_info,
+            draining=lambda: self.serving.draining,
+            model_info=lambda: self.serving.model_info,
         )
         # Uploads of every REST API (Deepgram's and OpenAI's) share these slots.
         self.uploads = Uploads(
@@ -134,14 +125,23 @@ class KettleServer:
             budget_bytes=config.upload_budget_bytes,
             on_cut=lambda reason: self.metrics.uploads_cut.labels(reason=reason).inc(),
         )
-        self._runners: set[ConnectionRunner] = set()
-        self._engine: Engine | None = None
+        # Every connection's timers and audio budget run on `clock`.
+        self.connections = Connections(self.serving, limits, self.metrics, clock)
+        self.services = Services(
+            config=config,
+            serving=self.serving,
+            gate=self.gate,
+            connections=self.connections,
+            uploads=self.uploads,
+            authenticator=authenticator,
+            metrics=self.metrics,
+            web_root=(config.web_root or _default_web_root()).resolve(),
+        )
         self._uvicorn: Uvicorn | None = None
         self._main_loop: asyncio.Task[None] | None = None
         self._sockets: list[socket.socket] = []
         self._port: int | None = None
         self._shutdown_task: asyncio.Task[None] | None = None
-        self.web_root = (config.web_root or _default_web_root()).resolve()
         uvicorn_log = logging.getLogger("uvicorn.error")
         if _drop_request_lines not in uvicorn_log.filters:
             uvicorn_log.addFilter(_drop_request_lines)
@@ -157,7 +157,7 @@ class KettleServer:
     async def listen(self) -> None:
         cfg = self.config
         uv_config = uvicorn.Config(
-            build_app(self),
+            build_app(self.services),
             lifespan="off",
             http=KettleHttpProtocol,  # answers bodies cut short (http_protocol.py)
             ws=WS_IMPLEMENTATION,
@@ -216,7 +216,7 @@ class KettleServer:
             speakers=self._speakers or await _load_in_thread(self._speaker_service),
         )
         await engine.start()
-        self._engine = engine
+        self.serving.engine = engine
         logger.info(
             "model %s loaded%s",
             decoder.name,
@@ -245,53 +245,17 @@ class KettleServer:
 
     @property
     def ready(self) -> bool:
-        """Model loaded and not failing, not shutting down or draining, a session slot free,
-        engine not overloaded: what a load balancer's health check asks (/readyz)."""
-        return (
-            self._engine is not None
-            and self._engine.healthy
-            and not self._draining
-            and not self.gate.full
-            and not self._engine.overloaded
-        )
-
-    def unready_reason(self) -> str:
-        if self._draining:
-            return "shutting down"
-        if self._engine is None:
-            return "loading model"
-        if self._engine.model_failing:
-            return "model failing"
-        if not self._engine.healthy:
-            return "engine stopped"
-        if self.gate.full:
-            return "at the session limit"
-        return "overloaded"
+        """What /readyz answers: see `Services.ready`."""
+        return self.services.ready
 
     @property
     def draining(self) -> bool:
-        return self._draining
+        return self.serving.draining
 
     @property
     def engine(self) -> Engine | None:
         """The engine, once the model is loaded."""
-        return self._engine
-
-    @property
-    def model_info(self) -> ModelInfo | None:
-        """The model serving sessions; None while it loads."""
-        engine = self._engine
-        if engine is None:
-            return None
-        decoder, finals, refine = engine.decoder, engine.final_decoder, engine.refine_decoder
-        return ModelInfo(
-            decoder.name,
-            decoder.multilingual,
-            finals.name if finals is not decoder else None,
-            refine.name if refine is not finals else None,
-            self.config.openai_aliases,
-            speakers=engine.speakers is not None,
-        )
+        return self.serving.engine
 
     @property
     def sessions_active(self) -> int:
@@ -318,7 +282,7 @@ class KettleServer:
         reconnect (through the balancer, to another replica); uploads still running get 503
         + Retry-After."""
         timeout = self.config.drain_timeout_s if timeout is None else timeout
-        self._draining = True
+        self.serving.draining = True
         uploads = self.uploads.active
         if not self.gate.idle or uploads:
             logger.info(
@@ -348,101 +312,28 @@ class KettleServer:
 
     async def _shutdown(self, timeout: float | None, close_code: int) -> None:
         timeout = self.config.shutdown_timeout_s if timeout is None else timeout
-        self._draining = True
+        self.serving.draining = True
         self.uploads.close()  # what still runs is answered 503 before the connections close
         uv = self._uvicorn
         if uv is not None:
             for listener in uv.servers:
                 listener.close()  # stop listening; open connections stay
-        runners = list(self._runners)
-        if runners:
-            logger.info("shutting down: finishing %d open session(s)", len(runners))
-        for runner in runners:
-            try:
-                runner.begin_shutdown(close_code)
-            except Exception:  # one broken session must not stop the others' shutdown
-                logger.exception("session %s: could not stop it", runner.session_id)
-                runner.force_close(close_code)
-        waiters = [asyncio.ensure_future(r.closed.wait()) for r in runners]
+        closing = self.connections.finish_all(close_code)
+        waiters = [asyncio.ensure_future(closed) for closed in closing]
         waiters.append(asyncio.ensure_future(self.uploads.wait_idle()))
         _, pending = await asyncio.wait(waiters, timeout=timeout)
         for waiter in pending:
             waiter.cancel()
-        for runner in list(self._runners):
-            runner.force_close(close_code)
+        self.connections.close_all(close_code)
         if uv is not None:
             uv.should_exit = True
             if self._main_loop is not None:
                 await self._main_loop
             await uv.shutdown(sockets=self._sockets)
-        if self._engine is not None:
-            await self._engine.close()
+        if self.serving.engine is not None:
+            await self.serving.engine.close()
         await self._loop_lag.stop()
         logger.info("server stopped")
-
-    # -- admission: the gate's (gate.py), here for every caller that asks the server ------
-
-    def check(self, route: ProtocolRoute, request: HandshakeRequest) -> Refusal | Prepared:
-        """The checks that need no capacity (401, 400): see `ConnectionGate.check`."""
-        return self.gate.check(route, request)
-
-    def admit(self, route: ProtocolRoute, request: HandshakeRequest) -> Refusal | Prepared:
-        """A WebSocket handshake, admitted or refused: see `ConnectionGate.admit`."""
-        return self.gate.admit(route, request)
-
-    def host_refused(self, kind: str) -> None:
-        """Count a request the host guard refused (kind: "http" or "websocket")."""
-        self.gate.host_refused(kind)
-
-    def release_slot(self, count: int = 1) -> None:
-        self.gate.release_slot(count)
-
-    def codec_limits(self) -> Limits:
-        cfg = self.config
-        return Limits(cfg.max_frame_bytes, cfg.max_messages_per_second, cfg.max_session_s)
-
-    def connection_limits(self, route: ProtocolRoute | None = None) -> ConnectionLimits:
-        """The runner's limits for a connection on ``route``."""
-        cfg = self.config
-        idle = cfg.idle_timeout_s
-        if route is not None and route.name == deepgram.ROUTE.name:
-            idle = cfg.deepgram_audio_timeout_s  # Deepgram's own timeout (NET-0001) instead
-        return ConnectionLimits(
-            idle_timeout_s=idle,
-            max_session_s=cfg.max_session_s,
-            finish_timeout_s=cfg.finish_timeout_s,
-            max_messages_per_second=cfg.max_messages_per_second,
-        )
-
-    async def run_connection(
-        self, transport: Transport, prepared: Prepared, route: ProtocolRoute | None = None
-    ) -> None:
-        """Run one admitted, accepted connection (on ``route``) until it closes."""
-        engine, model = self._engine, self.model_info
-        if engine is None or model is None:  # pragma: no cover - admitted means loaded
-            await transport.close(CLOSE_GOING_AWAY, "server is not ready")
-            return
-        session_id = uuid.uuid4().hex
-        codec = prepared.make_codec(CodecContext(session_id, model, self.codec_limits()))
-        runner = ConnectionRunner(
-            transport,
-            codec,
-            engine,
-            session_id=session_id,
-            limits=self.connection_limits(route),
-            outbox_limit=self.config.outbox_limit,
-            metrics=self.metrics,
-            clock=self.clock,
-            admission=AudioAdmission(self.config.admission_config(), self.clock()),
-        )
-        self._runners.add(runner)
-        self.metrics.sessions_total.inc()
-        try:
-            if self._draining:
-                runner.begin_shutdown()
-            await runner.run()
-        finally:
-            self._runners.discard(runner)
 
 
 async def _load_in_thread(load: Callable[[], T]) -> T:

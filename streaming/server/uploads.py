@@ -67,7 +67,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 if TYPE_CHECKING:
     from kettle.streaming.engine.engine import Engine
-    from kettle.streaming.server.server import KettleServer
 
 P = TypeVar("P")
 T = TypeVar("T")
@@ -95,19 +94,6 @@ class Transcribed(Generic[P]):
     body: bytes
     transcript: Transcript  # (with split channels: the first channel's)
     channels: tuple[Transcript, ...] = ()  # with split channels: one per channel
-
-
-def upload_engine(server: KettleServer) -> Engine:
-    """The engine, when the server takes uploads now; `UploadsUnavailable` otherwise."""
-    engine = server.engine
-    if server.draining:
-        raise UploadsUnavailable("the server is shutting down")
-    if engine is None:
-        raise UploadsUnavailable("the model is loading")
-    if not engine.healthy:
-        stopped = not engine.model_failing
-        raise UploadsUnavailable("the engine has stopped" if stopped else "the model is failing")
-    return engine
 
 
 class Uploads:
@@ -326,6 +312,5 @@ __all__ = [
     "UploadsUnavailable",
     "read_body",
     "unless_disconnected",
-    "upload_engine",
     "upload_failure",
 ]

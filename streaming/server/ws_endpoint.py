@@ -1,24 +1,22 @@
 """The ASGI side of a WebSocket protocol route: handshake decision, accept, run, release.
 
-One `WebSocketEndpoint` per `ProtocolRoute`. It asks the server to admit the handshake (key,
+One `WebSocketEndpoint` per `ProtocolRoute`. It asks the gate to admit the handshake (key,
 parameters, capacity, in that order); a refusal is an HTTP response through the ASGI
 "websocket.http.response" extension (so a client sees 401/400/503, not a WebSocket close).
-An admitted connection is accepted with the route's subprotocol echoed, run by the
-connection runner, and its session slots (one per engine stream) are released when the
-connection has closed.
+An admitted connection is accepted with the route's subprotocol echoed, run by a
+connection runner (connections.py), and its session slots (one per engine stream) are
+released when the connection has closed.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kettle.streaming.protocols.handshake import HandshakeRequest, ProtocolRoute, plain_refusal
-from kettle.streaming.server.gate import Refusal
-from kettle.streaming.server.runner import PeerGone
-
-if TYPE_CHECKING:
-    from kettle.streaming.server.server import KettleServer
+from kettle.streaming.server.connections import Connections
+from kettle.streaming.server.gate import ConnectionGate, Refusal
+from kettle.streaming.server.transport import PeerGone
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -89,8 +87,11 @@ class AsgiTransport:
 class WebSocketEndpoint:
     """The ASGI app of one protocol route (mounted as a Starlette WebSocketRoute)."""
 
-    def __init__(self, server: KettleServer, route: ProtocolRoute) -> None:
-        self.server = server
+    def __init__(
+        self, gate: ConnectionGate, connections: Connections, route: ProtocolRoute
+    ) -> None:
+        self.gate = gate
+        self.connections = connections
         self.route = route
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
@@ -98,7 +99,7 @@ class WebSocketEndpoint:
         connect = await receive()
         if connect["type"] != "websocket.connect":  # pragma: no cover - ASGI order
             return
-        decision = self.server.admit(self.route, request)
+        decision = self.gate.admit(self.route, request)
         if isinstance(decision, Refusal):
             status, headers, body = render_refusal(self.route, decision)
             await send(
@@ -118,6 +119,6 @@ class WebSocketEndpoint:
                 await send(accept)
             except (OSError, RuntimeError):
                 return  # the peer left during the handshake
-            await self.server.run_connection(AsgiTransport(receive, send), decision, self.route)
+            await self.connections.run(AsgiTransport(receive, send), decision, self.route)
         finally:
-            self.server.release_slot(decision.slots)
+            self.gate.release_slot(decision.slots)

@@ -1,4 +1,4 @@
-"""The page applies `revision` messages (PROTOCOL.md 1.2), in real headless Chromium.
+"""The page applies `revision` messages (docs/protocol.md#revision), in real headless Chromium.
 
 A scripted server (the page's files plus a /v1/stream that plays a fixed script) sends what
 kettle's server never would on its own: a revision for an utterance that has no final, and

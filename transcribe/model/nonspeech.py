@@ -1,7 +1,7 @@
 """What Whisper says over sound that is not speech, and when a decode counts as none.
 
-One policy class, applied in one place for streams (``streaming/core/session.py``,
-``Session._usable``) and one for files (``decoding.suppressed``, at the decoder's configured
+One policy class, applied in one place for streams (``streaming/core/results.py``,
+``usable``) and one for files (``decoding.suppressed``, at the decoder's configured
 thresholds). The two instances differ where each was tuned on its own evidence.
 """
 
@@ -13,7 +13,7 @@ from kettle.transcribe.words import normalize_word
 
 
 def phrase_words(text: str) -> list[str]:
-    """The one normalizer: a text's words as PROTOCOL.md compares them, empty ones dropped."""
+    """The one normalizer: a text's words as docs/protocol.md compares them, empty ones dropped."""
     return [w for w in (normalize_word(t) for t in text.split()) if w]
 
 

@@ -35,7 +35,7 @@ SDK = (
     "https://github.com/AssemblyAI/assemblyai-python-sdk/blob/HEAD/"
     "assemblyai/streaming/v3/models.py"
 )
-# kettle's revisions, which kettle_revisions asks for (PROTOCOL.md's "Server to client").
+# kettle's revisions, which kettle_revisions asks for (docs/protocol.md's "Server to client").
 KETTLE = "docs/protocol.md#server-to-client-all-text-json-one-object-per-message"
 
 ENCODINGS = ("pcm_s16le", "pcm_mulaw")

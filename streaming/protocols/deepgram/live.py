@@ -564,6 +564,8 @@ ROUTE = ProtocolRoute(
     prepare=prepare,
     info=INFO,
     refusal=refusal,
+    # Deepgram's own audio timeout (NET-0001) instead of the server's idle timeout.
+    idle_timeout=lambda limits: limits.deepgram_audio_timeout_s,
 )
 
 __all__ = ["FRAME_TOO_BIG", "NET_0001", "ROUTE", "DeepgramLiveCodec", "request_id"]

@@ -1,5 +1,5 @@
-"""kettle v1's field tables, from PROTOCOL.md revision 1.2 (to become docs/protocol.md, whose
-sections the rows name): the handshake's query parameters, the `config` message's fields and
+"""kettle v1's field tables, from docs/protocol.md (revision 1.2), whose sections the rows
+name: the handshake's query parameters, the `config` message's fields and
 the control messages. `kettle_v1_wire` parses every client message against these tables.
 """
 

@@ -1,7 +1,7 @@
-"""kettle's own protocol, version 1 (PROTOCOL.md), as a codec and a route on `/v1/stream`.
+"""kettle's own protocol, version 1 (docs/protocol.md), as a codec and a route on `/v1/stream`.
 
 The wire format (parsing, encoding) is `protocols.kettle_v1_wire`; this module is the
-protocol's behaviour on one connection. Where PROTOCOL.md leaves room:
+protocol's behaviour on one connection. Points of docs/protocol.md that are its doing:
 
 - The message-rate limit applies to text messages only: dropping audio would lose audio, so
   audio is bounded by the frame-size limit and the maximum session length instead. A text
@@ -12,8 +12,8 @@ protocol's behaviour on one connection. Where PROTOCOL.md leaves room:
 - `done` may carry `"reason"`: "idle", "max_duration", "shutdown" (then the close is 1001, or
   1012 when a drain ran out of time: the client should reconnect, to another replica).
 
-Authentication (an addition to PROTOCOL.md's header and `?token=`): a browser, which cannot
-set headers, may offer the subprotocols `kettle.v1` and `kettle-key.<KEY>`; the server echoes
+Authentication (docs/protocol.md#connecting, besides the header and `?token=`): a browser, which
+cannot set headers, may offer the subprotocols `kettle.v1` and `kettle-key.<KEY>`; the server echoes
 `kettle.v1`, never the key. A key is a token of printable ASCII without separators there.
 """
 
@@ -56,7 +56,7 @@ KEY_SUBPROTOCOL_PREFIX = "kettle-key."
 
 
 class KettleV1Codec:
-    """PROTOCOL.md on one connection: settings, config-before-audio, events in its shapes."""
+    """docs/protocol.md on one connection: settings, config-before-audio, events in its shapes."""
 
     def __init__(self, context: CodecContext, settings: proto.StreamSettings) -> None:
         self.context = context

@@ -1,4 +1,4 @@
-"""The wire codec of PROTOCOL.md: client messages in, server messages out. No I/O.
+"""The wire codec of docs/protocol.md: client messages in, server messages out. No I/O.
 
 Parsing turns a client text message (or the handshake's query string) into a typed value or
 raises ``ProtocolError`` carrying the protocol's error code and a message meant for the peer.
@@ -38,7 +38,8 @@ BYTES_PER_SAMPLE = {"pcm_s16le": 2, "pcm_f32le": 4, "mulaw": 1}
 DEFAULT_SAMPLE_RATE = 16000
 MULAW_DEFAULT_SAMPLE_RATE = 8000
 
-# Error codes of PROTOCOL.md, plus kettle's additions (clients ignore unknown non-fatal codes).
+# Error codes of docs/protocol.md#error, with kettle's additions (clients ignore unknown
+# non-fatal codes).
 BAD_MESSAGE = "bad_message"
 BAD_AUDIO = "bad_audio"
 OVERLOADED = "overloaded"

@@ -1,6 +1,6 @@
 """The client asks for `revision` messages and applies them to their finals, per session across
 reconnects; `kettle stream` asks by default and prints them. Against a scripted server that
-speaks PROTOCOL.md, so nothing here depends on kettle's own server."""
+speaks docs/protocol.md, so nothing here depends on kettle's own server."""
 
 from __future__ import annotations
 

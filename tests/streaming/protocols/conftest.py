@@ -104,11 +104,8 @@ def flux_codec() -> Any:
 PROTOCOL_DOC = Path(__file__).resolve().parents[3] / "docs" / "protocol.md"
 
 
-def protocol_anchors() -> set[str] | None:
-    """The section anchors of docs/protocol.md as GitHub makes them (None: no such file yet;
-    issue 39 moves PROTOCOL.md there)."""
-    if not PROTOCOL_DOC.exists():
-        return None
+def protocol_anchors() -> set[str]:
+    """The section anchors of docs/protocol.md (kettle v1's contract) as GitHub makes them."""
     headings = re.findall(r"^#+ (.+)$", PROTOCOL_DOC.read_text(encoding="utf-8"), re.M)
     return {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-") for h in headings}
 
@@ -156,7 +153,7 @@ def handshakes() -> Callable[..., Handshakes]:
             origins=OriginPolicy(),
             hosts=HostPolicy(),
             metrics=metrics,
-            max_sessions=4,
+            limits=Limits(max_sessions=4),
             retry_after_s=1,
             draining=lambda: False,
             model_info=lambda: model,

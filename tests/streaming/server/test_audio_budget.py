@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kettle.streaming.server.audio_budget import AdmissionConfig, AudioAdmission
+from kettle.streaming.protocols.limits import Limits
+from kettle.streaming.server.audio_budget import AudioAdmission
 from kettle.transcribe.errors import ConfigError
 
 
 def test_real_time_client_never_pauses() -> None:
-    adm = AudioAdmission(AdmissionConfig(), now=0.0)
+    adm = AudioAdmission(Limits(), now=0.0)
     for i in range(1, 36_001):  # an hour of 100 ms messages, each on time
         assert adm.admit(0.1, now=i * 0.1) == 0.0
     assert adm.audio_s == pytest.approx(3600.0)
@@ -18,7 +19,7 @@ def test_real_time_client_never_pauses() -> None:
 
 
 def test_initial_burst_passes_then_twice_real_time() -> None:
-    adm = AudioAdmission(AdmissionConfig(realtime_factor=2.0, burst_s=10.0), now=0.0)
+    adm = AudioAdmission(Limits(audio_rate=2.0, audio_burst_s=10.0), now=0.0)
     for _ in range(100):  # 10 s of audio at once
         assert adm.admit(0.1, now=0.0) == 0.0
     # Over the burst: the reader pauses so the next read comes at 2x real time.
@@ -29,7 +30,7 @@ def test_initial_burst_passes_then_twice_real_time() -> None:
 
 def test_flooding_client_is_held_to_the_rate() -> None:
     """A client sending 50x real time, whose reader obeys every pause, gets 2x on average."""
-    adm = AudioAdmission(AdmissionConfig(realtime_factor=2.0, burst_s=10.0), now=0.0)
+    adm = AudioAdmission(Limits(audio_rate=2.0, audio_burst_s=10.0), now=0.0)
     now = 0.0
     while adm.audio_s < 200.0:
         now += 0.1 / 50  # the client could send the next 100 ms this soon
@@ -39,7 +40,7 @@ def test_flooding_client_is_held_to_the_rate() -> None:
 
 
 def test_a_client_whose_backlog_grows_is_admitted_at_real_time() -> None:
-    adm = AudioAdmission(AdmissionConfig(realtime_factor=2.0, max_backlog_s=120.0), now=0.0)
+    adm = AudioAdmission(Limits(audio_rate=2.0, max_backlog_s=120.0), now=0.0)
     assert adm.slow_backlog_s == pytest.approx(40.0)
     adm.set_overloaded(False, now=0.0, undecoded_s=40.0)
     assert adm.rate == 2.0
@@ -50,20 +51,20 @@ def test_a_client_whose_backlog_grows_is_admitted_at_real_time() -> None:
 
 
 def test_idle_refills_only_up_to_the_burst() -> None:
-    adm = AudioAdmission(AdmissionConfig(realtime_factor=2.0, burst_s=10.0), now=0.0)
+    adm = AudioAdmission(Limits(audio_rate=2.0, audio_burst_s=10.0), now=0.0)
     assert adm.admit(10.0, now=0.0) == 0.0
     assert adm.admit(10.0, now=1000.0) == 0.0  # a long pause refills to 10 s, not 2000 s
     assert adm.admit(1.0, now=1000.0) == pytest.approx(0.5)
 
 
 def test_clock_going_back_is_harmless() -> None:
-    adm = AudioAdmission(AdmissionConfig(), now=5.0)
+    adm = AudioAdmission(Limits(), now=5.0)
     adm.admit(12.0, now=5.0)
     assert adm.pause_s(now=4.0) == pytest.approx(1.0)
 
 
 def test_length_in_audio_time_and_backlog() -> None:
-    adm = AudioAdmission(AdmissionConfig(max_audio_s=3.0, max_backlog_s=2.0), now=0.0)
+    adm = AudioAdmission(Limits(max_session_s=3.0, max_backlog_s=2.0), now=0.0)
     adm.admit(2.9, now=10.0)
     assert not adm.over_length()
     adm.admit(0.1, now=10.0)
@@ -73,18 +74,18 @@ def test_length_in_audio_time_and_backlog() -> None:
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"realtime_factor": 0.0}, {"burst_s": -1.0}, {"max_backlog_s": float("inf")}]
+    "kwargs", [{"audio_rate": 0.0}, {"audio_burst_s": -1.0}, {"max_backlog_s": float("inf")}]
 )
 def test_bad_config_is_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ConfigError):
-        AdmissionConfig(**kwargs)
+        Limits(**kwargs)
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.floats(0, 5), st.floats(0, 2)), min_size=1, max_size=50))
 def test_admitted_audio_never_beats_burst_plus_rate(steps: list[tuple[float, float]]) -> None:
     """Whatever the client does, an obedient reader admits at most burst + rate * time."""
-    config = AdmissionConfig(realtime_factor=2.0, burst_s=10.0)
+    config = Limits(audio_rate=2.0, audio_burst_s=10.0)
     adm = AudioAdmission(config, now=0.0)
     now = 0.0
     for audio, gap in steps:
@@ -92,11 +93,11 @@ def test_admitted_audio_never_beats_burst_plus_rate(steps: list[tuple[float, flo
         before = adm.audio_s
         now += adm.admit(audio, now)
         # Everything before this message respected the budget.
-        assert before <= config.burst_s + config.realtime_factor * now + 1e-9
+        assert before <= config.audio_burst_s + config.audio_rate * now + 1e-9
 
 
 def test_overload_lowers_the_rate_to_real_time() -> None:
-    adm = AudioAdmission(AdmissionConfig(realtime_factor=2.0, burst_s=10.0), now=0.0)
+    adm = AudioAdmission(Limits(audio_rate=2.0, audio_burst_s=10.0), now=0.0)
     assert adm.admit(12.0, now=0.0) == pytest.approx(1.0)  # 2 s over, at 2x
     adm.set_overloaded(True, now=0.0)
     assert adm.rate == 1.0

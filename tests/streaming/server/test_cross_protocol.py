@@ -7,10 +7,10 @@ one ulp away may round a token the other way on another CPU. Uploads go through 
 pipeline's own windows, and on these recordings say nearly the same. Partials are
 off: their stable words are forced into the finals, and which partials get decoded depends on
 the machine's speed, so with them the finals may differ by timing, not by protocol. Each client is
-the protocol's own: kettle's `stream_audio` for PROTOCOL.md, the official Deepgram SDK for
+the protocol's own: kettle's `stream_audio` for docs/protocol.md, the official Deepgram SDK for
 `/v1/listen` (WebSocket and POST), the official OpenAI SDK for `/v1/audio/transcriptions`
 and Realtime (24 kHz PCM, server VAD with kettle's own pre-roll). Texts are compared after
-PROTOCOL.md's normalisation (lowercase, punctuation removed), since each API formats its own
+docs/protocol.md's normalisation (lowercase, punctuation removed), since each API formats its own
 way.
 """
 

@@ -24,7 +24,6 @@ from kettle.streaming.protocols.deepgram.live import FRAME_TOO_BIG, NET_0001, De
 from kettle.streaming.protocols.deepgram.wire import parse_listen_query
 from kettle.streaming.protocols.kettle_v1 import live as kettle_v1
 from kettle.streaming.protocols.openai import realtime_route as openai_realtime
-from kettle.streaming.server.connection import ConnectionLimits
 from kettle.streaming.server.runner import ConnectionRunner
 from kettle.streaming.server.server import KettleServer, ServerConfig
 from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
@@ -82,9 +81,9 @@ async def run(
     codec: DeepgramLiveCodec | None = None,
     **kw: Any,
 ) -> None:
-    limits = ConnectionLimits(idle_timeout_s=timeout_s)  # the server gives Deepgram's here
+    limits = Limits(idle_timeout_s=timeout_s)  # the server gives Deepgram's here
     runner = ConnectionRunner(
-        peer, codec or dg_codec(), engine, session_id="s", limits=limits, **kw
+        peer, codec or dg_codec(), engine, connection_id="s", limits=limits, **kw
     )
     await asyncio.wait_for(runner.run(), GUARD)
 
@@ -177,12 +176,12 @@ async def test_an_audio_message_over_the_limit_ends_with_its_finals_and_1009() -
 
 def test_only_deepgrams_live_socket_gets_the_audio_timeout() -> None:
     config = ServerConfig(port=0, idle_timeout_s=60.0, deepgram_audio_timeout_s=7.5)
-    server = KettleServer(config, FakeDecoder)
-    assert server.connection_limits(deepgram.ROUTE).idle_timeout_s == 7.5
+    limits = config.limits()
+    assert deepgram.ROUTE.connection_limits(limits).idle_timeout_s == 7.5
     # kettle's own protocol, OpenAI, AssemblyAI and Flux (which documents no such timeout)
     # keep the server's idle timeout.
     for route in (kettle_v1.ROUTE, openai_realtime.ROUTE, assemblyai.ROUTE, deepgram_flux.ROUTE):
-        assert server.connection_limits(route).idle_timeout_s == 60.0
+        assert route.connection_limits(limits).idle_timeout_s == 60.0
     assert ServerConfig().deepgram_audio_timeout_s == 10.0  # Deepgram's
     with pytest.raises(Exception, match="deepgram_audio_timeout_s must be positive"):
         ServerConfig(deepgram_audio_timeout_s=0)

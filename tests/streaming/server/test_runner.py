@@ -20,7 +20,7 @@ from kettle.streaming.protocols.base import (
 )
 from kettle.streaming.protocols.kettle_v1.live import KettleV1Codec
 from kettle.streaming.protocols.kettle_v1.wire import StreamSettings
-from kettle.streaming.server.connection import ConnectionLimits
+from kettle.streaming.protocols.limits import Limits
 from kettle.streaming.server.runner import ConnectionRunner, PeerGone
 from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 
@@ -62,7 +62,8 @@ def v1(**context: Any) -> KettleV1Codec:
 
 
 async def run(peer: Script, codec: Any, engine: Engine, **kw: Any) -> ConnectionRunner:
-    runner = ConnectionRunner(peer, codec, engine, session_id="s", limits=ConnectionLimits(), **kw)
+    kw.setdefault("limits", Limits())
+    runner = ConnectionRunner(peer, codec, engine, connection_id="s", **kw)
     await asyncio.wait_for(runner.run(), TIMEOUT)
     return runner
 
@@ -92,7 +93,8 @@ async def test_a_peer_that_reads_nothing_is_closed_with_1008() -> None:
 
     peer = Script(["{}"], reads=False)
     async with Engine(FakeDecoder()) as engine:
-        runner = await run(peer, Chatty(v1().context, StreamSettings()), engine, outbox_limit=5)
+        chatty = Chatty(v1().context, StreamSettings())
+        runner = await run(peer, chatty, engine, limits=Limits(outbox_limit=5))
     assert peer.closed_with is not None and peer.closed_with[0] == 1008
     assert runner.close_code == 1008
 

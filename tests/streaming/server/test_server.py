@@ -1,4 +1,5 @@
-"""The WebSocket server against PROTOCOL.md, with the fake model (the point here is the server).
+"""The WebSocket server against docs/protocol.md, with the fake model (the point here is the
+server).
 
 A real server on 127.0.0.1:0; raw WebSocket clients so every message and close code is seen.
 """
@@ -663,14 +664,14 @@ async def test_stalled_reader_never_blocks_the_engine_and_gets_every_final() -> 
     from kettle.streaming.protocols.base import CodecContext, ModelInfo
     from kettle.streaming.protocols.kettle_v1.live import KettleV1Codec
     from kettle.streaming.protocols.kettle_v1.wire import StreamSettings
-    from kettle.streaming.server.connection import ConnectionLimits
+    from kettle.streaming.protocols.limits import Limits
     from kettle.streaming.server.runner import ConnectionRunner
 
     chunks: list[str | bytes] = [PCM[i : i + 3200] for i in range(0, len(PCM), 3200)]
     ws = _StalledSocket([*chunks, '{"type": "stop"}'])
     async with Engine(FakeDecoder()) as engine:
         codec = KettleV1Codec(CodecContext("s1", ModelInfo("fake", False)), StreamSettings())
-        runner = ConnectionRunner(ws, codec, engine, session_id="s1", limits=ConnectionLimits())
+        runner = ConnectionRunner(ws, codec, engine, connection_id="s1", limits=Limits())
         running = asyncio.create_task(runner.run())
         # The engine finishes the whole stream although nothing was sent yet.
         while not (runner.outbox and "done" in list(runner.outbox)[-1].text):

@@ -39,7 +39,7 @@ async def server(tiny_decoder: Any) -> AsyncIterator[KettleServer]:
 
 
 def _words(text: str) -> list[str]:
-    # PROTOCOL.md's comparison: lowercase, punctuation removed, apostrophes inside words kept
+    # docs/protocol.md's comparison: lowercase, punctuation removed, apostrophes inside words kept
     return [w.strip("'") for w in re.sub(r"[^\w\s']", " ", text.lower()).split() if w.strip("'")]
 
 

@@ -1,5 +1,5 @@
-"""Speaker labels on kettle's own protocol (PROTOCOL.md 1.2 `diarize`), end to end through the
-server with the fake model and the pitch stand-in encoder (two voices: two pitches)."""
+"""Speaker labels on kettle's own protocol (docs/protocol.md#config `diarize`), end to end through
+the server with the fake model and the pitch stand-in encoder (two voices: two pitches)."""
 
 from __future__ import annotations
 

@@ -10,14 +10,13 @@ import asyncio
 import io
 import threading
 from collections.abc import Awaitable, Callable
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pytest
 import soundfile as sf
 from kettle.streaming.engine.engine import Engine, EngineConfig
-from kettle.streaming.server.server import KettleServer
+from kettle.streaming.server.serving import Serving
 from kettle.streaming.server.uploads import (
     BodyEndedEarly,
     BodyPace,
@@ -30,7 +29,6 @@ from kettle.streaming.server.uploads import (
     UploadTooLarge,
     read_body,
     unless_disconnected,
-    upload_engine,
     upload_failure,
 )
 from kettle.transcribe.errors import KettleError
@@ -197,19 +195,25 @@ async def test_a_client_that_leaves_frees_the_slot_before_the_model_does() -> No
         release.set()
 
 
+def serving(engine: Engine | None, draining: bool) -> Serving:
+    served = Serving()
+    served.engine, served.draining = engine, draining
+    return served
+
+
 async def test_upload_engine_refuses_while_the_server_takes_no_uploads() -> None:
     async with Engine(FakeDecoder(), EngineConfig()) as engine:
-        ok = SimpleNamespace(engine=engine, draining=False)
-        assert upload_engine(cast(KettleServer, ok)) is engine
+        ok = serving(engine, draining=False)
+        assert ok.upload_engine() is engine
         for server, reason in [
-            (SimpleNamespace(engine=engine, draining=True), "shutting down"),
-            (SimpleNamespace(engine=None, draining=False), "loading"),
+            (serving(engine, draining=True), "shutting down"),
+            (serving(None, draining=False), "loading"),
         ]:
             with pytest.raises(UploadsUnavailable, match=reason):
-                upload_engine(cast(KettleServer, server))
-    stopped = SimpleNamespace(engine=engine, draining=False)  # the engine has stopped
+                server.upload_engine()
+    stopped = serving(engine, draining=False)  # the engine has stopped
     with pytest.raises(UploadsUnavailable, match="stopped"):
-        upload_engine(cast(KettleServer, stopped))
+        stopped.upload_engine()
 
 
 async def test_close_cuts_uploads_short_and_refuses_later_ones() -> None:

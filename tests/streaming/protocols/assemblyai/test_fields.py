@@ -110,9 +110,7 @@ def test_every_row_cites_the_reference() -> None:
         assert table.fields
         for spec in table.fields:
             assert spec.url.startswith(CITED), spec
-    anchors = protocol_anchors()
-    if anchors is not None:  # (docs/protocol.md comes with issue 39)
-        assert cited_sections({s.url for t in fields.TABLES for s in t.fields}) <= anchors
+    assert cited_sections({s.url for t in fields.TABLES for s in t.fields}) <= protocol_anchors()
 
 
 CITED = ("https://www.assemblyai.com/docs/", "https://github.com/AssemblyAI/", "docs/protocol.md#")

@@ -1,4 +1,4 @@
-"""kettle v1 against its field tables (kettle_v1_fields, from PROTOCOL.md): the parsers read
+"""kettle v1 against its field tables (kettle_v1_fields, from docs/protocol.md): the parsers read
 exactly the tables' fields, every violation a row allows gets the protocol's error (HTTP 400
 at the handshake, counted as kettle_sessions_rejected{reason="bad_query"}; a non-fatal
 `error` with `bad_message` for a message, counted as kettle_errors{code="bad_message"}, the
@@ -69,10 +69,7 @@ def test_every_row_cites_a_section_of_the_protocol() -> None:
     sections = {fields.CONNECTING, fields.CLIENT_TO_SERVER}
     for table in fields.TABLES:
         assert {spec.url for spec in table.fields} <= sections, table.surface
-    anchors = protocol_anchors()
-    if anchors is None:
-        pytest.skip("docs/protocol.md is not in the repository yet (issue 39)")
-    assert cited_sections(sections) <= anchors
+    assert cited_sections(sections) <= protocol_anchors()
 
 
 # -- the handshake: HTTP 400, counted ------------------------------------------------------
@@ -89,7 +86,7 @@ def test_a_query_violation_is_refused_with_400(handshakes: Any, name: str, raw: 
     assert isinstance(refusal, Refusal), refusal
     assert (refusal.status, refusal.reason) == (400, "bad_query")
     assert name in refusal.message
-    assert ROUTE.refusal is None  # plain text, as PROTOCOL.md's other refusals
+    assert ROUTE.refusal is None  # plain text, as docs/protocol.md's other refusals
     assert h.rejected() == 1
 
 
@@ -191,7 +188,8 @@ def test_a_valid_message_edge_is_accepted(
 
 
 def test_an_integral_float_is_not_an_integer_here(allow: AllowGate) -> None:
-    # PROTOCOL.md: "an integer"; kettle has always refused 16000.0 (test_kettle_v1_wire).
+    # docs/protocol.md#config: "an integer"; kettle has always refused 16000.0
+    # (test_kettle_v1_wire).
     c = codec()
     assert "sample_rate must be an integer" in bad_message(
         c.on_text('{"type": "config", "sample_rate": 16000.0}', allow)

@@ -21,7 +21,7 @@ from tests.streaming.protocols.odd_input import (
 )
 
 _NUMBER = (int, float)
-# Each server message's fields and their types, as PROTOCOL.md (revision 1.2) gives them.
+# Each server message's fields and their types, as docs/protocol.md (revision 1.2) gives them.
 SHAPES: dict[str, dict[str, Any]] = {
     "ready": {"session_id": str, "protocol": int, "model": str, "sample_rate": int},
     "partial": {"utterance": int, "start": _NUMBER, "end": _NUMBER, "text": str, "stable": str},

@@ -1,4 +1,4 @@
-"""The pure codec of PROTOCOL.md."""
+"""The pure codec of docs/protocol.md."""
 
 from __future__ import annotations
 

@@ -1,0 +1,191 @@
+"""A session's live decode results turned into events (pure): a partial's text through the
+agreement into a Partial; a final's (or a speculative final's, once the endpoint confirms it)
+into a Final and the stream's history; an empty one into nothing (its audio is the next
+utterance's context when it was cut mid-speech); a failure into an Error.
+
+Finals come out in the order their utterances closed, numbered without gaps
+(``utterances.py`` says how).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from kettle.streaming.core.context import ContextHistory, Spoken
+from kettle.streaming.core.events import Error, Event, Final, NoTranscript, Partial
+from kettle.streaming.core.guard import implausible
+from kettle.streaming.core.live_requests import Pending
+from kettle.streaming.core.planner import Plan, PlannerConfig, plan_final
+from kettle.streaming.core.refine import Refinable
+from kettle.streaming.core.refine_lane import RefineLane
+from kettle.streaming.core.results import final_words, usable
+from kettle.streaming.core.speakers import Speakers
+from kettle.streaming.core.utterances import Utterance, UtteranceTracker
+from kettle.transcribe.model.nonspeech import STREAM as NONSPEECH
+from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeResult, Word
+
+logger = logging.getLogger(__name__)
+
+# A final that ended this close before an utterance (a client's finalize at a short pause, a
+# cut) is its neighbour: the utterance's text never starts by saying its last words again.
+# A speaker who repeats a phrase after a real pause keeps it.
+ADJACENT = int(0.5 * SAMPLE_RATE)
+
+
+class Publisher:
+    def __init__(
+        self,
+        session_id: str,
+        utts: UtteranceTracker,
+        history: ContextHistory,
+        speakers: Speakers,
+        refine: RefineLane | None,
+        emit: Callable[[Event], None],
+        *,
+        vad_events: bool,
+        revisions: bool,
+    ) -> None:
+        self._session_id = session_id
+        self._utts = utts
+        self._history = history
+        self._speakers = speakers
+        self._refine = refine
+        self._emit = emit
+        # Fields no reconfigure changes: they are read once.
+        self._vad_events = vad_events
+        self._revisions = revisions
+
+    def resolve_ready(self, planner: PlannerConfig) -> None:
+        """Close the utterances at the head of the queue that need no decode."""
+        while self._utts.closed:
+            utt = self._utts.closed[0]
+            assert utt.end is not None
+            ready = utt.speculation.ready(utt.end, utt.speech_end)
+            if ready is not None:
+                self._utts.take(utt)
+                self._emit_final(utt, ready, plan_final(utt, self._history, planner))
+            elif utt.end <= utt.start:
+                self._utts.take(utt)
+                self._resolve_empty(utt)
+            else:
+                return
+
+    def partial(self, pending: Pending, result: DecodeResult) -> bool:
+        """Show a partial's result; False if it was of no use (its utterance closed, or it
+        looked hallucinated)."""
+        utt = pending.utterance
+        if utt is not self._utts.open:
+            return False  # the utterance closed meanwhile; its final supersedes this
+        if self._rejected(pending.plan, result):
+            return False
+        self._show(utt, pending.plan, result)
+        return True
+
+    def final(self, pending: Pending, result: DecodeResult, *, partials: bool) -> None:
+        """A final's result, or a speculative final's (shown as a partial with ``partials``
+        while the utterance is open)."""
+        utt, plan = pending.utterance, pending.plan
+        if self._rejected(plan, result):
+            return  # the planner asks again, without context
+        if plan.speculative:
+            if not utt.speculation.accept(plan.end, result):
+                return  # speech resumed: discarded
+            if utt.end is None:
+                if partials:
+                    # Show the whole utterance's text now: the final will start with it.
+                    self._show(utt, plan, result, speculative=True)
+                return
+            if utt.speculation.ready(utt.end, utt.speech_end) is None:
+                return  # the utterance ended elsewhere: the real final is asked for
+        if self._utts.take(utt):
+            self._emit_final(utt, result, plan)
+
+    def failure(self, pending: Pending, message: str) -> None:
+        """A live request failed for good."""
+        utt = pending.utterance
+        if pending.kind is DecodeKind.PARTIAL:
+            return
+        if pending.plan.speculative and utt.end is None:
+            utt.speculation.fail()  # no second try in this pause; the endpoint asks again
+            return
+        if pending.plan.speculative:
+            utt.speculation.invalidate()
+        if not self._utts.take(utt):
+            return
+        assert utt.end is not None
+        span = f"{utt.start / SAMPLE_RATE:.3f}-{utt.end / SAMPLE_RATE:.3f} s"
+        name = f"utterance {utt.number} ({span})" if utt.number is not None else f"audio {span}"
+        self._emit(Error("internal", f"could not transcribe {name}: {message}"))
+        if utt.number is not None and utt.last_partial_text:
+            # The client already saw this number: close it with the best text we have, so
+            # finals keep their numbering without gaps.
+            self._publish(utt, utt.last_partial_text, (), "en")
+        else:
+            self._resolve_empty(utt)
+
+    def _rejected(self, plan: Plan, result: DecodeResult) -> bool:
+        """A decode in context that reads as a hallucination: the utterance is decoded
+        alone from now on (the result is dropped, and a final asked for again)."""
+        utt = plan.utterance
+        if not plan.context.text or utt.alone:
+            return False
+        if not implausible(result, (plan.end - utt.start) / SAMPLE_RATE):
+            return False
+        logger.info("%s: a decode in context looked hallucinated; decoding alone", self._session_id)
+        utt.alone = True
+        if plan.speculative:
+            utt.speculation.invalidate()
+        return True
+
+    def _show(
+        self, utt: Utterance, plan: Plan, result: DecodeResult, *, speculative: bool = False
+    ) -> None:
+        """A new hypothesis of the open utterance: agreement, then a Partial if not empty.
+        One the model doubts is speech shows its words but makes none stable: a stable word
+        is forced into the final, and on babble the final found no speech."""
+        text = usable(result, plan, **self._neighbourhood(utt))[0]
+        if not text and not utt.agreement.stable_text:
+            return
+        trusted = NONSPEECH.sure_of_speech(result.no_speech_prob)
+        hyp = utt.agreement.update(text, trusted=trusted)
+        if not hyp.text:
+            return
+        number = self._utts.number(utt)
+        utt.last_partial_text = hyp.text
+        self._emit(Partial(number, utt.start, plan.heard_until, hyp.text, hyp.stable, speculative))
+
+    def _neighbourhood(self, utt: Utterance) -> dict[str, bool]:
+        """``usable``'s view of the final before ``utt``: adjacent, and forced mid-speech."""
+        near = self._history.neighbour(utt.start, ADJACENT)
+        forced = near is not None and not near.sealed and near.end == utt.start
+        return {"adjacent": near is not None, "forced": forced}
+
+    def _emit_final(self, utt: Utterance, result: DecodeResult, plan: Plan) -> None:
+        kept, model_words = usable(result, plan, **self._neighbourhood(utt))
+        text = utt.agreement.finalize(kept)
+        if not text:
+            self._resolve_empty(utt)
+            return
+        timed = utt.settings.word_timestamps or self._revisions
+        words = final_words(utt, model_words, plan) if timed else ()
+        self._publish(utt, text, words, result.language or "en")
+
+    def _publish(self, utt: Utterance, text: str, words: tuple[Word, ...], language: str) -> None:
+        assert utt.end is not None
+        number = self._utts.published(utt)
+        self._speakers.published(number, utt)
+        self._history.add(Spoken(utt.start, utt.end, text, language, utt.sealed, utt.voice))
+        self._emit(Final(number, utt.start, utt.end, text, words, language, utt.end_reason))
+        if self._refine is not None:
+            self._refine.published(Refinable(number, utt.start, utt.end, text, words, language))
+
+    def _resolve_empty(self, utt: Utterance) -> None:
+        language = utt.settings.context_language
+        if not utt.sealed and utt.end is not None and utt.end > utt.start and language:
+            # Cut mid-speech and read as nothing (a finalize every 100 ms): its audio is
+            # the next utterance's context, with no text, so its words come back there.
+            self._history.add(Spoken(utt.start, utt.end, "", language, False, utt.voice))
+        if self._vad_events:
+            self._emit(NoTranscript(utt.start))
+        self._utts.release(utt)

@@ -27,6 +27,27 @@ class DecodeKind(enum.Enum):
     FINAL = "final"
 
 
+class Purpose(enum.Enum):
+    """What a decode is for: how the streaming engine ranks and routes it. The model sees
+    only the request's ``DecodeKind`` (a partial's, or a final's for every other purpose)."""
+
+    PARTIAL = "partial"
+    FINAL = "final"  # a live stream's final
+    SPECULATIVE = "speculative final"  # decoded during a pause, void if speech resumes
+    REFINEMENT = "refinement"  # a second decode of an earlier final (streaming/core/refine.py)
+    UPLOAD = "upload"  # a file's or an upload's window (Engine.decode_offline)
+
+    @classmethod
+    def of_kind(cls, kind: DecodeKind) -> Purpose:
+        """The purpose a request of ``kind`` has when it names none: a plain partial or final."""
+        return cls.PARTIAL if kind is DecodeKind.PARTIAL else cls.FINAL
+
+    def fits(self, kind: DecodeKind) -> bool:
+        """Whether a request of ``kind`` may have this purpose: a partial's is a partial
+        decode, every live final's a final one; an upload's may be either."""
+        return self is Purpose.UPLOAD or (self is Purpose.PARTIAL) == (kind is DecodeKind.PARTIAL)
+
+
 @dataclass(frozen=True, eq=False)
 class DecodeRequest:
     """One window of audio to decode.
@@ -64,13 +85,11 @@ class DecodeRequest:
     # Requests with the same stream_key whose audio extends the previous request's audio let
     # the adapter reuse already-computed spectrogram frames (incremental log-mel).
     stream_key: Hashable | None = None
-    # A final that may be discarded (decoded during a pause, void if speech resumes): the
-    # engine runs it only on idle capacity.
-    speculative: bool = False
-    # A second decode of an earlier final with the audio that followed it (the stream's
-    # refinement pass, streaming/core/refine.py): the engine runs it at the lowest live
-    # priority, on the refinement model, and drops it rather than let it delay live work.
-    refinement: bool = False
+    # What the decode is for (``Purpose``), the one field the engine ranks and routes by: a
+    # speculative final runs only on idle capacity; a refinement at the lowest live priority,
+    # on the refinement model, dropped rather than let it delay live work. None: the kind's
+    # own (``Purpose.of_kind``), filled in on construction.
+    purpose: Purpose | None = None
     # None: the model runs every temperature-fallback round itself. k: run only round k of
     # its temperature schedule and say in the result whether round k + 1 should follow, so a
     # caller can queue each round as a request of its own (one fallback never holds a batch).
@@ -83,6 +102,21 @@ class DecodeRequest:
     # windows are mostly far shorter than 30 s (encoder_frames; benchmarks/RESULTS.md
     # "bench_accuracy").
     encode_min_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.purpose is None:
+            object.__setattr__(self, "purpose", Purpose.of_kind(self.kind))
+        elif not self.purpose.fits(self.kind):
+            raise ValueError(f"a {self.purpose.value} request cannot be a {self.kind.value}")
+
+    # Views of ``purpose``, for readers outside the engine (the fake model, benchmarks).
+    @property
+    def speculative(self) -> bool:
+        return self.purpose is Purpose.SPECULATIVE
+
+    @property
+    def refinement(self) -> bool:
+        return self.purpose is Purpose.REFINEMENT
 
     def wants_words(self, text: str) -> bool:
         """Whether the result with this text gets word timings."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from kettle.streaming.core.context import Context, ContextHistory
 from kettle.streaming.core.utterances import Utterance, UtteranceTracker
-from kettle.transcribe.types import MAX_WINDOW_SAMPLES, DecodeKind
+from kettle.transcribe.types import MAX_WINDOW_SAMPLES, DecodeKind, Purpose
 
 HOLD_PARTIAL_FRAMES = 6  # 120 ms of silence and partials wait for the pause
 
@@ -82,6 +82,11 @@ class Plan:
         """The end of the audio the window holds that was heard (a partial shown from it
         never claims audio that has not arrived)."""
         return self.end if self.heard_end is None else self.heard_end
+
+    @property
+    def purpose(self) -> Purpose:
+        """What its request is for (``DecodeRequest.purpose``)."""
+        return Purpose.SPECULATIVE if self.speculative else Purpose.of_kind(self.kind)
 
 
 def final_window_end(utt: Utterance) -> int:

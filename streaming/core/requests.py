@@ -9,7 +9,7 @@ from kettle.streaming.core.planner import Plan
 from kettle.streaming.core.refine import RefinePlan
 from kettle.streaming.core.speculation import fill_tail
 from kettle.transcribe.model import defaults, keyterms
-from kettle.transcribe.types import DecodeKind, DecodeRequest
+from kettle.transcribe.types import DecodeKind, DecodeRequest, Purpose
 
 PARTIAL_MAX_TOKENS = defaults.PARTIAL_MAX_TOKENS
 
@@ -52,7 +52,7 @@ def build_refinement(
         cache_key=(session_id, "refine", plan.target.number, plan.start, plan.end),
         max_new_tokens=plan.max_tokens,
         fallback_round=0,
-        refinement=True,
+        purpose=Purpose.REFINEMENT,
         encode_min_s=config.encode_min_s(DecodeKind.FINAL),
     )
 
@@ -88,6 +88,6 @@ def build_request(
         cache_key=(session_id, utt.ordinal, plan.start, plan.end)
         + (() if plan.heard_end is None else ("filled from", plan.heard_end)),
         stream_key=(session_id, utt.ordinal),
-        speculative=plan.speculative,
+        purpose=plan.purpose,
         encode_min_s=config.encode_min_s(plan.kind),
     )

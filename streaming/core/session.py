@@ -52,7 +52,7 @@ from kettle.streaming.core import retention
 from kettle.streaming.core.audio_buffer import AudioBuffer, as_mono_float32
 from kettle.streaming.core.config import SessionConfig
 from kettle.streaming.core.context import ContextHistory
-from kettle.streaming.core.events import Done, Error, Event, Finalized
+from kettle.streaming.core.events import Done, Event, Finalized
 from kettle.streaming.core.lifecycle import Lifecycle, Move, SessionState
 from kettle.streaming.core.live_requests import LiveRequests
 from kettle.streaming.core.planner import HOLD_PARTIAL_FRAMES, StreamState, plan_next
@@ -69,7 +69,6 @@ from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest, Deco
 
 __all__ = ["PARTIAL_MAX_TOKENS", "Session", "SessionConfig"]
 
-OVERLOAD_NOTICE_INTERVAL = 5 * SAMPLE_RATE  # samples of stream audio between notices
 MAX_BACKOFF = 8.0
 
 
@@ -114,7 +113,6 @@ class Session:
             vad_events=self.config.vad_events, revisions=self.config.revisions,
         )  # fmt: skip
         self._backoff = 1.0
-        self._last_notice: int | None = None
         # Set by the engine: a longer partial interval than the config's (from the measured
         # decode cost, or stretched under load); math.inf pauses partials.
         self.interval_hint_s: float | None = None
@@ -299,15 +297,8 @@ class Session:
         if pending is None:
             return
         if pending.kind is DecodeKind.PARTIAL and overloaded:
+            # Skipped for load: ask less often (the engine's load control tells the client).
             self._backoff = min(MAX_BACKOFF, self._backoff * 2)
-            if (
-                self._last_notice is None
-                or self._fed - self._last_notice >= OVERLOAD_NOTICE_INTERVAL
-            ):
-                self._last_notice = self._fed
-                self._events.append(
-                    Error("overloaded", "the server is skipping partials for now; finals follow")
-                )
         if pending.plan.speculative:
             pending.utterance.speculation.invalidate()
         self._pump()

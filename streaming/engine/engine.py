@@ -15,10 +15,13 @@ promoted to a final. Within a class, a stream whose client sends audio faster th
 time yields to live streams, and owners share the model fairly (the engine reports each
 stream's audio to the scheduler's pace).
 
-A stream's requests reach the scheduler through ``routing.py``; results, failures and retries
-are routed by ``outcomes.py``; the degradation level and the partial cadence are set by
-``load.py``. Model failures back off exponentially
-(``worker.py``), and ``model_failing`` is true while they keep coming (readiness reads it).
+Every request's state, from submit to its outcome, is held by the request ledger
+(``ledger.py``): a stream's requests reach it through ``routing.py`` (which holds the open
+streams), each loop turn takes a ``Batch`` record from it, and ``outcomes.py`` consumes the
+``BatchOutput`` record of the batch that ran (results, failures, retries). The degradation
+level, the partial cadence and the overloaded notices are ``load.py``'s. Model failures
+back off exponentially (``worker.py``), and ``model_failing`` is true while they keep
+coming (readiness reads it).
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ import dataclasses
 import functools
 import itertools
 import logging
-import math
 from collections.abc import Callable, Sequence
 from types import TracebackType
 
@@ -38,20 +40,21 @@ from kettle.streaming.core.session import Session, SessionConfig
 from kettle.streaming.engine.clock import Clock, MonotonicClock
 from kettle.streaming.engine.config import EngineConfig
 from kettle.streaming.engine.degrade import Degrader, Level
+from kettle.streaming.engine.ledger import Batch, BatchOutput, Ledger
 from kettle.streaming.engine.load import LoadControl
 from kettle.streaming.engine.measure import measure_costs
 from kettle.streaming.engine.native_memory import memory_release
-from kettle.streaming.engine.outcomes import OfflineCall, Outcomes, Tag
-from kettle.streaming.engine.records import StreamRecord
+from kettle.streaming.engine.outcomes import Outcomes
 from kettle.streaming.engine.report import BatchReport, BatchStats, EngineObserver, notify
 from kettle.streaming.engine.routing import Router
-from kettle.streaming.engine.scheduling.scheduler import Priority, Scheduler, Ticket
+from kettle.streaming.engine.scheduling.scheduler import Scheduler
 from kettle.streaming.engine.speakers import SpeakerService
 from kettle.streaming.engine.stream import Stream
+from kettle.streaming.engine.uploads import Uploads
 from kettle.streaming.engine.worker import InferenceWorker
 from kettle.transcribe.errors import KettleError
 from kettle.transcribe.model.costs import CostProfile
-from kettle.transcribe.types import DecodeKind, Decoder, DecodeRequest, DecodeResult
+from kettle.transcribe.types import DecodeKind, Decoder, DecodeRequest, DecodeResult, Purpose
 
 logger = logging.getLogger(__name__)
 
@@ -85,32 +88,22 @@ class Engine:
         self._observer = observer
         self._clock: Clock = clock or MonotonicClock()
         self._scheduler = Scheduler(self.config.scheduler)
+        self._ledger = Ledger(self._scheduler)
         self._worker = InferenceWorker(self._clock, self.config.retry)
-        self._records: dict[str, StreamRecord] = {}  # stream id -> its record, while open
-        self._offline: set[OfflineCall] = set()
-        self._load = LoadControl(self.config, self._scheduler, self._clock, observer, self._records)
-        tags: dict[int, Tag] = {}  # ticket seq -> tag, for tickets queued or running
+        self._load = LoadControl(self.config, self._scheduler, self._clock, observer)
         self._router = Router(
+            self._ledger,
             self._scheduler,
             self._clock,
             self._load,
-            self._records,
-            tags,
             decoder=decoder,
             kick=self._kick,
             drained=self._drained_now,
         )
         self._outcomes = Outcomes(
-            self._scheduler,
-            self._clock,
-            self.config.retry,
-            self._records,
-            self._offline,
-            tags,
-            submit=self._router.submit,
-            changed=self._router.stream_changed,
-            release=self._router.release,
+            self._ledger, self._clock, self.config.retry, self._router, self._load
         )
+        self._uploads = Uploads(self._ledger, self._clock, self._kick)
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._closing = False
@@ -139,19 +132,16 @@ class Engine:
         """Stop open streams (their finals still go out, within close_timeout_s), then end."""
         if self._task is None:
             return
-        for record in list(self._records.values()):
-            record.stream.stop("shutdown")
+        for stream in self._router.streams:
+            stream.stop("shutdown")
         deadline = self._clock.now() + self.config.close_timeout_s
-        while self._records and self._clock.now() < deadline and not self._task.done():
+        while len(self._router) and self._clock.now() < deadline and not self._task.done():
             # Woken by _drained_now when a stream finishes; the deadline bounds it.
             self._drained = asyncio.Event()
             await self._clock.wait(self._drained, deadline)
-        for record in list(self._records.values()):
-            record.stream.abort()
-        for call in list(self._offline):
-            if not call.future.done():
-                call.future.set_exception(KettleError("the engine shut down"))
-        self._offline.clear()
+        for stream in self._router.streams:
+            stream.abort()
+        self._uploads.close()
         self._closing = True
         assert self._wake is not None
         self._wake.set()
@@ -187,8 +177,8 @@ class Engine:
         session = Session(config, session_id=stream_id)
         session.interval_hint_s = self._load.cadence_s
         stream = Stream(self, stream_id, session, self.config.event_queue_size, self.speakers)
-        self._records[stream_id] = StreamRecord(stream)
-        self._load.update_cadence()
+        self._router.open(stream)
+        self._load.update_cadence(self._router.streams)
         return stream
 
     async def decode_offline(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
@@ -202,20 +192,7 @@ class Engine:
         """
         if self._task is None or self._closing:
             raise KettleError("the engine is not running")
-        if not requests:
-            return []
-        loop = asyncio.get_running_loop()
-        call = OfflineCall([None] * len(requests), loop.create_future(), len(requests))
-        self._offline.add(call)
-        now = self._clock.now()
-        for i, request in enumerate(requests):
-            self._router.submit(request, now, call, Priority.OFFLINE, Tag(index=i))
-        self._kick()
-        try:
-            return await call.future
-        finally:
-            self._offline.discard(call)
-            self._router.forget(self._scheduler.cancel(call))
+        return await self._uploads.decode(requests)
 
     @property
     def overloaded(self) -> bool:
@@ -251,7 +228,7 @@ class Engine:
 
     @property
     def streams_open(self) -> int:
-        return len(self._records)
+        return len(self._router)
 
     @property
     def decoder(self) -> Decoder:
@@ -275,11 +252,11 @@ class Engine:
         return self._load.degrader  # tests drive the level directly
 
     def _level_changed(self) -> None:
-        self._load.level_changed()
+        self._load.level_changed(self._router.streams)
 
     # --- StreamHost ----------------------------------------------------------------------
     def stream_changed(self, stream: Stream) -> None:
-        """Move a session's new requests to the scheduler and its events to the stream."""
+        """Move a session's new requests to the ledger and its events to the stream."""
         self._router.stream_changed(stream)
 
     def stream_aborted(self, stream: Stream) -> None:
@@ -303,15 +280,16 @@ class Engine:
                 deadline: float | None = hold
             else:
                 try:
-                    pausing, headroom = self._live_pausing(now), self._final_headroom(now)
-                    batch = self._scheduler.next_batch(
+                    pausing = self._router.live_pausing(now)
+                    headroom = self._router.final_headroom(now)
+                    batch = self._ledger.schedule(
                         now,
-                        sources=len(self._records),
+                        sources=len(self._router),
                         live_pausing=pausing,
                         final_headroom_s=headroom,
                     )
-                    self._outcomes.route_dropped()
-                    if batch:
+                    self._outcomes.route_dropped(batch.dropped)
+                    if batch.entries:
                         await self._run_batch(batch)
                         await self._release_memory(idle=False)
                         continue
@@ -324,30 +302,9 @@ class Engine:
                 deadline = self._scheduler.next_deadline(
                     now, live_pausing=pausing, final_headroom_s=headroom
                 )
-                deadline = self._load.check_pressure(now, deadline)
+                deadline = self._load.check_pressure(now, deadline, self._router.streams)
             self._wake.clear()
             await self._clock.wait(self._wake, deadline)
-
-    def _live_pausing(self, now: float) -> bool:
-        """Whether a live stream (not ahead of real time) is in a pause, its final near."""
-        return any(
-            record.stream.session.pausing and not self._scheduler.ahead(stream_id, now)
-            for stream_id, record in self._records.items()
-        )
-
-    def _final_headroom(self, now: float) -> float:
-        """Seconds before a live stream's final can come due (math.inf: none is inside an
-        utterance): a refinement that starts must finish by then, since a decode cannot be
-        preempted."""
-        return min(
-            (
-                headroom
-                for stream_id, record in self._records.items()
-                if (headroom := record.stream.session.final_headroom_s) is not None
-                and not self._scheduler.ahead(stream_id, now)
-            ),
-            default=math.inf,
-        )
 
     async def _release_memory(self, *, idle: bool) -> bool:
         """Return free native memory to the OS if due (native_memory.py); True if it ran."""
@@ -357,28 +314,37 @@ class Engine:
         await self._worker.call(functools.partial(self._trim.run, now))
         return True
 
-    async def _run_batch(self, batch: list[Ticket]) -> None:
+    def _decoder_for(self, request: DecodeRequest) -> Decoder:
+        if request.purpose is Purpose.REFINEMENT:
+            return self.refine_decoder
+        return self.final_decoder if request.kind is DecodeKind.FINAL else self._decoder
+
+    async def _run_batch(self, batch: Batch) -> None:
         started = self._clock.now()
-        waits = [started - t.submitted for t in batch]
-        final = batch[0].kind is DecodeKind.FINAL
-        refine = batch[0].priority is Priority.REFINE
-        decoder = self.refine_decoder if refine else self.final_decoder if final else self._decoder
-        outcome = await self._worker.run(decoder, [t.request for t in batch])
+        tickets = [entry.ticket for entry in batch.entries]
+        waits = [started - t.submitted for t in tickets]
+        first = tickets[0].request  # a batch holds one kind and one class
+        requests = [t.request for t in tickets]
+        outcome = await self._worker.run(self._decoder_for(first), requests)
         if self._trim is not None:
             self._trim.note_work(started)
         if outcome.results is not None:
-            self._scheduler.observe_batch(batch, outcome.decode_s, self._clock.now())
-            self._load.observe_batch(batch, waits, outcome.decode_s, started)
+            self._scheduler.observe_batch(tickets, outcome.decode_s, self._clock.now())
+            streams = self._router.streams
+            self._load.observe_batch(tickets, waits, outcome.decode_s, started, streams)
             hits = sum(1 for r in outcome.results if r.encoder_cache_hit)
-            finals = len(batch) if final and not refine else 0
-            report = BatchReport(len(batch), finals, tuple(waits), outcome.decode_s, hits)
+            final = first.kind is DecodeKind.FINAL and first.purpose is not Purpose.REFINEMENT
+            report = BatchReport(
+                len(tickets), len(tickets) if final else 0, tuple(waits), outcome.decode_s, hits
+            )
             self._notify(lambda o: o.on_batch(report))
-            self._outcomes.decoded(batch, outcome.results)
+            output = BatchOutput(batch.entries, tuple(outcome.results))
+            self._outcomes.update_from_output(output)
             return
         error = outcome.error or "decode failed"
-        logger.warning("decode batch of %d failed: %s", len(batch), error)
-        self._notify(lambda o: o.on_batch_failed(len(batch), error))
-        self._outcomes.failed(batch, error)
+        logger.warning("decode batch of %d failed: %s", len(tickets), error)
+        self._notify(lambda o: o.on_batch_failed(len(tickets), error))
+        self._outcomes.update_from_output(BatchOutput(batch.entries, None, error))
 
     def _notify(self, call: Callable[[EngineObserver], None]) -> None:
         notify((self.stats, self._observer), call)

@@ -1,5 +1,9 @@
 """Outcomes: each request's result or failure routed to its stream or offline call; retries.
 
+The outcome path of the request ledger (``ledger.py``): it consumes a ``BatchOutput`` record
+(``update_from_output``) and the requests a ``Batch`` dropped (``route_dropped``), and
+reports each request's next state to the ledger.
+
 Each temperature-fallback round of a live final is a request of its own
 (``DecodeRequest.fallback_round``): a final that needs a retry goes back in the queue and the
 rest of its batch is delivered at once.
@@ -13,112 +17,79 @@ result with ``error`` set).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 import logging
-from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from kettle.streaming.engine.clock import Clock
-from kettle.streaming.engine.records import StreamRecord
-from kettle.streaming.engine.scheduling.scheduler import Priority, Scheduler, Ticket
+from kettle.streaming.engine.ledger import BatchOutput, Drop, Entry, Ledger, OfflineCall
+from kettle.streaming.engine.load import LoadControl
 from kettle.streaming.engine.stream import Stream
 from kettle.streaming.engine.worker import RetryPolicy
 from kettle.transcribe.errors import KettleError
-from kettle.transcribe.types import DecodeKind, DecodeRequest, DecodeResult
+from kettle.transcribe.model.decoding import pick_after_fallback
+from kettle.transcribe.types import DecodeRequest, DecodeResult, Purpose
 
 logger = logging.getLogger(__name__)
 
-
-@dataclass(eq=False)
-class OfflineCall:
-    """One decode_offline call: its results by position, filled as batches finish."""
-
-    results: list[DecodeResult | None]
-    future: asyncio.Future[list[DecodeResult]]
-    remaining: int
-
-    def settle(self, index: int, result: DecodeResult) -> None:
-        if self.results[index] is not None or self.future.done():
-            return
-        self.results[index] = result
-        self.remaining -= 1
-        if self.remaining == 0:
-            self.future.set_result([r for r in self.results if r is not None])
+# A failed partial is asked for again later, and a failed refinement is skipped.
+QUIET = frozenset({Purpose.PARTIAL, Purpose.REFINEMENT})
 
 
-@dataclass(frozen=True)
-class Tag:
-    """What travels with a request through retries and fallback rounds."""
+class OpenStreams(Protocol):
+    """What the outcome path asks of the open streams (routing.Router)."""
 
-    index: int = 0  # position in an offline call
-    attempt: int = 0  # retries so far
-    rounds: tuple[DecodeResult, ...] = ()  # earlier fallback rounds' results
+    def is_open(self, stream: Stream) -> bool: ...
 
+    def stream_changed(self, stream: Stream) -> None: ...
 
-class Submit(Protocol):
-    """The engine's way in to the scheduler (it adjusts live requests to the load)."""
-
-    def __call__(
-        self,
-        request: DecodeRequest,
-        now: float,
-        owner: Hashable,
-        priority: Priority | None = None,
-        tag: Tag | None = None,
-    ) -> None: ...
+    def release(self, stream: Stream) -> None: ...
 
 
 class Outcomes:
-    """Routes results and failures; reads and updates the tags that routing.py sets."""
+    """Routes results, failures and drops; the ledger records each request's next state."""
 
     def __init__(
         self,
-        scheduler: Scheduler,
+        ledger: Ledger,
         clock: Clock,
         retry: RetryPolicy,
-        records: dict[str, StreamRecord],
-        offline: set[OfflineCall],
-        tags: dict[int, Tag],
-        *,
-        submit: Submit,
-        changed: Callable[[Stream], None],
-        release: Callable[[Stream], None],
+        streams: OpenStreams,
+        load: LoadControl,
     ) -> None:
-        self._scheduler = scheduler
+        self._ledger = ledger
         self._clock = clock
         self._retry = retry
-        self._records = records  # the engine's own dict and set, shared
-        self._offline = offline
-        self._submit = submit
-        self._changed = changed
-        self._release = release
-        self._tags = tags  # ticket seq -> tag, for tickets queued or running
+        self._streams = streams
+        self._load = load  # adjusts a live final's next round; the one overloaded notice
 
-    def route_dropped(self) -> None:
+    def route_dropped(self, dropped: Sequence[Drop]) -> None:
         """Tell the sessions which of their requests the scheduler dropped."""
-        for dropped in self._scheduler.take_dropped():
-            self._tags.pop(dropped.ticket.seq, None)
-            record = self._records.get(str(dropped.ticket.owner))
-            if record is None:
+        for drop in dropped:
+            stream = drop.entry.owner
+            if not isinstance(stream, Stream) or not self._streams.is_open(stream):
                 continue
+            request_id = drop.entry.request.request_id
+            overloaded = drop.reason == "overload"
             try:
-                record.stream.session.on_dropped(
-                    dropped.ticket.request.request_id, overloaded=dropped.reason == "overload"
-                )
-                self._changed(record.stream)
+                if overloaded and stream.session.in_flight == request_id:
+                    self._load.partial_skipped(stream)  # before its session's own events
+                stream.session.on_dropped(request_id, overloaded=overloaded)
+                self._streams.stream_changed(stream)
             except Exception as exc:
-                self.fail_stream(record.stream, exc)
+                self.fail_stream(stream, exc)
 
-    def decoded(self, batch: Sequence[Ticket], results: Sequence[DecodeResult]) -> None:
-        for ticket, result in zip(batch, results, strict=True):
-            self._guarded(ticket, functools.partial(self._on_result, ticket, result))
-
-    def failed(self, batch: Sequence[Ticket], error: str) -> None:
-        for ticket in batch:
-            self._guarded(ticket, functools.partial(self._on_failure, ticket, error))
+    def update_from_output(self, output: BatchOutput) -> None:
+        """Route each request's result, or the batch's failure, in batch order."""
+        if output.results is None:
+            error = output.error or "decode failed"
+            for entry in output.entries:
+                self._guarded(entry, functools.partial(self._on_failure, entry, error))
+            return
+        for entry, result in zip(output.entries, output.results, strict=True):
+            self._guarded(entry, functools.partial(self._on_result, entry, result))
 
     def fail_stream(self, stream: Stream, exc: Exception) -> None:
         """End one stream after an internal error: a fatal Error, then Done; others go on."""
@@ -126,100 +97,73 @@ class Outcomes:
             logger.error("stream %s failed", stream.stream_id, exc_info=exc)
             stream.fail(f"internal error: {type(exc).__name__}")
         finally:
-            self._release(stream)
+            self._streams.release(stream)
 
-    def _on_result(self, ticket: Ticket, result: DecodeResult) -> None:
-        tag = self._tags.pop(ticket.seq, Tag())
+    def _on_result(self, entry: Entry, result: DecodeResult) -> None:
+        if self._ledger.state(entry) is None:
+            return  # its owner went away meanwhile
         if result.error is not None:
-            self._tags[ticket.seq] = tag
-            self._on_failure(ticket, result.error)
+            self._on_failure(entry, result.error)
             return
-        if result.next_round is not None and ticket.priority is not Priority.REFINE:
+        if result.next_round is not None and entry.purpose is not Purpose.REFINEMENT:
             # This temperature failed the checks: the next round is a request of its own.
             # (A refinement runs one round: one that fails it revises nothing.)
-            retry = dataclasses.replace(ticket.request, fallback_round=result.next_round)
-            again = dataclasses.replace(tag, rounds=(*tag.rounds, result))
-            self._submit(retry, self._clock.now(), ticket.owner, ticket.priority, again)
+            request = dataclasses.replace(entry.request, fallback_round=result.next_round)
+            if isinstance(entry.owner, Stream):
+                request = self._load.adjust(request)
+            self._ledger.next_round(entry, request, result, self._clock.now())
             return
-        if tag.rounds:
-            result = pick_after_fallback((*tag.rounds, result))
-        self._complete(ticket, tag, result)
+        self._ledger.complete(entry)
+        result = settle_rounds((*entry.rounds, result))
+        if isinstance(entry.owner, OfflineCall):
+            entry.owner.settle(entry.index, result)
+            return
+        entry.owner.session.on_result(result)
+        self._streams.stream_changed(entry.owner)
 
-    def _on_failure(self, ticket: Ticket, error: str) -> None:
-        tag = self._tags.pop(ticket.seq, Tag())
-        if not self._owner_alive(ticket.owner):
+    def _on_failure(self, entry: Entry, error: str) -> None:
+        if self._ledger.state(entry) is None:
+            return  # its owner went away meanwhile
+        owner = entry.owner
+        if isinstance(owner, Stream) and entry.purpose in QUIET:
+            self._ledger.drop(entry)
+            owner.session.on_dropped(entry.request.request_id)
+            self._streams.stream_changed(owner)
             return
-        quiet = ticket.kind is DecodeKind.PARTIAL or ticket.priority is Priority.REFINE
-        if quiet and not isinstance(ticket.owner, OfflineCall):
-            # The session asks for a partial again later; a refinement is skipped.
-            stream = self._records[str(ticket.owner)].stream
-            stream.session.on_dropped(ticket.request.request_id)
-            self._changed(stream)
+        if entry.attempt < self._retry.retries:
+            self._ledger.retry(entry, self._clock.now())
             return
-        if tag.attempt < self._retry.retries:
-            # Alone, so a request that breaks the model cannot fail the others again.
-            again = dataclasses.replace(tag, attempt=tag.attempt + 1)
-            self._submit_solo(ticket, again)
-            return
-        logger.error("request %r failed for good: %s", ticket.request.request_id, error)
-        if isinstance(ticket.owner, OfflineCall):
-            ticket.owner.settle(tag.index, error_result(ticket.request, error))
-            return
-        stream = self._records[str(ticket.owner)].stream
-        stream.session.on_failed(ticket.request.request_id, error)
-        self._changed(stream)
-
-    def _submit_solo(self, ticket: Ticket, tag: Tag) -> None:
-        retry = self._scheduler.submit(
-            ticket.request,
-            self._clock.now(),
-            owner=ticket.owner,
-            priority=ticket.priority,
-            solo=True,
-        )
-        self._tags[retry.seq] = tag
-
-    def _complete(self, ticket: Ticket, tag: Tag, result: DecodeResult) -> None:
-        owner = ticket.owner
+        logger.error("request %r failed for good: %s", entry.request.request_id, error)
+        self._ledger.fail(entry)
         if isinstance(owner, OfflineCall):
-            owner.settle(tag.index, result)
+            owner.settle(entry.index, error_result(entry.request, error))
             return
-        record = self._records.get(str(owner))
-        if record is None:
-            return  # aborted meanwhile
-        record.stream.session.on_result(result)
-        self._changed(record.stream)
+        owner.session.on_failed(entry.request.request_id, error)
+        self._streams.stream_changed(owner)
 
-    def _owner_alive(self, owner: Hashable) -> bool:
-        if isinstance(owner, OfflineCall):
-            return owner in self._offline
-        return str(owner) in self._records
-
-    def _guarded(self, ticket: Ticket, action: Callable[[], None]) -> None:
+    def _guarded(self, entry: Entry, action: Callable[[], None]) -> None:
         """Run one request's handling; a bug there ends only that request's stream (or
         offline call), and the rest of the batch is still handled."""
         try:
             action()
         except Exception as exc:
-            owner = ticket.owner
+            owner = entry.owner
             if isinstance(owner, OfflineCall):
                 logger.exception("offline request failed")
                 if not owner.future.done():
                     owner.future.set_exception(KettleError(f"internal error: {exc}"))
                 return
-            record = self._records.get(str(owner))
-            if record is not None:
-                self.fail_stream(record.stream, exc)
+            if self._streams.is_open(owner):
+                self.fail_stream(owner, exc)
 
 
-def pick_after_fallback(rounds: Sequence[DecodeResult]) -> DecodeResult:
-    """Whisper's rule when every temperature failed: the most likely attempt that is not too
-    repetitive; if the last round passed, it is the one."""
+def settle_rounds(rounds: Sequence[DecodeResult]) -> DecodeResult:
+    """A final's result from its fallback rounds: the last if it passed the checks, else
+    Whisper's pick among them (``decoding.pick_after_fallback``)."""
     last = rounds[-1]
     if last.fallback is None:
         return last
-    candidates = [r for r in rounds if r.fallback != "repetitive"] or list(rounds)
-    return max(candidates, key=lambda r: r.avg_logprob)
+    return pick_after_fallback(rounds, lambda r: r.fallback == "repetitive")
 
 
 def error_result(request: DecodeRequest, error: str) -> DecodeResult:

@@ -1,4 +1,4 @@
-"""What the engine keeps per open stream, in one record."""
+"""What the router keeps per open stream, in one record."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from kettle.streaming.engine.stream import Stream
 
 @dataclass(eq=False)
 class StreamRecord:
-    """One open stream and the engine's bookkeeping for it; dropped with the stream."""
+    """One open stream and the router's bookkeeping for it; dropped with the stream."""
 
     stream: Stream
     key: Hashable | None = None  # stream key of its latest request (its utterance)
     fed: int = 0  # samples its pace was told of
-    noticed: float | None = None  # when it last got a load notice

@@ -9,8 +9,9 @@ low), in which case the window yields no text.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol, TypeVar
 
 import numpy as np
 from kettle.transcribe.model import nonspeech, repeats
@@ -86,10 +87,21 @@ def needs_fallback(hyp: Hypothesis, th: Thresholds) -> bool:
     return th.log_prob is not None and hyp.avg_logprob < th.log_prob
 
 
-def pick_after_fallback(attempts: Sequence[Hypothesis], th: Thresholds) -> Hypothesis:
+class Scored(Protocol):
+    """A decode attempt as far as choosing among fallback rounds goes (a Hypothesis here, a
+    DecodeResult in the streaming engine, which runs each round as a request of its own)."""
+
+    @property
+    def avg_logprob(self) -> float: ...
+
+
+S = TypeVar("S", bound=Scored)
+
+
+def pick_after_fallback(attempts: Sequence[S], repetitive: Callable[[S], bool]) -> S:
     """When every temperature failed: the most likely attempt that is not too repetitive."""
-    candidates = [h for h in attempts if not too_repetitive(h, th)] or list(attempts)
-    return max(candidates, key=lambda h: h.avg_logprob)
+    candidates = [a for a in attempts if not repetitive(a)] or list(attempts)
+    return max(candidates, key=lambda a: a.avg_logprob)
 
 
 def rms(audio: np.ndarray) -> float:

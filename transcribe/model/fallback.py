@@ -87,7 +87,9 @@ class FallbackPolicy:
                     job.chosen = hyp  # the caller asks for the next round itself
                     job.next_round = None if last else round_no + 1
                 elif last:
-                    job.chosen = decoding.pick_after_fallback(job.attempts, th)
+                    job.chosen = decoding.pick_after_fallback(
+                        job.attempts, lambda h: decoding.too_repetitive(h, th)
+                    )
                 else:
                     retry.append(job)
             if retry:

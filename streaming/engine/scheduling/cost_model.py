@@ -62,6 +62,15 @@ class CostModel:
         )
         return raw * self._factor.get(kind, 1.0)
 
+    def charge(self, request: DecodeRequest) -> float:
+        """What serving a request costs its owner's fair share: predicted decode seconds
+        where the model's costs were measured, else one unit per request (round robin)."""
+        if request.kind in self.profiles:
+            predicted = self.predict([request])
+            if predicted is not None:
+                return predicted
+        return 1.0
+
     def predict_uniform(self, kind: DecodeKind, n: int, like: DecodeRequest) -> float | None:
         """Seconds for a batch of ``n`` requests like ``like``."""
         return self.predict([like] * n) if n else 0.0

@@ -57,69 +57,47 @@ model, partials are greedy.
 
 An owner's queued request may be ``withdraw``n (its session found something more urgent) or
 ``promote``d (a speculative final whose utterance just ended is now the real final).
+
+``schedule`` is the engine's call: a ``SchedulerOutput`` record with the batch to run and the
+requests let go since the last call (replaced, expired), the way vLLM's scheduler reports
+finished requests in its output.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import enum
-import itertools
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from kettle.streaming.engine.scheduling.ahead_share import AheadShare
+from kettle.streaming.engine.scheduling.ahead import AHEAD_STARVE_S, AheadOfRealTime
 from kettle.streaming.engine.scheduling.batch_size import BatchSizer
 from kettle.streaming.engine.scheduling.config import SchedulerConfig
 from kettle.streaming.engine.scheduling.cost_model import CostModel
 from kettle.streaming.engine.scheduling.fairness import FairShare
-from kettle.streaming.engine.scheduling.pace import PaceMeter
+from kettle.streaming.engine.scheduling.queues import Dropped, Priority, Queues, Ticket
 from kettle.transcribe.types import DecodeKind, DecodeRequest
+
+__all__ = [
+    "AHEAD_STARVE_S",
+    "Dropped",
+    "Priority",
+    "Scheduler",
+    "SchedulerConfig",
+    "SchedulerOutput",
+    "Ticket",
+]
 
 OVERLOAD_WINDOW_S = 5.0
 PAUSE_RECHECK_S = 0.05  # work held for a live stream's pause looks again this often
-# With many live streams one is nearly always pausing: past this long without a decode,
-# work of streams ahead of real time goes despite a pause, so it is never starved.
-AHEAD_STARVE_S = 2.0
-
-
-class Priority(enum.IntEnum):
-    """Scheduling classes, most urgent first."""
-
-    FINAL = 0
-    PARTIAL = 1
-    SPECULATIVE = 2
-    REFINE = 3
-    OFFLINE = 4
-
-    @classmethod
-    def of(cls, request: DecodeRequest) -> Priority:
-        """The class of a live stream's request."""
-        if request.refinement:
-            return cls.REFINE
-        if request.kind is DecodeKind.PARTIAL:
-            return cls.PARTIAL
-        return cls.SPECULATIVE if request.speculative else cls.FINAL
 
 
 @dataclass(frozen=True)
-class Ticket:
-    request: DecodeRequest
-    owner: Hashable
-    submitted: float
-    seq: int
-    priority: Priority = Priority.FINAL
-    solo: bool = False  # runs in a batch of its own (a retry after a failed batch)
+class SchedulerOutput:
+    """One ``schedule`` call's record: the batch to run now (empty: none is due) and the
+    requests let go since the previous call, which will have no result."""
 
-    @property
-    def kind(self) -> DecodeKind:
-        return self.request.kind
-
-
-@dataclass(frozen=True)
-class Dropped:
-    ticket: Ticket
-    reason: str  # "replaced", "overload" or "stale" (a refinement that waited too long)
+    batch: tuple[Ticket, ...]
+    dropped: tuple[Dropped, ...]
 
 
 class Scheduler:
@@ -128,38 +106,27 @@ class Scheduler:
     ) -> None:
         self.config = config or SchedulerConfig()
         self.costs = cost_model or CostModel()
-        self._queues: dict[Priority, list[Ticket]] = {p: [] for p in Priority}
-        self._dropped: list[Dropped] = []
-        self._seq = itertools.count()
+        self._queues = Queues()
+        self._dropped: list[Dropped] = []  # let go since the last schedule()
         self._last_overload: float | None = None
         self.sizer = BatchSizer(self.config, self.costs)
         self.fair = FairShare()
-        self._pace: dict[Hashable, PaceMeter] = {}
-        self.ahead_share = AheadShare()
-        self._ahead_served: float | None = None  # when a stream ahead last got a batch
+        self._ahead = AheadOfRealTime()
         self.skipped_total = 0
         self.refinements_skipped = 0
 
     # --- queries -------------------------------------------------------------------------
     def __len__(self) -> int:
-        return sum(len(q) for q in self._queues.values())
+        return len(self._queues)
 
     def queued(self, priority: Priority) -> int:
         return len(self._queues[priority])
 
     @property
-    def queued_finals(self) -> int:
-        return len(self._queues[Priority.FINAL])
-
-    @property
-    def queued_partials(self) -> int:
-        return len(self._queues[Priority.PARTIAL])
-
-    @property
     def live_queued(self) -> int:
         """Queued requests of live streams that a user waits on (not refinements, not
         offline work)."""
-        return len(self) - len(self._queues[Priority.OFFLINE]) - len(self._queues[Priority.REFINE])
+        return len(self) - self.queued(Priority.OFFLINE) - self.queued(Priority.REFINE)
 
     def oldest(self, priority: Priority, now: float | None = None) -> float | None:
         """When the oldest queued request of a class was submitted (None: none queued).
@@ -186,15 +153,11 @@ class Scheduler:
         self.costs.observe(requests, seconds)
         ahead = sum(1 for t in batch if self.ahead(t.owner, now))
         if ahead:
-            self.ahead_share.used(seconds * ahead / len(batch), now)
+            self._ahead.used(seconds * ahead / len(batch), now)
 
     def batch_limit(self, kind: DecodeKind, queue: Sequence[Ticket] = ()) -> int:
         """How many of ``queue`` (in serving order) the next batch of this kind takes at most."""
         return self.sizer.limit(kind, [t.request for t in queue])
-
-    def take_dropped(self) -> list[Dropped]:
-        out, self._dropped = self._dropped, []
-        return out
 
     # --- input ---------------------------------------------------------------------------
     def submit(
@@ -207,83 +170,64 @@ class Scheduler:
         solo: bool = False,
     ) -> Ticket:
         """Queue a request. ``owner`` (a stream) scopes replacement; default: no replacement.
-        ``priority`` defaults to the class of a live stream's request (``Priority.of``);
+        ``priority`` defaults to the class of the request's purpose (``Priority.of``);
         ``solo`` makes it a batch of its own."""
         prio = Priority.of(request) if priority is None else priority
-        ticket = Ticket(request, owner, now, next(self._seq), prio, solo)
-        queue = self._queues[prio]
-        if prio is Priority.PARTIAL and owner is not None:
-            for i, old in enumerate(queue):
-                if old.owner == owner:
-                    self._dropped.append(Dropped(old, "replaced"))
-                    del queue[i]
-                    break
-        queue.append(ticket)
+        ticket, replaced = self._queues.add(request, now, owner, prio, solo)
+        if replaced is not None:
+            self._dropped.append(Dropped(replaced, "replaced"))
         return ticket
 
     def cancel(self, owner: Hashable) -> list[Ticket]:
         """Remove every queued request of an owner (it went away); returns them."""
-        gone: list[Ticket] = []
-        for prio, queue in self._queues.items():
-            gone += [t for t in queue if t.owner == owner]
-            self._queues[prio] = [t for t in queue if t.owner != owner]
+        gone = self._queues.cancel(owner)
         self.forget(owner)
         return gone
 
     def forget(self, owner: Hashable) -> None:
         """The owner is gone: drop its fair-share account and pace (``cancel`` does both)."""
         self.fair.forget(owner)
-        self._pace.pop(owner, None)
+        self._ahead.forget(owner)
 
     def observe_audio(self, owner: Hashable, audio_s: float, now: float) -> None:
         """A live owner's client sent ``audio_s`` seconds of audio (its pace, ``pace.py``)."""
-        meter = self._pace.get(owner)
-        if meter is None:
-            meter = self._pace[owner] = PaceMeter(now)
-        meter.feed(audio_s, now)
+        self._ahead.observe_audio(owner, audio_s, now)
 
     def ahead(self, owner: Hashable, now: float) -> bool:
         """Whether an owner's client runs ahead of real time (its requests yield)."""
-        meter = self._pace.get(owner)
-        return meter is not None and meter.ahead(now)
+        return self._ahead.ahead(owner, now)
 
     def holding_ahead(self, now: float) -> bool:
         """Whether requests of owners ahead of real time wait for their share of the model
         (``ahead_share.py``): it is used up, and a live stream is open to protect."""
-        if self.ahead_share.open(now):
-            return False
-        return any(not meter.ahead(now) for meter in self._pace.values())
+        return self._ahead.holding(now)
 
     def withdraw(self, owner: Hashable, request_id: Hashable) -> Ticket | None:
         """Take back one queued request (not yet in a batch); None if it is not queued."""
-        for queue in self._queues.values():
-            for i, t in enumerate(queue):
-                if t.owner == owner and t.request.request_id == request_id:
-                    del queue[i]
-                    return t
-        return None
+        return self._queues.withdraw(owner, request_id)
 
-    def promote(self, owner: Hashable, request_id: Hashable, priority: Priority) -> bool:
+    def promote(self, owner: Hashable, request_id: Hashable, priority: Priority) -> Ticket | None:
         """Move a queued request of a less urgent class to ``priority`` (keeping its submit
-        time); False if there is no such request."""
-        found = [
-            t
-            for p, queue in self._queues.items()
-            if p > priority
-            for t in queue
-            if t.owner == owner and t.request.request_id == request_id
-        ]
-        if not found:
-            return False
-        ticket = found[0]
-        self._queues[ticket.priority].remove(ticket)
-        moved = dataclasses.replace(ticket, priority=priority)
-        queue = self._queues[priority]
-        queue.append(moved)
-        queue.sort(key=lambda t: t.seq)
-        return True
+        time); returns the moved ticket, None if there is no such request."""
+        return self._queues.promote(owner, request_id, priority)
 
     # --- policy --------------------------------------------------------------------------
+    def schedule(
+        self,
+        now: float,
+        *,
+        sources: int | None = None,
+        live_pausing: bool = False,
+        final_headroom_s: float = math.inf,
+    ) -> SchedulerOutput:
+        """The batch to run now (``next_batch``, which takes the same arguments) and what
+        was let go since the last call."""
+        batch = self.next_batch(
+            now, sources=sources, live_pausing=live_pausing, final_headroom_s=final_headroom_s
+        )
+        dropped, self._dropped = self._dropped, []
+        return SchedulerOutput(tuple(batch or ()), tuple(dropped))
+
     def next_batch(
         self,
         now: float,
@@ -295,17 +239,11 @@ class Scheduler:
         """The batch to run now, or None if nothing is due yet (see next_deadline).
 
         ``sources``: how many owners could submit live requests at all (the open streams,
-        each with at most one request pending). When all of them are queued already, waiting
-        longer cannot grow the batch, so it goes at once.
-
-        ``live_pausing``: a live stream's utterance is pausing, so its final may be asked for
-        any moment: requests of streams ahead of real time do not start then (a decode
-        cannot be preempted, and the final would wait for theirs), unless they have waited
-        ``AHEAD_STARVE_S``.
-
+        each with at most one request pending): with all of them queued, waiting cannot
+        grow the batch, so it goes at once. ``live_pausing``: a live stream's utterance is
+        pausing, its final may be asked for any moment (``ahead.py``, ``_refinable``).
         ``final_headroom_s``: seconds before the first final of a live stream inside an
-        utterance can be due (math.inf: none speaks); a refinement runs then only if it is
-        predicted to finish in time, or has waited ``refine_urgent_s``.
+        utterance can be due (math.inf: none speaks; ``_refinable``).
         """
         self._expire(now)
         clock = now
@@ -380,30 +318,19 @@ class Scheduler:
         return sorted(tickets, key=lambda t: (self.fair.tag(t.owner), t.seq))
 
     def charge_of(self, request: DecodeRequest) -> float:
-        """What serving a request costs its owner's fair share: predicted decode seconds
-        where the model's costs were measured, else one unit per request (round robin)."""
-        if request.kind in self.costs.profiles:
-            predicted = self.costs.predict([request])
-            if predicted is not None:
-                return predicted
-        return 1.0
+        """What serving a request costs its owner's fair share (``CostModel.charge``)."""
+        return self.costs.charge(request)
 
     def _due(self, queue: list[Ticket], now: float, budget: float, kind: DecodeKind) -> bool:
         return len(queue) >= self.batch_limit(kind, queue) or now - queue[0].submitted >= budget
 
     def _held_for_pause(self, now: float, live_pausing: bool) -> bool:
-        """Whether a live stream's pause holds back work of streams ahead of real time: yes,
-        unless their oldest request has waited ``AHEAD_STARVE_S``, and as long since their
-        last batch."""
+        """Whether a live stream's pause holds back work of streams ahead of real time
+        (``ahead.py``)."""
         if not live_pausing:
             return False
         waiting = [t.submitted for p in Priority for t in self._ahead_requests(p, now)]
-        if not waiting:
-            return True
-        since = min(waiting)
-        if self._ahead_served is not None:
-            since = max(since, self._ahead_served)
-        return now - since < AHEAD_STARVE_S
+        return self._ahead.held_for_pause(now, live_pausing, waiting)
 
     def _take(self, priority: Priority, eligible: list[Ticket], now: float) -> list[Ticket]:
         """Pop the next batch of a class from its (non-empty) eligible requests: in order
@@ -419,12 +346,10 @@ class Scheduler:
             batch.append(ticket)
             if ticket.solo:
                 break
-        taken = {t.seq for t in batch}
-        queue = self._queues[priority]
-        queue[:] = [t for t in queue if t.seq not in taken]
+        self._queues.remove(priority, batch)
         self.fair.charge((t.owner, self.charge_of(t.request)) for t in batch)
         if any(self.ahead(t.owner, now) for t in batch):
-            self._ahead_served = now
+            self._ahead.served(now)
         return batch
 
     def next_deadline(
@@ -456,25 +381,21 @@ class Scheduler:
             elif any(self._ahead_requests(p, now) for p in Priority):
                 # Held: for their share until it opens; for a pause until it ends or becomes
                 # an endpoint (no request may come of it, so look again soon).
-                opens = self.ahead_share.opens_at(now)
+                opens = self._ahead.opens_at(now)
                 times.append(max(opens, now + PAUSE_RECHECK_S) if live_pausing else opens)
         return min(times) if times else None
 
     def _expire(self, now: float) -> None:
         wait = self.config.refine_max_wait_s
-        refine = self._queues[Priority.REFINE]
-        for t in [t for t in refine if now - t.submitted >= wait]:
-            refine.remove(t)
-            self._dropped.append(Dropped(t, "stale"))
-            self.refinements_skipped += 1
+        stale = [t for t in self._queues[Priority.REFINE] if now - t.submitted >= wait]
+        self._queues.remove(Priority.REFINE, stale)
+        self._dropped += [Dropped(t, "stale") for t in stale]
+        self.refinements_skipped += len(stale)
         limit = self.config.partial_max_wait_s
-        keep = []
-        for t in self._queues[Priority.PARTIAL]:
-            if now - t.submitted >= limit:
-                self._dropped.append(Dropped(t, "overload"))
-                if not self.ahead(t.owner, now):  # one ahead of real time waits by design
-                    self._last_overload = now
-                self.skipped_total += 1
-            else:
-                keep.append(t)
-        self._queues[Priority.PARTIAL] = keep
+        late = [t for t in self._queues[Priority.PARTIAL] if now - t.submitted >= limit]
+        self._queues.remove(Priority.PARTIAL, late)
+        for t in late:
+            self._dropped.append(Dropped(t, "overload"))
+            if not self.ahead(t.owner, now):  # one ahead of real time waits by design
+                self._last_overload = now
+        self.skipped_total += len(late)

@@ -296,18 +296,17 @@ def test_final_says_why_its_utterance_ended() -> None:
     assert final == Final(final.utterance, final.start, final.end, final.text, (), "en")
 
 
-def test_overloaded_notice_at_most_once_per_five_seconds_and_partials_thin() -> None:
+def test_partials_thin_when_skipped_for_load() -> None:
+    # (The overloaded notice is the engine's: tests/streaming/engine/test_load.py.)
     session = Session(SessionConfig(), session_id="t", classifier=EnergyClassifier())
     voice = synth_voice(20.0)
-    notices = 0
     ends = []
     for i in range(0, len(voice), 320):
         session.feed_audio(voice[i : i + 320])
         for r in session.poll_requests():
             ends.append(i)
             session.on_dropped(r.request_id, overloaded=True)  # every partial skipped
-        notices += sum(1 for e in session.poll_events() if e == Error("overloaded", e.message))
-    assert 3 <= notices <= 4  # ~20 s / 5 s
+        assert not [e for e in session.poll_events() if isinstance(e, Error)]
     gaps = np.diff(ends)
     assert gaps[-1] >= 4 * SR - 320  # the interval stretched to 8 x 0.5 s
 

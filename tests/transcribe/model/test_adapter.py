@@ -111,7 +111,8 @@ def test_fallback_and_silence_rules() -> None:
     assert decoding.suppressed(_hyp("Thank you.", lp=-0.5, ns=0.8), th)
     assert not decoding.suppressed(_hyp("Thank you.", lp=-0.5, ns=0.2), th)
     best = decoding.pick_after_fallback(
-        [_hyp("a", lp=-1.2), _hyp("b", lp=-0.2, cr=9.0), _hyp("c", lp=-1.1)], th
+        [_hyp("a", lp=-1.2), _hyp("b", lp=-0.2, cr=9.0), _hyp("c", lp=-1.1)],
+        lambda h: decoding.too_repetitive(h, th),
     )
     assert best.text == "c"  # the most likely of those that are not too repetitive
     assert decoding.is_negligible(np.zeros(1600, np.float32))

@@ -85,8 +85,9 @@ def test_a_held_partial_that_goes_stale_is_dropped_without_declaring_overload() 
     s.submit(final("flood0"), now=10.0, owner="flooder")
     assert served(s, 10.0, 2.0) == ["flood0"]
     s.submit(partial("flood-p"), now=12.0, owner="flooder")
-    assert s.next_batch(13.0) is None
-    dropped = s.take_dropped()
+    out = s.schedule(13.0)
+    assert out.batch == ()
+    dropped = out.dropped
     assert [d.ticket.request.request_id for d in dropped] == ["flood-p"]
     assert dropped[0].reason == "overload"  # its session stretches its partial interval
     assert not s.overloaded(13.0)  # but readiness and admission see no overload

@@ -8,7 +8,7 @@ from kettle.streaming.engine.scheduling.cost_model import CostModel
 from kettle.streaming.engine.scheduling.scheduler import Priority, Scheduler, SchedulerConfig
 from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.model.costs import CostProfile
-from kettle.transcribe.types import DecodeKind, DecodeRequest
+from kettle.transcribe.types import DecodeKind, DecodeRequest, Purpose
 
 AUDIO = np.zeros(1600, dtype=np.float32)
 
@@ -65,9 +65,9 @@ def test_newer_partial_replaces_the_queued_one() -> None:
     s.submit(req("old"), now=0.0, owner="a")
     s.submit(req("other"), now=0.01, owner="b")
     s.submit(req("new"), now=0.02, owner="a")
-    dropped = s.take_dropped()
-    assert [(d.ticket.request.request_id, d.reason) for d in dropped] == [("old", "replaced")]
-    assert ids(s.next_batch(0.5)) == ["other", "new"]
+    out = s.schedule(0.5)
+    assert [(d.ticket.request.request_id, d.reason) for d in out.dropped] == [("old", "replaced")]
+    assert ids(out.batch) == ["other", "new"]
     # Finals are never replaced.
     s.submit(req("f1", DecodeKind.FINAL), now=2.0, owner="a")
     s.submit(req("f2", DecodeKind.FINAL), now=2.0, owner="a")
@@ -89,7 +89,7 @@ def test_overload_thins_stale_partials_and_never_drops_finals() -> None:
         served += ids(batch)
         now += 0.1
     assert served == ["f0", "f1", "f2", "f3", "f4"]
-    dropped = s.take_dropped()
+    dropped = s.schedule(now).dropped
     assert len(dropped) == 50 and {d.reason for d in dropped} == {"overload"}
     assert s.overloaded(now) and not s.overloaded(now + 10.0)
     assert s.skipped_total == 50
@@ -192,7 +192,9 @@ def test_batches_shrink_to_the_measured_decode_time_cap() -> None:
 
 
 def spec(rid: str) -> DecodeRequest:
-    return DecodeRequest(audio=AUDIO, kind=DecodeKind.FINAL, request_id=rid, speculative=True)
+    return DecodeRequest(
+        audio=AUDIO, kind=DecodeKind.FINAL, request_id=rid, purpose=Purpose.SPECULATIVE
+    )
 
 
 def test_classes_go_final_then_partial_then_speculative_then_offline() -> None:
@@ -261,7 +263,7 @@ def test_withdraw_takes_back_a_queued_request_only() -> None:
     ticket = s.withdraw("a", "p1")
     assert ticket is not None and ticket.request.request_id == "p1"
     assert len(s) == 0 and s.withdraw("a", "p1") is None
-    assert s.take_dropped() == []  # withdrawn is not dropped: the caller tells the owner
+    assert s.schedule(0.0).dropped == ()  # withdrawn is not dropped: the caller tells the owner
 
 
 def test_promote_moves_a_speculation_ahead_keeping_its_age() -> None:
@@ -287,7 +289,9 @@ def test_a_solo_ticket_is_a_batch_of_its_own() -> None:
 
 # --- refinements ----------------------------------------------------------------------------
 def refinement(rid: str) -> DecodeRequest:
-    return DecodeRequest(audio=AUDIO, kind=DecodeKind.FINAL, request_id=rid, refinement=True)
+    return DecodeRequest(
+        audio=AUDIO, kind=DecodeKind.FINAL, request_id=rid, purpose=Purpose.REFINEMENT
+    )
 
 
 def test_refinements_go_after_every_live_class_and_never_count_as_live() -> None:
@@ -331,8 +335,9 @@ def test_a_refinement_that_waits_too_long_is_dropped_as_stale_and_counted() -> N
     s.submit(refinement("r1"), now=0.0, owner="a")
     assert s.next_batch(1.0, live_pausing=True) is None
     assert s.next_deadline(1.0) == 1.0  # not held now: it would go
-    assert s.next_batch(2.0, live_pausing=True) is None
-    (dropped,) = s.take_dropped()
+    out = s.schedule(2.0, live_pausing=True)
+    assert out.batch == ()
+    (dropped,) = out.dropped
     assert (dropped.ticket.request.request_id, dropped.reason) == ("r1", "stale")
     assert s.refinements_skipped == 1 and len(s) == 0
 
@@ -356,3 +361,39 @@ def test_a_refinement_that_waited_goes_while_streams_keep_talking() -> None:
     assert ids(s.next_batch(2.0, final_headroom_s=0.1)) == ["r1"]  # the oldest, alone
     assert s.next_batch(2.0, live_pausing=True, final_headroom_s=0.0) is None  # a pause holds
     assert ids(s.next_batch(3.0, final_headroom_s=0.1)) == ["r2"]
+
+
+# --- a request's purpose ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("purpose", "kind", "priority"),
+    [
+        (None, DecodeKind.PARTIAL, Priority.PARTIAL),
+        (None, DecodeKind.FINAL, Priority.FINAL),
+        (Purpose.PARTIAL, DecodeKind.PARTIAL, Priority.PARTIAL),
+        (Purpose.FINAL, DecodeKind.FINAL, Priority.FINAL),
+        (Purpose.SPECULATIVE, DecodeKind.FINAL, Priority.SPECULATIVE),
+        (Purpose.REFINEMENT, DecodeKind.FINAL, Priority.REFINE),
+        (Purpose.UPLOAD, DecodeKind.FINAL, Priority.OFFLINE),
+        (Purpose.UPLOAD, DecodeKind.PARTIAL, Priority.OFFLINE),
+    ],
+)
+def test_a_request_is_ranked_by_its_purpose_alone(
+    purpose: Purpose | None, kind: DecodeKind, priority: Priority
+) -> None:
+    request = DecodeRequest(audio=AUDIO, kind=kind, purpose=purpose)
+    assert Priority.of(request) is priority
+    assert request.kind is kind  # what the model sees
+
+
+@pytest.mark.parametrize(
+    ("purpose", "kind"),
+    [
+        (Purpose.PARTIAL, DecodeKind.FINAL),
+        (Purpose.FINAL, DecodeKind.PARTIAL),
+        (Purpose.SPECULATIVE, DecodeKind.PARTIAL),
+        (Purpose.REFINEMENT, DecodeKind.PARTIAL),
+    ],
+)
+def test_a_purpose_must_fit_the_kind(purpose: Purpose, kind: DecodeKind) -> None:
+    with pytest.raises(ValueError):
+        DecodeRequest(audio=AUDIO, kind=kind, purpose=purpose)

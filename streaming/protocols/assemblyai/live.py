@@ -34,7 +34,7 @@ The speech-model families differ as AssemblyAI's do:
   changes nothing (formatting is built in).
 - Universal-Streaming (``universal-streaming-english``, the default, ``-multilingual``,
   ``whisper-rt``): partials and the end-of-turn ``Turn`` are unformatted (lowercase words,
-  no punctuation, as ``deepgram_wire.plain_transcript`` gives them), a partial's
+  no punctuation, as ``protocols.words.plain_transcript`` gives them), a partial's
   ``transcript`` holds its final (stable) words only, and with ``format_turns=true`` the
   formatted end-of-turn ``Turn`` (Whisper's text, ``turn_is_formatted: true``, same
   ``turn_order``) follows the unformatted one.
@@ -109,17 +109,14 @@ from kettle.streaming.protocols.base import (
     StreamSetup,
     compact_json,
 )
-from kettle.streaming.protocols.deepgram.wire import (
-    ListenParamError,
-    plain_transcript,
-    spread_words,
-)
 from kettle.streaming.protocols.handshake import (
     HandshakeRefused,
     HandshakeRequest,
     Prepared,
     ProtocolRoute,
 )
+from kettle.streaming.protocols.params import ParamError
+from kettle.streaming.protocols.words import plain_transcript, spread_words
 from kettle.transcribe.types import SAMPLE_RATE, Word
 
 SERVER_ERROR = 3005
@@ -522,7 +519,7 @@ def prepare(request: HandshakeRequest, model: ModelInfo | None) -> Prepared:
             multilingual=model.multilingual if model is not None else True,
             speakers=model.speakers if model is not None else True,
         )
-    except ListenParamError as exc:
+    except ParamError as exc:
         raise HandshakeRefused(400, str(exc)) from None
 
     def make_codec(context: CodecContext) -> AssemblyAICodec:

@@ -1,5 +1,6 @@
 """Deepgram's wire vocabulary shared by the live codec and the prerecorded route: query
-parameters, credentials, model identity and word fields. No I/O.
+parameters, credentials, model identity and word fields (the last, and the parameter error and
+language rule, are the shared protocols.words' and protocols.params', named here too). No I/O.
 """
 
 from __future__ import annotations
@@ -10,14 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from kettle.streaming.core.agreement import normalize_word, split_words
 from kettle.streaming.core.session import SessionConfig
 from kettle.streaming.protocols.deepgram.fields import LIVE_QUERY, MAX_ENDPOINTING_MS
 from kettle.streaming.protocols.fields import FieldError, FieldTable
 from kettle.streaming.protocols.handshake import bearer_token
-from kettle.transcribe.errors import ConfigError, KettleError
+from kettle.streaming.protocols.params import ParamError, parse_language
+from kettle.streaming.protocols.words import plain_transcript, spread_words, word_fields
+from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.model import keyterms
-from kettle.transcribe.model.languages import LANGUAGES
 
 LISTEN_PATH = "/v1/listen"
 # Deepgram's encoding names -> kernels.pcm's.
@@ -28,8 +29,8 @@ MIN_ENDPOINTING_MS = 200
 SUBPROTOCOL = "token"
 
 
-class ListenParamError(KettleError):
-    """A query parameter the endpoint refuses; the message is meant for the peer (HTTP 400)."""
+# Deepgram's parsers' name for the shared error (what the other APIs' parsers raise too).
+ListenParamError = ParamError
 
 
 @dataclass(frozen=True)
@@ -124,16 +125,6 @@ def parse_int(name: str, raw: str, low: int, high: int) -> int:
     if not low <= value <= high:
         raise ListenParamError(f"{name} must be within {low}..{high}, not {value}")
     return value
-
-
-def parse_language(raw: str) -> str | None:
-    tag = raw.strip()
-    if tag.lower() == "multi":
-        return None
-    primary = tag.split("-")[0].split("_")[0].lower()
-    if primary not in LANGUAGES:
-        raise ListenParamError(f"language {raw!r} is not one kettle's models know")
-    return primary
 
 
 def query_values(query: str, reads: Collection[str]) -> dict[str, str]:
@@ -324,46 +315,6 @@ def listen_credentials(
     if len(offered) >= 2 and offered[0].lower() == SUBPROTOCOL and offered[1]:
         return offered[1], SUBPROTOCOL
     return None, None
-
-
-def word_fields(
-    raw: str,
-    start: float,
-    end: float,
-    confidence: float,
-    speaker: int | None = None,
-    speaker_confidence: float | None = None,
-) -> dict[str, Any]:
-    """A word as Deepgram gives it; with diarize, its ``speaker`` and ``speaker_confidence``."""
-    display = raw.strip()
-    fields: dict[str, Any] = {
-        "word": normalize_word(display),
-        "start": round(start, 3),
-        "end": round(end, 3),
-        "confidence": round(confidence, 4),
-        "punctuated_word": display,
-    }
-    if speaker is not None:
-        fields["speaker"] = speaker
-        fields["speaker_confidence"] = round(speaker_confidence or 0.0, 4)
-    return fields
-
-
-def plain_transcript(text: str) -> str:
-    """Deepgram's unpunctuated transcript: lowercase words, punctuation removed."""
-    plain = (normalize_word(w) for w in split_words(text))
-    return " ".join(w for w in plain if w)
-
-
-def spread_words(text: str, start: float, end: float) -> list[dict[str, Any]]:
-    """A hypothesis's words timed evenly over its window, with no claimed confidence."""
-    words = split_words(text)
-    if not words:
-        return []
-    step = max(end - start, 0.0) / len(words)
-    return [
-        word_fields(w, start + i * step, start + (i + 1) * step, 0.0) for i, w in enumerate(words)
-    ]
 
 
 __all__ = [

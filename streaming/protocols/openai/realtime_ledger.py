@@ -24,6 +24,7 @@ from kettle.streaming.core.events import (
     SpeechStarted,
     SpeechStopped,
 )
+from kettle.streaming.protocols import error_codes as codes
 from kettle.streaming.protocols.base import (
     REVISION_HORIZON,
     Action,
@@ -32,7 +33,6 @@ from kettle.streaming.protocols.base import (
     OutMessage,
     Send,
 )
-from kettle.streaming.protocols.kettle_v1 import wire as proto
 from kettle.streaming.protocols.openai import realtime_events as bodies
 from kettle.streaming.protocols.openai.realtime_items import Finalizing, Item, Utterance
 from kettle.streaming.protocols.openai.realtime_settings import (
@@ -332,7 +332,7 @@ class ItemLedger:
         return new
 
     def _engine_error(self, event: Error) -> list[Action]:
-        if event.code in (proto.OVERLOADED, proto.RATE_LIMITED):
+        if event.code in (codes.OVERLOADED, codes.RATE_LIMITED):
             return []  # partials skipped: deltas just come later; nothing to act on
         if not event.fatal:
             return [self._error(event.message, code=event.code, kind="server_error")]

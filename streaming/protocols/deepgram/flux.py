@@ -89,18 +89,15 @@ from kettle.streaming.protocols.deepgram.flux_wire import (
     parse_configure,
     parse_flux_query,
 )
-from kettle.streaming.protocols.deepgram.live import (
-    credentials,
-    kettle_version,
-    refusal,
-    request_id,
-)
+from kettle.streaming.protocols.deepgram.live import credentials, refusal
 from kettle.streaming.protocols.deepgram.wire import (
     ENCODINGS,
     SUBPROTOCOL,
     ListenParamError,
     ModelIdentity,
+    kettle_version,
     message_type,
+    request_id,
 )
 from kettle.streaming.protocols.fields import FieldError
 from kettle.streaming.protocols.handshake import (

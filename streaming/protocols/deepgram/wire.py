@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -27,6 +28,21 @@ ENCODINGS = {"linear16": "pcm_s16le", "mulaw": "mulaw", "alaw": "alaw"}
 SELF_DESCRIBING = ("ogg-opus", "flac")
 MIN_ENDPOINTING_MS = 200
 SUBPROTOCOL = "token"
+
+
+def kettle_version() -> str:
+    try:
+        return metadata.version("kettle")
+    except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
+        return "0"
+
+
+def request_id(session_id: str) -> str:
+    """Deepgram's request ids are UUIDs: the session id in that form when it is one."""
+    try:
+        return str(uuid.UUID(session_id))
+    except ValueError:
+        return session_id
 
 
 # Deepgram's parsers' name for the shared error (what the other APIs' parsers raise too).
@@ -326,6 +342,7 @@ __all__ = [
     "ModelIdentity",
     "check_speakers",
     "checked_query",
+    "kettle_version",
     "listen_credentials",
     "listen_params",
     "message_type",
@@ -340,6 +357,7 @@ __all__ = [
     "query_keyterms",
     "query_language",
     "query_lists",
+    "request_id",
     "spread_words",
     "word_fields",
 ]

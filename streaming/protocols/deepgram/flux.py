@@ -125,7 +125,7 @@ class DeepgramFluxCodec:
         self.request_id = request_id(context.session_id)
         self._model = ModelIdentity(context.model.name, kettle_version())
         self._writer = FluxWriter(self.request_id, detects_language=params.language is None)
-        self.turns = TurnTracker(self._writer, params.thresholds, lambda: self.position)
+        self._turns = TurnTracker(self._writer, params.thresholds, lambda: self.position)
         self._bytes = 0
         self._stopped = False
         self._ending_error: tuple[str, str] | None = None  # (code, description) sent at Done
@@ -133,11 +133,11 @@ class DeepgramFluxCodec:
     @property
     def thresholds(self) -> Thresholds:
         """The end-of-turn settings in force (the handshake's, then Configure's)."""
-        return self.turns.thresholds
+        return self._turns.thresholds
 
     @property
     def stats(self) -> FluxStats:
-        return self.turns.stats
+        return self._turns.stats
 
     # -- setup ---------------------------------------------------------------------------
 
@@ -183,7 +183,7 @@ class DeepgramFluxCodec:
                 )
             ]
         self._bytes += len(data)
-        return [FeedAudio(data), *self.turns.tick()]
+        return [FeedAudio(data), *self._turns.tick()]
 
     def on_text(self, text: str, rate: RateGate) -> list[Action]:
         if self._stopped:
@@ -226,7 +226,7 @@ class DeepgramFluxCodec:
         if kind == "Configure":
             return self._configure(obj)
         if kind == "ForceEndTurn":
-            return self.turns.force_end()
+            return self._turns.force_end()
         shown = str(obj.get("type"))[:_ECHO_LIMIT]
         return [
             self._writer.warning(
@@ -261,7 +261,7 @@ class DeepgramFluxCodec:
                     "bad_message",  # counted as kettle_errors{code="bad_message"}
                 )
             ]
-        self.turns.thresholds = change.thresholds
+        self._turns.thresholds = change.thresholds
         out: list[Action] = []
         if change.keyterms is not None:
             self.keyterms = change.keyterms
@@ -272,7 +272,7 @@ class DeepgramFluxCodec:
             "keyterms": list(self.keyterms),
         }
         out.append(self._writer.send(reply))
-        return [*out, *self.turns.tick()]
+        return [*out, *self._turns.tick()]
 
     # -- engine side -------------------------------------------------------------------------
 
@@ -281,7 +281,7 @@ class DeepgramFluxCodec:
             return self._on_error(event)
         if isinstance(event, Done):
             return self._on_done(event)
-        return self.turns.on_event(event)
+        return self._turns.on_event(event)
 
     def _on_error(self, event: Error) -> list[Action]:
         if not event.fatal:
@@ -293,7 +293,7 @@ class DeepgramFluxCodec:
         return [Send(OutMessage(OTHER, message, closing=True, fatal=True), event.code)]
 
     def _on_done(self, event: Done) -> list[Action]:
-        out = self.turns.close()
+        out = self._turns.close()
         if self._ending_error is not None:  # a client message's fatal Error, then 1011
             message = self._writer.error_text(*self._ending_error)
             out.append(Send(OutMessage(OTHER, message, closing=True, fatal=True), "bad_message"))

@@ -259,4 +259,78 @@ def test_no_test_module_imports_another() -> None:
                 if parts[0] == "tests" and any(p.startswith("test_") for p in parts):
                     wrong.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
                     break
+
+
+# Inside kettle.streaming.protocols: a vendor's package (deepgram/, openai/, ...) imports the
+# shared modules beside it (base, handshake, fields, params, words, error_codes) and itself,
+# never another vendor's; the shared modules import no vendor's.
+PROTOCOLS = ROOT / "streaming" / "protocols"
+
+
+def _protocol_imports(path: Path) -> set[str]:
+    """The parts of kettle.streaming.protocols a file imports: a vendor package's name, or a
+    shared module's as "shared:<name>"."""
+    found: set[str] = set()
+    for parts in _absolute_imports(path):
+        if parts[:3] != ["kettle", "streaming", "protocols"] or len(parts) < 4:
+            continue
+        found.add(parts[3] if (PROTOCOLS / parts[3]).is_dir() else f"shared:{parts[3]}")
+    return found
+
+
+def test_protocol_vendors_import_only_the_shared_modules() -> None:
+    vendors = sorted(p.name for p in PROTOCOLS.iterdir() if (p / "__init__.py").exists())
+    assert vendors == ["assemblyai", "deepgram", "kettle_v1", "openai"]
+    wrong = []
+    for path in sorted(PROTOCOLS.rglob("*.py")):
+        rel = path.relative_to(PROTOCOLS)
+        own = rel.parts[0] if len(rel.parts) > 1 else None
+        bad = {i for i in _protocol_imports(path) if not i.startswith("shared:") and i != own}
+        if bad:
+            wrong.append(f"{path.relative_to(ROOT)} imports {sorted(bad)}")
+    assert not wrong, "\n".join(wrong)
+
+
+# Inside kettle.transcribe: the shared modules at the top (errors, types, words, transcript,
+# cli_args) <- model <- audio <- files; speakers <- files; corpus runs the file pipeline on Ray
+# (corpus -> files, audio). Imports inside functions count too.
+TRANSCRIBE = ROOT / "transcribe"
+TRANSCRIBE_SHARED = {"errors", "types", "words", "transcript", "cli_args"}
+TRANSCRIBE_ALLOWED = {
+    "model": {"model"},
+    "audio": {"audio", "model"},
+    "speakers": {"speakers"},
+    "files": {"files", "model", "audio", "speakers"},
+    "corpus": {"corpus", "files", "audio"},
+}
+# `kettle transcribe`'s command line runs the file pipeline here or on Ray: its two modules
+# (in files/) are the only ones above corpus.
+TRANSCRIBE_CLI = {"files/cli.py": {"corpus"}, "files/cli_inputs.py": {"corpus"}}
+
+
+def _transcribe_imports(path: Path) -> set[str]:
+    """The parts of kettle.transcribe a file imports: a sub-package's name, or "shared"."""
+    found: set[str] = set()
+    for parts in _absolute_imports(path):
+        if parts[:2] != ["kettle", "transcribe"] or len(parts) < 3:
+            continue
+        found.add(parts[2] if (TRANSCRIBE / parts[2]).is_dir() else "shared")
+    return found
+
+
+def test_transcribe_sub_packages_point_one_way() -> None:
+    packages = {p.name for p in TRANSCRIBE.iterdir() if (p / "__init__.py").exists()}
+    shared = {p.stem for p in TRANSCRIBE.glob("*.py") if p.stem != "__init__"}
+    assert packages == set(TRANSCRIBE_ALLOWED) and shared == TRANSCRIBE_SHARED
+    wrong = []
+    for path in sorted(TRANSCRIBE.rglob("*.py")):
+        rel = path.relative_to(TRANSCRIBE)
+        if len(rel.parts) == 1:  # a shared module: only the others
+            allowed = {"shared"}
+        else:
+            allowed = TRANSCRIBE_ALLOWED[rel.parts[0]] | {"shared"}
+            allowed |= TRANSCRIBE_CLI.get(rel.as_posix(), set())
+        bad = _transcribe_imports(path) - allowed
+        if bad:
+            wrong.append(f"{path.relative_to(ROOT)} imports {sorted(bad)}")
     assert not wrong, "\n".join(wrong)

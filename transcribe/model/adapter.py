@@ -4,6 +4,7 @@
 is a thin orchestrator over parts that each do one job, the way openai/whisper's decoding
 module is split:
 
+- ``requests.RequestCheck``: each request's fields, checked before any model work;
 - ``encoder.Encoder``: log-mel features and the encoder pass, with its cache;
 - ``prompts.PromptBuilder``: tokenizers, languages, each request's prompt;
 - ``generate.Generator``: the one place that calls the model's ``generate``;
@@ -38,10 +39,8 @@ from kettle.transcribe.model.generate import Generator
 from kettle.transcribe.model.job import Job
 from kettle.transcribe.model.models import resolve_model
 from kettle.transcribe.model.prompts import MAX_LENGTH, PROMPT_BUCKETS, PromptBuilder
+from kettle.transcribe.model.requests import RequestCheck, check_audio, check_int
 from kettle.transcribe.types import (
-    MAX_WINDOW_SAMPLES,
-    SAMPLE_RATE,
-    TASKS,
     DecodeKind,
     DecodeRequest,
     DecodeResult,
@@ -65,9 +64,6 @@ _COMPUTE_TYPES = (
     "bfloat16",
     "float32",
 )
-# Whisper generates at most MAX_LENGTH // 2 tokens, forced ones included, so a request's
-# context text is bounded (about 140 tokens of English) to leave room for new words.
-MAX_CONTEXT_CHARS = 600
 
 
 @dataclass(frozen=True)
@@ -104,12 +100,12 @@ class ModelConfig:
                 f"compute_type must be one of {', '.join(_COMPUTE_TYPES)}, "
                 f"got {self.compute_type!r}"
             )
-        _check_int("threads", self.threads, 0, 1024)
-        _check_int("beam_size", self.beam_size, 1, 64)
-        _check_int("partial_max_new_tokens", self.partial_max_new_tokens, 1, MAX_LENGTH // 2)
-        _check_int("encoder_cache_size", self.encoder_cache_size, 0, 100_000)
-        _check_int("encoder_cache_bytes", self.encoder_cache_bytes, 0, 2**40)
-        _check_int("best_of", self.best_of, 1, 64)
+        check_int("threads", self.threads, 0, 1024)
+        check_int("beam_size", self.beam_size, 1, 64)
+        check_int("partial_max_new_tokens", self.partial_max_new_tokens, 1, MAX_LENGTH // 2)
+        check_int("encoder_cache_size", self.encoder_cache_size, 0, 100_000)
+        check_int("encoder_cache_bytes", self.encoder_cache_bytes, 0, 2**40)
+        check_int("best_of", self.best_of, 1, 64)
         if not self.temperatures:
             raise ConfigError("temperatures must hold at least one value")
         if any(not (0.0 <= t <= 2.0) or math.isnan(t) for t in self.temperatures):
@@ -143,11 +139,6 @@ class ModelConfig:
         if self.compute_type != "auto":
             return self.compute_type
         return "int8_float16" if device == "cuda" else "int8"
-
-
-def _check_int(name: str, value: object, low: int, high: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ConfigError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -184,7 +175,10 @@ class WhisperAdapter:
         self._compute_type = compute_type
         self._path = path
         self._multilingual = bool(self._ct2.is_multilingual)
-        self._languages = frozenset(fw.LANGUAGE_CODES) if self._multilingual else frozenset()
+        languages = frozenset(fw.LANGUAGE_CODES) if self._multilingual else frozenset()
+        self._check = RequestCheck(
+            config.name, multilingual=self._multilingual, languages=languages
+        )
         self._th = Thresholds(
             no_speech=config.no_speech_threshold,
             log_prob=config.log_prob_threshold,
@@ -302,7 +296,7 @@ class WhisperAdapter:
         """
         if not requests:
             return []
-        jobs = [Job(i, r, self._check_request(r)) for i, r in enumerate(requests)]
+        jobs = [Job(i, r, self._check(r)) for i, r in enumerate(requests)]
         with self._lock:
             try:
                 return self._decode(jobs)
@@ -314,7 +308,7 @@ class WhisperAdapter:
 
     def detect_language(self, audio: np.ndarray) -> tuple[str, float]:
         """The most likely language of a window and its probability ("en" for .en models)."""
-        samples = self._check_audio(audio)
+        samples = check_audio(audio)
         if not self._multilingual:
             return "en", 1.0
         if decoding.is_negligible(samples, self._config.silence_rms):
@@ -328,51 +322,6 @@ class WhisperAdapter:
                 raise DecodeError(f"language detection failed: {exc}") from exc
         token, prob = ranked[0]
         return token[2:-2], float(prob)
-
-    # -- validation ------------------------------------------------------------------------
-
-    @staticmethod
-    def _check_audio(audio: object) -> np.ndarray:
-        if not isinstance(audio, np.ndarray):
-            raise ConfigError(f"audio must be a numpy array, got {type(audio).__name__}")
-        if audio.ndim != 1:
-            raise ConfigError(f"audio must be 1-D mono samples, got shape {audio.shape}")
-        if not np.issubdtype(audio.dtype, np.floating):
-            raise ConfigError(f"audio must be float32 samples in [-1, 1], got {audio.dtype}")
-        if audio.shape[0] > MAX_WINDOW_SAMPLES:
-            raise ConfigError(
-                f"window of {audio.shape[0] / SAMPLE_RATE:.2f} s is longer than the "
-                f"{MAX_WINDOW_SAMPLES / SAMPLE_RATE:.0f} s Whisper takes"
-            )
-        samples = np.ascontiguousarray(audio, dtype=np.float32)
-        if samples.size and not np.isfinite(samples).all():
-            raise ConfigError("audio holds NaN or infinite samples")
-        return samples
-
-    def _check_request(self, r: DecodeRequest) -> np.ndarray:
-        if not isinstance(r.kind, DecodeKind):
-            raise ConfigError(f"request {r.request_id!r}: kind must be a DecodeKind")
-        samples = self._check_audio(r.audio)
-        if r.beam_size is not None:
-            _check_int("beam_size", r.beam_size, 1, 64)
-        if r.max_new_tokens is not None:
-            _check_int("max_new_tokens", r.max_new_tokens, 1, MAX_LENGTH // 2)
-        if r.language is not None and self._multilingual and r.language not in self._languages:
-            raise ConfigError(f"request {r.request_id!r}: unknown language code {r.language!r}")
-        if r.context is not None and len(r.context) > MAX_CONTEXT_CHARS:
-            raise ConfigError(
-                f"request {r.request_id!r}: context of {len(r.context)} characters is longer "
-                f"than {MAX_CONTEXT_CHARS}"
-            )
-        if r.encode_min_s is not None and not 0.0 <= r.encode_min_s <= 30.0:
-            raise ConfigError(
-                f"request {r.request_id!r}: encode_min_s must be within 0..30, not {r.encode_min_s}"
-            )
-        if r.task not in TASKS:
-            raise ConfigError(f"request {r.request_id!r}: task must be one of {', '.join(TASKS)}")
-        if r.task == "translate" and not self._multilingual:
-            raise ConfigError(f"model {self.name} is English-only and cannot translate")
-        return samples
 
     # -- the batch ---------------------------------------------------------------------------
 

@@ -34,12 +34,12 @@ The speech-model families differ as AssemblyAI's do:
   changes nothing (formatting is built in).
 - Universal-Streaming (``universal-streaming-english``, the default, ``-multilingual``,
   ``whisper-rt``): partials and the end-of-turn ``Turn`` are unformatted (lowercase words,
-  no punctuation, as ``deepgram_wire.plain_transcript`` gives them), a partial's
+  no punctuation, as ``protocols.words.plain_transcript`` gives them), a partial's
   ``transcript`` holds its final (stable) words only, and with ``format_turns=true`` the
   formatted end-of-turn ``Turn`` (Whisper's text, ``turn_is_formatted: true``, same
   ``turn_order``) follows the unformatted one.
 
-``end_of_turn_confidence`` is made of what kettle knows (see ``turn_confidence``):
+``end_of_turn_confidence`` is made of what kettle knows (see turn_messages' ``turn_confidence``):
 
 - end of turn forced by the client (``ForceEndpoint``, ``Terminate``): 1;
 - at a pause the VAD heard: 0.5, + 0.25 when the text ends with terminal punctuation
@@ -64,10 +64,9 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from kettle.streaming.core.agreement import normalize_word, split_words
+from kettle.streaming.core.agreement import split_words
 from kettle.streaming.core.backlog import FINAL, OTHER, PARTIAL, REVISION
 from kettle.streaming.core.events import (
     Done,
@@ -80,6 +79,12 @@ from kettle.streaming.core.events import (
     SpeechStarted,
 )
 from kettle.streaming.protocols.assemblyai import fields as assemblyai_fields
+from kettle.streaming.protocols.assemblyai import turn_messages
+from kettle.streaming.protocols.assemblyai.turn_messages import (
+    partial_confidence,
+    turn_confidence,
+)
+from kettle.streaming.protocols.assemblyai.turn_order import EndedTurn, TurnOrder
 from kettle.streaming.protocols.assemblyai.wire import (
     ENCODINGS,
     PATH,
@@ -93,7 +98,6 @@ from kettle.streaming.protocols.assemblyai.wire import (
     credentials as key_credentials,
 )
 from kettle.streaming.protocols.base import (
-    REVISION_HORIZON,
     Action,
     AudioReceived,
     AudioSetup,
@@ -109,18 +113,15 @@ from kettle.streaming.protocols.base import (
     StreamSetup,
     compact_json,
 )
-from kettle.streaming.protocols.deepgram.wire import (
-    ListenParamError,
-    plain_transcript,
-    spread_words,
-)
 from kettle.streaming.protocols.handshake import (
     HandshakeRefused,
     HandshakeRequest,
     Prepared,
     ProtocolRoute,
 )
-from kettle.transcribe.types import SAMPLE_RATE, Word
+from kettle.streaming.protocols.params import ParamError
+from kettle.streaming.protocols.words import plain_transcript
+from kettle.transcribe.types import SAMPLE_RATE
 
 SERVER_ERROR = 3005
 INVALID_MESSAGE = 3006
@@ -129,43 +130,10 @@ SESSION_EXPIRED = 3008
 MAX_CHUNK_MS = 1000  # AssemblyAI's bound on one audio message
 CLIENT_ERROR = "client error"  # the stop reason of a client message that ends the session
 _ECHO_LIMIT = 200  # characters of a refused client message quoted in its Error
-_TERMINAL = (".", "?", "!", "。", "？", "！")
-_CLOSERS = "\"')]}»” "
 
 
 def _ms(samples: int) -> int:
     return round(samples * 1000 / SAMPLE_RATE)
-
-
-def ends_sentence(text: str) -> bool:
-    return text.rstrip(_CLOSERS).endswith(_TERMINAL)
-
-
-def turn_confidence(reason: str | None, text: str, agrees: bool) -> float:
-    """An end-of-turn Turn's end_of_turn_confidence (see the module docstring)."""
-    if reason in ("finalize", "stop"):
-        return 1.0
-    evidence = 0.25 * ends_sentence(text) + 0.25 * agrees
-    return evidence + (0.0 if reason == "max_length" else 0.5)
-
-
-def partial_confidence(text: str, settled: bool) -> float:
-    return round(0.3 * ends_sentence(text) + 0.05 * settled, 2)
-
-
-@dataclass(frozen=True)
-class _Ended:
-    """An ended turn, kept for the revisions that may correct it (kettle_revisions)."""
-
-    order: int
-    confidence: float
-    end: int  # the final's end sample
-
-
-@dataclass
-class _Turn:
-    order: int
-    last_partial: str = ""  # plain text of the last partial, to compare with the final
 
 
 class AssemblyAICodec:
@@ -188,9 +156,7 @@ class AssemblyAICodec:
         self._opened_at = clock()
         self._bytes = 0
         self._stopped = False  # Terminate, or an error close: nothing more is read
-        self._turns: dict[int, _Turn] = {}
-        self._next_order = 0
-        self._ended: dict[int, _Ended] = {}  # final's number -> its turn (kettle_revisions)
+        self._turns = TurnOrder()
         self._ending_error: tuple[int, str] | None = None  # sent at Done instead of Termination
         self._ending_counted: str | None = None  # ... counted then as this error code
 
@@ -302,7 +268,7 @@ class AssemblyAICodec:
         if isinstance(event, SpeechStarted):
             return [_send({"type": "SpeechStarted", "timestamp": _ms(event.start)})]
         if isinstance(event, NoTranscript):
-            self._forget(event.start)
+            self._turns.forget(event.start)
             return []
         if isinstance(event, Error):
             return self._on_error(event)
@@ -310,59 +276,24 @@ class AssemblyAICodec:
             return [self._on_done(event)]
         return []  # SpeechStopped, Finalized: the Turns say it
 
-    def _turn(self, start: int) -> _Turn:
-        turn = self._turns.get(start)
-        if turn is None:
-            turn = self._turns[start] = _Turn(self._next_order)
-            self._next_order += 1
-        return turn
-
-    def _forget(self, start: int) -> None:
-        """An utterance that held no words: its number goes to the next turn if unused."""
-        turn = self._turns.pop(start, None)
-        if turn is not None and turn.order == self._next_order - 1:
-            self._next_order -= 1
-
     def _on_partial(self, event: Partial) -> list[Action]:
-        display = split_words(event.text)
-        if not display:
+        if not split_words(event.text):
             return []
-        turn = self._turn(event.start)
-        stable = min(len(split_words(event.stable)), len(display))
-        u3 = self.params.u3
-        spread = spread_words(event.text, event.start / SAMPLE_RATE, event.end / SAMPLE_RATE)
-        words = [
-            _word(w["punctuated_word"] if u3 else w["word"], w["start"], w["end"], 0.0, i < stable)
-            for i, w in enumerate(spread)
-        ]
-        words = [w for w in words if w["text"]]
+        turn = self._turns.open(event.start)
         turn.last_partial = plain_transcript(event.text)
-        if u3:
-            transcript = event.text.strip()
-        else:  # Universal-Streaming: the transcript holds the finalized words only
-            transcript = " ".join(w["text"] for w in words if w["word_is_final"])
-        body = self._turn_body(
-            turn.order,
-            formatted=False,
-            end=False,
-            transcript=transcript,
-            confidence=partial_confidence(event.text, stable == len(display)),
-            words=words,
-            extra=self._speaker_fields(None),
-        )
+        body = turn_messages.partial_turn(self.params, turn.order, event)
         return [Send(OutMessage(PARTIAL, compact_json(body), event.utterance, event.end))]
 
     def _on_final(self, event: Final) -> list[Action]:
         if not split_words(event.text):
-            self._forget(event.start)
+            self._turns.forget(event.start)
             return []
-        turn = self._turns.pop(event.start, None) or _Turn(self._next_order)
-        self._next_order = max(self._next_order, turn.order + 1)
+        turn = self._turns.end(event.start)
         plain = plain_transcript(event.text)
         confidence = turn_confidence(event.reason, event.text, plain == turn.last_partial)
         if self.params.revisions:
-            self._remember(event.utterance, _Ended(turn.order, confidence, event.end))
-        bodies = self._end_of_turn(turn.order, confidence, event)
+            self._turns.remember(event.utterance, EndedTurn(turn.order, confidence, event.end))
+        bodies = turn_messages.end_of_turn(self.params, turn.order, confidence, event)
         return [
             Send(OutMessage(FINAL, compact_json(body), event.utterance, event.end))
             for body in bodies
@@ -372,86 +303,11 @@ class AssemblyAICodec:
         """A refinement's correction of an ended turn (``kettle_revisions=true`` only): the
         turn's last end-of-turn Turn again (the formatted one where the turn had one), same
         ``turn_order`` and confidence, with the corrected ``transcript`` and ``words``."""
-        ended = self._ended.get(event.utterance)
+        ended = self._turns.ended(event.utterance)
         if ended is None or not split_words(event.text):
             return []  # a final with no words had no turn; nothing to correct
-        body = self._end_of_turn(ended.order, ended.confidence, event)[-1]
+        body = turn_messages.end_of_turn(self.params, ended.order, ended.confidence, event)[-1]
         return [Send(OutMessage(REVISION, compact_json(body), event.utterance, event.end))]
-
-    def _remember(self, utterance: int, ended: _Ended) -> None:
-        """A turn a revision may still correct; those too far back to be refined are let go."""
-        self._ended[utterance] = ended
-        horizon = ended.end - REVISION_HORIZON
-        for number in [n for n, e in self._ended.items() if e.end < horizon]:
-            del self._ended[number]
-
-    def _end_of_turn(
-        self, order: int, confidence: float, event: Final | Revision
-    ) -> list[dict[str, Any]]:
-        """The end-of-turn Turn bodies of a final's (or its revision's) text: the
-        unformatted one then, with format_turns, the formatted one; on u3 one formatted."""
-        timed = _final_words(event.words) or [
-            (w["punctuated_word"], w["start"], w["end"], 0.0)
-            for w in spread_words(event.text, event.start / SAMPLE_RATE, event.end / SAMPLE_RATE)
-        ]
-        label = speaker_label(event.speaker)
-        word_speaker = {"speaker": label} if self.params.speaker_labels and label else {}
-        formatted_words = [_word(t, s, e, p, True) | word_speaker for t, s, e, p in timed]
-        language = {"language_code": event.language} if self.params.language_detection else {}
-        language |= self._speaker_fields(label)
-        if self.params.u3:
-            bodies = [(True, event.text.strip(), formatted_words, event.text.strip())]
-        else:
-            plain = plain_transcript(event.text)
-            plain_words = [
-                _word(normalize_word(t), s, e, p, True) | word_speaker for t, s, e, p in timed
-            ]
-            plain_words = [w for w in plain_words if w["text"]]
-            bodies = [(False, plain, plain_words, plain)]
-            if self.params.format_turns:
-                bodies.append((True, event.text.strip(), formatted_words, ""))
-        return [
-            self._turn_body(
-                order,
-                formatted=formatted,
-                end=True,
-                transcript=transcript,
-                confidence=confidence,
-                words=words,
-                utterance=utterance,
-                extra=language,
-            )
-            for formatted, transcript, words, utterance in bodies
-        ]
-
-    def _speaker_fields(self, label: str | None) -> dict[str, Any]:
-        """``speaker_label`` with speaker_labels on: null while a turn is open (its speaker
-        is decided with its final), as AssemblyAI sends it when unsure."""
-        return {"speaker_label": label} if self.params.speaker_labels else {}
-
-    def _turn_body(
-        self,
-        order: int,
-        *,
-        formatted: bool,
-        end: bool,
-        transcript: str,
-        confidence: float,
-        words: Sequence[Mapping[str, Any]],
-        utterance: str = "",
-        extra: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        return {
-            "turn_order": order,
-            "turn_is_formatted": formatted,
-            "end_of_turn": end,
-            "transcript": transcript,
-            "end_of_turn_confidence": confidence,
-            "words": list(words),
-            "utterance": utterance,
-            **(extra or {}),
-            "type": "Turn",
-        }
 
     def _on_error(self, event: Error) -> list[Action]:
         if event.code == "audio_backlog":
@@ -485,27 +341,8 @@ class AssemblyAICodec:
         return Send(OutMessage(OTHER, compact_json(body), closing=True))
 
 
-def speaker_label(speaker: int | None) -> str | None:
-    """AssemblyAI's speaker letters: 0 -> "A", 1 -> "B", ... (kettle caps at 16)."""
-    return None if speaker is None else chr(ord("A") + speaker)
-
-
 def _send(obj: Mapping[str, Any]) -> Send:
     return Send(OutMessage(OTHER, compact_json(obj)))
-
-
-def _word(text: str, start: float, end: float, confidence: float, final: bool) -> dict[str, Any]:
-    return {
-        "start": round(start * 1000),
-        "end": round(end * 1000),
-        "text": text.strip(),
-        "confidence": round(confidence, 4),
-        "word_is_final": final,
-    }
-
-
-def _final_words(words: Sequence[Word]) -> list[tuple[str, float, float, float]]:
-    return [(w.word.strip(), w.start, w.end, w.probability) for w in words if w.word.strip()]
 
 
 # -- the route --------------------------------------------------------------------------------
@@ -522,7 +359,7 @@ def prepare(request: HandshakeRequest, model: ModelInfo | None) -> Prepared:
             multilingual=model.multilingual if model is not None else True,
             speakers=model.speakers if model is not None else True,
         )
-    except ListenParamError as exc:
+    except ParamError as exc:
         raise HandshakeRefused(400, str(exc)) from None
 
     def make_codec(context: CodecContext) -> AssemblyAICodec:

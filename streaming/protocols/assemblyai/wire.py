@@ -14,9 +14,9 @@ from urllib.parse import parse_qs
 
 from kettle.streaming.core.session import SessionConfig
 from kettle.streaming.protocols.assemblyai import fields
-from kettle.streaming.protocols.deepgram.wire import ListenParamError, parse_language
 from kettle.streaming.protocols.fields import STRINGS, FieldError, FieldSpec
 from kettle.streaming.protocols.handshake import bearer_token
+from kettle.streaming.protocols.params import ParamError, parse_language
 from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.model import keyterms
 
@@ -38,7 +38,7 @@ MAX_ENDPOINT_MS = 10_000
 _TYPE = frozenset({"type"})
 
 
-class AssemblyAIParamError(ListenParamError):
+class AssemblyAIParamError(ParamError):
     """A handshake parameter or configuration value kettle refuses (HTTP 400, or Error 3006)."""
 
 

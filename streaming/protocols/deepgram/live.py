@@ -61,14 +61,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
-import hashlib
 import json
-import uuid
-from collections.abc import Mapping, Sequence
-from importlib import metadata
+from collections.abc import Sequence
 from typing import Any
 
-from kettle.streaming.core.backlog import FINAL, OTHER, PARTIAL
 from kettle.streaming.core.events import (
     Done,
     Error,
@@ -81,7 +77,6 @@ from kettle.streaming.core.events import (
     samples_to_seconds,
 )
 from kettle.streaming.protocols.base import (
-    CLOSE_TOO_BIG,
     CONTAINER,
     Action,
     AudioReceived,
@@ -90,7 +85,6 @@ from kettle.streaming.protocols.base import (
     FeedAudio,
     Finalize,
     ModelInfo,
-    OutMessage,
     RateGate,
     Reconfigure,
     Send,
@@ -105,18 +99,20 @@ from kettle.streaming.protocols.deepgram.configure import (
     parse_configure,
 )
 from kettle.streaming.protocols.deepgram.fields import LIVE_MESSAGE
-from kettle.streaming.protocols.deepgram.results import results_body
+from kettle.streaming.protocols.deepgram.live_audio import ReceivedAudio
+from kettle.streaming.protocols.deepgram.live_messages import FRAME_TOO_BIG, NET_0001, LiveWriter
 from kettle.streaming.protocols.deepgram.wire import (
     ENCODINGS,
     LISTEN_PATH,
     SUBPROTOCOL,
     ListenParamError,
     ListenParams,
-    ModelIdentity,
     check_speakers,
+    kettle_version,
     listen_credentials,
     message_type,
     parse_listen_query,
+    request_id,
 )
 from kettle.streaming.protocols.fields import FieldError
 from kettle.streaming.protocols.handshake import (
@@ -126,60 +122,33 @@ from kettle.streaming.protocols.handshake import (
     ProtocolRoute,
     choose_subprotocol,
 )
-from kettle.transcribe.types import SAMPLE_RATE, Word
-
-_ECHO_LIMIT = 1000  # characters of a refused client message echoed back in its Error
-# Deepgram's close reason (with 1011) for a socket that sent nothing for its audio timeout,
-# word for word: clients match on it.
-NET_0001 = (
-    "Deepgram did not receive audio data or a text message within the timeout window. "
-    "See https://dpgr.am/net0001"
-)
-# The stop reason, and close reason (with 1009), of an audio message over the frame limit.
-FRAME_TOO_BIG = "audio message over the frame limit"
-
-
-def _send(obj: Mapping[str, Any], error_code: str | None = None) -> Send:
-    return Send(OutMessage(OTHER, compact_json(obj)), error_code=error_code)
-
-
-def kettle_version() -> str:
-    try:
-        return metadata.version("kettle")
-    except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
-        return "0"
-
-
-def request_id(session_id: str) -> str:
-    """Deepgram's request ids are UUIDs: the session id in that form when it is one."""
-    try:
-        return str(uuid.UUID(session_id))
-    except ValueError:
-        return session_id
+from kettle.transcribe.types import SAMPLE_RATE
 
 
 class DeepgramLiveCodec:
     """One connection's protocol state: client frames and engine events in, actions out.
-    With ``multichannel`` each channel is an engine stream of its own (ChannelCodec)."""
+    With ``multichannel`` each channel is an engine stream of its own (ChannelCodec). The
+    messages' encoding is the ``LiveWriter``'s, each channel's Finalize and UtteranceEnd
+    bookkeeping its ``ChannelState``'s, the audio's tally the ``ReceivedAudio``'s."""
 
     def __init__(self, context: CodecContext, params: ListenParams, *, created: str) -> None:
         self.context = context
         self.params = params
         self.request_id = request_id(context.session_id)
-        self._created = created
-        version = kettle_version()
-        self._model = ModelIdentity(context.model.name, version)
-        # A second model refines the finals when the server has one: say which served.
-        finals = context.model.final_model
-        self._final_model = ModelIdentity(finals, version) if finals else self._model
-        self._sha256 = hashlib.sha256()
-        self._bytes = 0
-        self._received = AudioReceived()  # decoded so far, as the last event said
+        self._audio = ReceivedAudio(params)
         self._stopped = False
         self._channels = [ChannelState() for _ in range(params.streams)]
-        # What a Configure may change after the handshake.
+        # What a Configure may change after the handshake: the keyterms, and the features
+        # the writer renders by.
         self._keyterms = params.keyterms
-        self._features = {"punctuate": params.punctuate, "smart_format": params.smart_format}
+        features = {"punctuate": params.punctuate, "smart_format": params.smart_format}
+        self._writer = LiveWriter(
+            self.request_id,
+            context.model,
+            channels=len(self._channels),
+            features=features,
+            created=created,
+        )
 
     def start(self) -> list[Action]:
         return []  # Deepgram says nothing until there are results
@@ -198,9 +167,7 @@ class DeepgramLiveCodec:
     def audio_seconds(self) -> float:
         """Audio received so far: raw audio's whole sample frames at the input rate; a
         container's decoded audio, as the engine's events last reported it."""
-        if self.params.encoding is None:
-            return self._received.input_frames / self._received.sample_rate
-        return self._bytes // self.params.frame_bytes / self.params.sample_rate
+        return self._audio.seconds
 
     def on_binary(self, data: bytes) -> list[Action]:
         """Audio. An empty frame ends the stream, as in Deepgram's older API."""
@@ -216,9 +183,8 @@ class DeepgramLiveCodec:
                 f"audio message of {len(data)} bytes is over the limit of {limit} bytes; the "
                 "stream ends with the results of the audio before it"
             )
-            return [self._error("DataError", description, "bad_audio"), Stop(FRAME_TOO_BIG)]
-        self._sha256.update(data)
-        self._bytes += len(data)
+            return [self._writer.error("DataError", description, "bad_audio"), Stop(FRAME_TOO_BIG)]
+        self._audio.add(data)
         due = [a for i in range(len(self._channels)) for a in self._utterance_end_due(i)]
         return [FeedAudio(data), *due]
 
@@ -241,7 +207,7 @@ class DeepgramLiveCodec:
                 return []
             per_second = self.context.limits.max_messages_per_second
             return [
-                self._error(
+                self._writer.error(
                     "RateLimited",
                     f"more than {per_second:g} text messages per second; messages over the "
                     "rate are dropped",
@@ -251,7 +217,7 @@ class DeepgramLiveCodec:
         if kind == "KeepAlive":
             return []  # reading it reset the idle timer
         if kind == "Finalize":
-            if not self._bytes:
+            if not self._audio.bytes:
                 # No audio, so no stream to finalize: answered here, at once.
                 return [self._empty_final(i) for i in range(len(self._channels))]
             return [Finalize()]
@@ -264,11 +230,11 @@ class DeepgramLiveCodec:
             else "expected a JSON object whose type is KeepAlive, Finalize, CloseStream or "
             "Configure"
         )
-        return [self._schema_error(description, text)]
+        return [self._writer.schema_error(description, text)]
 
     def on_leftover(self, leftover_bytes: int, frame_bytes: int) -> list[Action]:
         return [
-            self._error(
+            self._writer.error(
                 "DataError",
                 f"the audio ended with {leftover_bytes} byte(s) that are not a whole sample "
                 f"frame ({frame_bytes} bytes); they were dropped",
@@ -285,35 +251,15 @@ class DeepgramLiveCodec:
         SchemaError for a message that is not a Configure's shape)."""
         change = parse_configure(obj)
         if isinstance(change, ConfigureMalformed):
-            return [self._schema_error(change.description, text)]
+            return [self._writer.schema_error(change.description, text)]
         if isinstance(change, ConfigureFailed):
-            failure = {
-                "type": "ConfigureFailure",
-                "request_id": self.request_id,
-                "code": change.code,
-                "description": change.description,
-            }
-            return [_send(failure, "bad_message")]
+            return [self._writer.configure_failure(change.code, change.description)]
         out: list[Action] = []
-        success: dict[str, Any] = {"type": "ConfigureSuccess", "request_id": self.request_id}
         if change.keyterms is not None:
             self._keyterms = change.keyterms
             out.append(Reconfigure(keyterms=change.keyterms))
-            success["keyterms"] = list(change.keyterms)
-        self._features.update(change.features or {})
-        return [*out, _send(success)]
-
-    def _schema_error(self, description: str, text: str) -> Send:
-        obj = {
-            "type": "Error",
-            "variant": "SchemaError",
-            "description": description,
-            "message": text[:_ECHO_LIMIT],
-        }
-        return _send(obj, "bad_message")
-
-    def _error(self, variant: str, description: str, code: str | None = None) -> Send:
-        return _send({"type": "Error", "variant": variant, "description": description}, code)
+        self._writer.features.update(change.features or {})
+        return [*out, self._writer.configure_success(change.keyterms)]
 
     def fatal_error(self, message: str) -> str:
         return compact_json({"type": "Error", "variant": "InternalError", "description": message})
@@ -325,12 +271,14 @@ class DeepgramLiveCodec:
         return self.on_channel_event(0, event, received)
 
     def on_channel_event(self, channel: int, event: Event, received: AudioReceived) -> list[Action]:
-        self._received = received
+        self._audio.decoded = received
         if isinstance(event, Partial):
             if not self.params.interim_results:
                 return []
             return [
-                self._results(channel, event.start, event.end, event.text, None, event.utterance)
+                self._writer.results(
+                    channel, event.start, event.end, event.text, None, event.utterance
+                )
             ]
         if isinstance(event, Final):
             return self._on_final(channel, event)
@@ -352,7 +300,7 @@ class DeepgramLiveCodec:
         answered = state.resolve(event.start)  # Finalizes this completes (later ones wait)
         from_finalize = answered > 0
         out: list[Action] = [
-            self._results(
+            self._writer.results(
                 channel,
                 event.start,
                 event.end,
@@ -375,7 +323,7 @@ class DeepgramLiveCodec:
                 # The next utterance began before this final came: was the gap long enough?
                 gap = samples_to_seconds(min(later)) - last
                 if gap >= self.params.utterance_end_ms / 1000:
-                    out.append(self._utterance_end(channel, last))
+                    out.append(self._writer.utterance_end(channel, last))
                 state.last_word_end = None
             else:
                 state.last_word_end = last
@@ -390,25 +338,21 @@ class DeepgramLiveCodec:
         if state.last_word_end is not None:
             assert self.params.utterance_end_ms is not None
             if start - state.last_word_end >= self.params.utterance_end_ms / 1000:
-                out.append(self._utterance_end(channel, state.last_word_end))
+                out.append(self._writer.utterance_end(channel, state.last_word_end))
             state.last_word_end = None  # else the speech goes on: no end yet
         if self.params.vad_events:
-            obj = {"type": "SpeechStarted", "channel": self._index(channel), "timestamp": start}
-            out.append(_send(obj))
+            out.append(self._writer.speech_started(channel, start))
         return out
 
     def _empty_final(self, channel: int) -> Send:
         """The answer to a Finalize whose utterances held no speech."""
         at = round(self.audio_seconds * SAMPLE_RATE)
-        return self._results(channel, at, at, "", (), -1, from_finalize=True)
+        return self._writer.results(channel, at, at, "", (), -1, from_finalize=True)
 
     def _on_error(self, event: Error) -> list[Action]:
         if event.code == "overloaded" and not event.fatal:
             return []  # Deepgram has no such notice; finals still come
-        variant = _ERROR_VARIANTS.get(event.code, event.code)
-        obj = {"type": "Error", "variant": variant, "description": event.message}
-        message = OutMessage(OTHER, compact_json(obj), closing=event.fatal, fatal=event.fatal)
-        return [Send(message, error_code=event.code)]
+        return [self._writer.engine_error(event)]
 
     def _on_done(self, channel: int, event: Done) -> list[Action]:
         state = self._channels[channel]
@@ -418,97 +362,19 @@ class DeepgramLiveCodec:
         state.done = True
         if not all(c.done for c in self._channels):
             return out  # the Metadata comes after every channel's finals
-        # The runner closes after this: 1000, or 1001 at shutdown; a connection past the
-        # audio timeout gets Deepgram's 1011 NET-0001, one with an audio message over the
-        # limit 1009 (their finals and Metadata came first all the same).
-        text = compact_json(self.metadata())
-        if event.reason == "idle":
-            message = OutMessage(OTHER, text, closing=True, fatal=True, close_reason=NET_0001)
-        elif event.reason == FRAME_TOO_BIG:
-            message = OutMessage(
-                OTHER, text, closing=True, close_code=CLOSE_TOO_BIG, close_reason=FRAME_TOO_BIG
-            )
-        else:
-            message = OutMessage(OTHER, text, closing=True)
-        out.append(Send(message))
+        # The runner closes after this (their finals came first all the same).
+        out.append(self._writer.closing(self.metadata(), event.reason))
         return out
 
     def _utterance_end_due(self, channel: int) -> list[Action]:
         last = self._channels[channel].utterance_end_due(
             self.audio_seconds, self.params.utterance_end_ms
         )
-        return [] if last is None else [self._utterance_end(channel, last)]
-
-    def _utterance_end(self, channel: int, last_word_end: float) -> Send:
-        obj = {
-            "type": "UtteranceEnd",
-            "channel": self._index(channel),
-            "last_word_end": last_word_end,
-        }
-        return _send(obj)
-
-    # -- messages ----------------------------------------------------------------------------
-
-    def _index(self, channel: int) -> list[int]:
-        """Deepgram's ``[channel, channels]``."""
-        return [channel, len(self._channels)]
-
-    def _results(
-        self,
-        channel: int,
-        start: int,
-        end: int,
-        text: str,
-        words: Sequence[Word] | None,
-        utterance: int,
-        *,
-        speech_final: bool = False,
-        from_finalize: bool = False,
-        speaker: int | None = None,
-        speaker_confidence: float | None = None,
-    ) -> Send:
-        """A Results message; ``words`` None means interim (untimed hypothesis words)."""
-        final = words is not None
-        model = self._final_model if final else self._model
-        obj = results_body(
-            start,
-            end,
-            text,
-            words,
-            channel_index=self._index(channel),
-            formatted=any(self._features.values()),  # punctuate or smart_format
-            request_id=self.request_id,
-            model=model,
-            speech_final=speech_final,
-            from_finalize=from_finalize,
-            speaker=speaker,
-            speaker_confidence=speaker_confidence,
-        )
-        # The outbox keeps partials per utterance: channels' utterance numbers must not meet.
-        key = (
-            utterance
-            if len(self._channels) == 1 or utterance < 0
-            else utterance * len(self._channels) + channel
-        )
-        return Send(OutMessage(FINAL if final else PARTIAL, compact_json(obj), key, end))
+        return [] if last is None else [self._writer.utterance_end(channel, last)]
 
     def metadata(self) -> dict[str, Any]:
         """The Metadata message that ends a stream."""
-        return {
-            "type": "Metadata",
-            "transaction_key": "deprecated",
-            "request_id": self.request_id,
-            "sha256": self._sha256.hexdigest(),
-            "created": self._created,
-            "duration": round(self.audio_seconds, 3),
-            "channels": self.params.channels,
-            "models": list(dict.fromkeys([self._model.uuid, self._final_model.uuid])),
-            "model_info": {m.uuid: m.info() for m in (self._model, self._final_model)},
-        }
-
-
-# Kettle's error codes -> Deepgram's Error variants (others keep their code).
-_ERROR_VARIANTS = {"internal": "InternalError", "bad_audio": "DataError"}
+        return self._writer.metadata(self._audio.sha256(), self.audio_seconds, self.params.channels)
 
 
 # -- the route --------------------------------------------------------------------------------
@@ -568,4 +434,11 @@ ROUTE = ProtocolRoute(
     idle_timeout=lambda limits: limits.deepgram_audio_timeout_s,
 )
 
-__all__ = ["FRAME_TOO_BIG", "NET_0001", "ROUTE", "DeepgramLiveCodec", "request_id"]
+__all__ = [
+    "FRAME_TOO_BIG",
+    "NET_0001",
+    "ROUTE",
+    "DeepgramLiveCodec",
+    "kettle_version",
+    "request_id",
+]

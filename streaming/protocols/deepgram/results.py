@@ -6,12 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from kettle.streaming.core.events import samples_to_seconds
-from kettle.streaming.protocols.deepgram.wire import (
-    ModelIdentity,
-    plain_transcript,
-    spread_words,
-    word_fields,
-)
+from kettle.streaming.protocols.deepgram.wire import ModelIdentity
+from kettle.streaming.protocols.words import plain_transcript, spread_words, word_fields
 from kettle.transcribe.types import Word
 
 

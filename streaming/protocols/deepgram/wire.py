@@ -1,5 +1,6 @@
 """Deepgram's wire vocabulary shared by the live codec and the prerecorded route: query
-parameters, credentials, model identity and word fields. No I/O.
+parameters, credentials, model identity and word fields (the last, and the parameter error and
+language rule, are the shared protocols.words' and protocols.params', named here too). No I/O.
 """
 
 from __future__ import annotations
@@ -7,17 +8,18 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any
 from urllib.parse import parse_qs
 
-from kettle.streaming.core.agreement import normalize_word, split_words
 from kettle.streaming.core.session import SessionConfig
 from kettle.streaming.protocols.deepgram.fields import LIVE_QUERY, MAX_ENDPOINTING_MS
 from kettle.streaming.protocols.fields import FieldError, FieldTable
 from kettle.streaming.protocols.handshake import bearer_token
-from kettle.transcribe.errors import ConfigError, KettleError
+from kettle.streaming.protocols.params import ParamError, parse_language
+from kettle.streaming.protocols.words import plain_transcript, spread_words, word_fields
+from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.model import keyterms
-from kettle.transcribe.model.languages import LANGUAGES
 
 LISTEN_PATH = "/v1/listen"
 # Deepgram's encoding names -> kernels.pcm's.
@@ -28,8 +30,23 @@ MIN_ENDPOINTING_MS = 200
 SUBPROTOCOL = "token"
 
 
-class ListenParamError(KettleError):
-    """A query parameter the endpoint refuses; the message is meant for the peer (HTTP 400)."""
+def kettle_version() -> str:
+    try:
+        return metadata.version("kettle")
+    except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
+        return "0"
+
+
+def request_id(session_id: str) -> str:
+    """Deepgram's request ids are UUIDs: the session id in that form when it is one."""
+    try:
+        return str(uuid.UUID(session_id))
+    except ValueError:
+        return session_id
+
+
+# Deepgram's parsers' name for the shared error (what the other APIs' parsers raise too).
+ListenParamError = ParamError
 
 
 @dataclass(frozen=True)
@@ -124,16 +141,6 @@ def parse_int(name: str, raw: str, low: int, high: int) -> int:
     if not low <= value <= high:
         raise ListenParamError(f"{name} must be within {low}..{high}, not {value}")
     return value
-
-
-def parse_language(raw: str) -> str | None:
-    tag = raw.strip()
-    if tag.lower() == "multi":
-        return None
-    primary = tag.split("-")[0].split("_")[0].lower()
-    if primary not in LANGUAGES:
-        raise ListenParamError(f"language {raw!r} is not one kettle's models know")
-    return primary
 
 
 def query_values(query: str, reads: Collection[str]) -> dict[str, str]:
@@ -326,46 +333,6 @@ def listen_credentials(
     return None, None
 
 
-def word_fields(
-    raw: str,
-    start: float,
-    end: float,
-    confidence: float,
-    speaker: int | None = None,
-    speaker_confidence: float | None = None,
-) -> dict[str, Any]:
-    """A word as Deepgram gives it; with diarize, its ``speaker`` and ``speaker_confidence``."""
-    display = raw.strip()
-    fields: dict[str, Any] = {
-        "word": normalize_word(display),
-        "start": round(start, 3),
-        "end": round(end, 3),
-        "confidence": round(confidence, 4),
-        "punctuated_word": display,
-    }
-    if speaker is not None:
-        fields["speaker"] = speaker
-        fields["speaker_confidence"] = round(speaker_confidence or 0.0, 4)
-    return fields
-
-
-def plain_transcript(text: str) -> str:
-    """Deepgram's unpunctuated transcript: lowercase words, punctuation removed."""
-    plain = (normalize_word(w) for w in split_words(text))
-    return " ".join(w for w in plain if w)
-
-
-def spread_words(text: str, start: float, end: float) -> list[dict[str, Any]]:
-    """A hypothesis's words timed evenly over its window, with no claimed confidence."""
-    words = split_words(text)
-    if not words:
-        return []
-    step = max(end - start, 0.0) / len(words)
-    return [
-        word_fields(w, start + i * step, start + (i + 1) * step, 0.0) for i, w in enumerate(words)
-    ]
-
-
 __all__ = [
     "ENCODINGS",
     "LISTEN_PATH",
@@ -375,6 +342,7 @@ __all__ = [
     "ModelIdentity",
     "check_speakers",
     "checked_query",
+    "kettle_version",
     "listen_credentials",
     "listen_params",
     "message_type",
@@ -389,6 +357,7 @@ __all__ = [
     "query_keyterms",
     "query_language",
     "query_lists",
+    "request_id",
     "spread_words",
     "word_fields",
 ]

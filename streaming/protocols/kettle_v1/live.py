@@ -25,6 +25,7 @@ from typing import Any
 from kettle.streaming.core.backlog import FINAL, OTHER, PARTIAL, REVISION
 from kettle.streaming.core.events import Done, Error, Event, Final, Partial, Revision
 from kettle.streaming.core.session import SessionConfig
+from kettle.streaming.protocols import error_codes as codes
 from kettle.streaming.protocols.base import (
     Action,
     AudioReceived,
@@ -87,7 +88,7 @@ class KettleV1Codec:
         if len(data) > limit:
             return [
                 _error(
-                    proto.BAD_AUDIO,
+                    codes.BAD_AUDIO,
                     f"audio message of {len(data)} bytes is over the limit of {limit} bytes; "
                     "it was dropped",
                 )
@@ -110,7 +111,7 @@ class KettleV1Codec:
             per_second = self.context.limits.max_messages_per_second
             return [
                 _error(
-                    proto.RATE_LIMITED,
+                    codes.RATE_LIMITED,
                     f"more than {per_second:g} text messages per second; messages over the "
                     "rate are dropped",
                 )
@@ -127,7 +128,7 @@ class KettleV1Codec:
         if self.audio_started:
             return [
                 _error(
-                    proto.BAD_MESSAGE, "config must come before the first audio message; ignored"
+                    codes.BAD_MESSAGE, "config must come before the first audio message; ignored"
                 )
             ]
         settings = self.settings.apply(update)
@@ -156,7 +157,7 @@ class KettleV1Codec:
     def on_leftover(self, leftover_bytes: int, frame_bytes: int) -> list[Action]:
         return [
             _error(
-                proto.BAD_AUDIO,
+                codes.BAD_AUDIO,
                 f"the audio ended with {leftover_bytes} byte(s) that are not a whole sample "
                 f"frame ({frame_bytes} bytes); they were dropped",
             )
@@ -188,7 +189,7 @@ class KettleV1Codec:
         return []  # pragma: no cover - Event is a closed union
 
     def fatal_error(self, message: str) -> str:
-        return proto.encode_error(proto.INTERNAL, message, fatal=True)
+        return proto.encode_error(codes.INTERNAL, message, fatal=True)
 
 
 def _error(code: str, message: str) -> Send:

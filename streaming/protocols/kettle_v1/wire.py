@@ -24,6 +24,7 @@ from kettle.streaming.core.events import (
     samples_to_seconds,
 )
 from kettle.streaming.protocols.base import compact_json
+from kettle.streaming.protocols.error_codes import BAD_MESSAGE
 from kettle.streaming.protocols.fields import FieldError
 from kettle.streaming.protocols.kettle_v1 import fields
 from kettle.transcribe.errors import KettleError
@@ -38,13 +39,8 @@ BYTES_PER_SAMPLE = {"pcm_s16le": 2, "pcm_f32le": 4, "mulaw": 1}
 DEFAULT_SAMPLE_RATE = 16000
 MULAW_DEFAULT_SAMPLE_RATE = 8000
 
-# Error codes of docs/protocol.md#error, with kettle's additions (clients ignore unknown
-# non-fatal codes).
-BAD_MESSAGE = "bad_message"
-BAD_AUDIO = "bad_audio"
-OVERLOADED = "overloaded"
-INTERNAL = "internal"
-RATE_LIMITED = "rate_limited"  # addition: a text message over the per-session rate, dropped
+# The error codes (docs/protocol.md#error, plus kettle's additions; clients ignore unknown
+# non-fatal codes) are kettle's own, shared by every protocol: protocols.error_codes.
 
 # The fields of `config` that are settings (all but `type`), in the table's order.
 CONFIG_FIELDS = tuple(f.name for f in fields.CONFIG.fields if f.name != "type")

@@ -97,23 +97,22 @@ class RealtimeCodec(ItemLedger):
 
     # Declared again (ItemLedger sets them): mypy cannot infer them here otherwise.
     settings: RealtimeSettings
-    _boundary_ms: float
     audio_started: bool
 
     def session_body(self) -> dict[str, Any]:
-        return bodies.session(self.settings, f"sess_{self._tag}", self.context.model.name)
+        return bodies.session(self.settings, f"sess_{self._writer.tag}", self.context.model.name)
 
     # -- Codec ----------------------------------------------------------------------------
 
     def start(self) -> list[Action]:
-        return [self._send("session.created", {"session": self.session_body()})]
+        return [self._writer.send("session.created", {"session": self.session_body()})]
 
     def stream_setup(self) -> StreamSetup:
         return StreamSetup(audio_setup(self.settings.format), self.settings.session_config())
 
     def on_binary(self, data: bytes) -> list[Action]:
         return [
-            self._error(
+            self._writer.error(
                 "binary messages are not part of the Realtime API; send "
                 "input_audio_buffer.append events with base64 audio",
                 code="invalid_message",
@@ -124,15 +123,13 @@ class RealtimeCodec(ItemLedger):
         return []  # half a 16-bit sample at the very end: nothing a client can act on
 
     def fatal_error(self, message: str) -> str:
-        body = bodies.error(message, code="internal_error", kind="server_error")
-        event = {"event_id": f"event_{self._tag}_{next(self._events)}", "type": "error", **body}
-        return json.dumps(event)
+        return self._writer.fatal_text(message)
 
     def on_text(self, text: str, rate: RateGate) -> list[Action]:
         try:
             obj = json.loads(text)
         except (json.JSONDecodeError, RecursionError):
-            return [self._error("the message is not valid JSON", code="invalid_json")]
+            return [self._writer.error("the message is not valid JSON", code="invalid_json")]
         return self.on_event_object(obj, rate)
 
     def on_event_object(self, obj: object, rate: RateGate) -> list[Action]:
@@ -141,7 +138,7 @@ class RealtimeCodec(ItemLedger):
         the client's ``event_id``, and the event is not carried out."""
         if not isinstance(obj, Mapping) or not isinstance(obj.get("type"), str):
             return [
-                self._error(
+                self._writer.error(
                     "an event must be a JSON object with a string 'type'",
                     code="invalid_event",
                     param="type",
@@ -156,7 +153,7 @@ class RealtimeCodec(ItemLedger):
             if verdict == "notify":
                 per_second = self.context.limits.max_messages_per_second
                 return [
-                    self._error(
+                    self._writer.error(
                         f"more than {per_second:g} events per second; events over the rate "
                         "are dropped",
                         code="rate_limit_exceeded",
@@ -165,7 +162,7 @@ class RealtimeCodec(ItemLedger):
                 ]
         if table is None:
             return [
-                self._error(
+                self._writer.error(
                     f"event type {kind!r} is not supported in a transcription session",
                     code="invalid_event",
                     param="type",
@@ -176,7 +173,7 @@ class RealtimeCodec(ItemLedger):
             got = check_object(table, obj, "")
         except FieldRefused as exc:
             return [
-                self._error(
+                self._writer.error(
                     exc.message, code=exc.code, param=exc.param, client_event=_event_id(obj)
                 )
             ]
@@ -194,28 +191,30 @@ class RealtimeCodec(ItemLedger):
             settings = apply_update(self.settings, session, self.context.model)
         except UpdateRefused as exc:
             return [
-                self._error(exc.message, code=exc.code, param=exc.param, client_event=client_event)
+                self._writer.error(
+                    exc.message, code=exc.code, param=exc.param, client_event=client_event
+                )
             ]
         try:
             config = settings.session_config()
         except ConfigError as exc:
-            return [self._error(str(exc), param="session", client_event=client_event)]
+            return [self._writer.error(str(exc), param="session", client_event=client_event)]
         actions: list[Action] = []
         if settings.format != self.settings.format:
-            self._switch_format()
+            self._input.switch_format(settings)
             if self.audio_started:  # (else the stream opens with it)
                 actions.append(Reconfigure(audio=audio_setup(settings.format)))
         if self.audio_started and config != self.settings.session_config():
             actions.append(Reconfigure(session=config))  # for what the stream decodes next
-            self._retuned(settings)
+            self._retunes.retuned(settings)
         self.settings = settings
-        return [*actions, self._send("session.updated", {"session": self.session_body()})]
+        return [*actions, self._writer.send("session.updated", {"session": self.session_body()})]
 
     def _append(self, obj: Mapping[str, Any], client_event: str | None) -> list[Action]:
         audio = obj.get("audio")
         if not isinstance(audio, str):
             return [
-                self._error(
+                self._writer.error(
                     "input_audio_buffer.append needs 'audio', base64 text",
                     param="audio",
                     client_event=client_event,
@@ -225,12 +224,14 @@ class RealtimeCodec(ItemLedger):
             data = base64.b64decode(audio, validate=True)
         except (binascii.Error, ValueError):
             return [
-                self._error("'audio' is not valid base64", param="audio", client_event=client_event)
+                self._writer.error(
+                    "'audio' is not valid base64", param="audio", client_event=client_event
+                )
             ]
         limit = self.context.limits.max_frame_bytes
         if len(data) > limit:
             return [
-                self._error(
+                self._writer.error(
                     f"{len(data)} bytes of audio in one event is over the limit "
                     f"of {limit}; it was dropped",
                     param="audio",
@@ -245,7 +246,7 @@ class RealtimeCodec(ItemLedger):
         if stray:
             data = data[: len(data) - stray]
             actions.append(
-                self._error(
+                self._writer.error(
                     f"'audio' ends with {stray} byte(s) that are not a whole {width}-byte "
                     "sample; they were dropped",
                     param="audio",
@@ -255,16 +256,17 @@ class RealtimeCodec(ItemLedger):
         if not data:
             return actions
         if not self.audio_started:
-            self._retuned(self.settings)  # the stream opens with these
+            self._retunes.retuned(self.settings)  # the stream opens with these
         self.audio_started = True
-        self._appended_bytes += len(data)
+        self._input.append(len(data))
         return [*actions, FeedAudio(data)]
 
     def _commit(self, client_event: str | None) -> list[Action]:
-        buffered = self._appended_ms - self._boundary_ms
+        buffer = self._input
+        buffered = buffer.buffered_ms
         if buffered < MIN_COMMIT_MS:
             return [self._empty_commit(buffered, client_event)]
-        start_ms, self._boundary_ms = self._boundary_ms, self._appended_ms
+        start_ms, buffer.boundary_ms = buffer.boundary_ms, buffer.appended_ms
         if self.settings.turn_detection is not None:
             # The open utterance (if any) stops now and is committed when that arrives; what
             # else the buffer held is decided at the marker (see _finalized).
@@ -272,14 +274,14 @@ class RealtimeCodec(ItemLedger):
             item = Item("", logprobs=self.settings.logprobs)
             self._pending.append(Finalizing("vad_commit", item, start_ms, client_event))
             return [Finalize()]
-        item = Item(self._new_item_id(), assigned=False, seconds=buffered / 1000,
+        item = Item(self._writer.item_id(), assigned=False, seconds=buffered / 1000,
                     logprobs=self.settings.logprobs)  # fmt: skip
         self._pending.append(Finalizing("commit", item))
         return [self._committed(item), Finalize()]
 
     def _clear(self) -> list[Action]:
-        self._boundary_ms = self._appended_ms
-        actions: list[Action] = [self._send("input_audio_buffer.cleared", {})]
+        self._input.boundary_ms = self._input.appended_ms
+        actions: list[Action] = [self._writer.send("input_audio_buffer.cleared", {})]
         for _, item in self._by_start.values():
             if item is not None and not item.committed:
                 item.cleared = True  # its audio is dropped: nothing more is said of it

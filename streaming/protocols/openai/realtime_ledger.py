@@ -6,12 +6,8 @@ utterances map onto items."""
 
 from __future__ import annotations
 
-import itertools
-import json
 from collections import deque
-from typing import Any
 
-from kettle.streaming.core.backlog import OTHER, REVISION
 from kettle.streaming.core.events import (
     Done,
     Error,
@@ -24,50 +20,44 @@ from kettle.streaming.core.events import (
     SpeechStarted,
     SpeechStopped,
 )
+from kettle.streaming.protocols import error_codes as codes
 from kettle.streaming.protocols.base import (
     REVISION_HORIZON,
     Action,
     AudioReceived,
     CodecContext,
-    OutMessage,
     Send,
 )
-from kettle.streaming.protocols.kettle_v1 import wire as proto
 from kettle.streaming.protocols.openai import realtime_events as bodies
+from kettle.streaming.protocols.openai.realtime_input import InputBuffer, Retunes
 from kettle.streaming.protocols.openai.realtime_items import Finalizing, Item, Utterance
 from kettle.streaming.protocols.openai.realtime_settings import (
     MIN_COMMIT_MS,
     TRANSCRIBE_PREFIX,
     RealtimeSettings,
 )
+from kettle.streaming.protocols.openai.realtime_writer import EventWriter
 from kettle.transcribe.types import SAMPLE_RATE, Word
 
 
 class ItemLedger:
-    """The session's items and the engine-side events; RealtimeCodec builds on it."""
+    """The session's items and the engine-side events; RealtimeCodec builds on it. Events
+    are framed by the ``EventWriter``; the input audio is the ``InputBuffer``'s, and which
+    settings an utterance was decoded under the ``Retunes``'."""
 
     settings: RealtimeSettings
-    _boundary_ms: float  # where the uncommitted buffer begins (input audio ms)
     audio_started: bool  # the stream is open (audio was appended)
 
     def __init__(self, context: CodecContext, settings: RealtimeSettings | None = None) -> None:
         self.context = context
         self.settings = settings or RealtimeSettings()
-        self._events = itertools.count(1)
-        self._items = itertools.count(1)
-        self._tag = "".join(c for c in context.session_id if c.isalnum())[-16:] or "kettle"
+        self._writer = EventWriter(context.session_id)
+        self._input = InputBuffer(self.settings)
+        self._retunes = Retunes()
         self._by_start: dict[int, tuple[Utterance, Item | None]] = {}
         self._unassigned: list[Utterance] = []  # manual: begun since the last marker
         self._pending: deque[Finalizing] = deque()
         self._last_committed: str | None = None
-        self._appended_bytes = 0  # in the current format
-        self._earlier_ms = 0.0  # audio appended in the formats before it
-        # Whether logprobs were asked when the stream opened (its setup is "retune" 0) and
-        # after its reconfigures, as (first retune, asked) at each change: an utterance opened
-        # after k reconfigures has retune k's (SpeechStarted.retunes).
-        self._logprobs_from: deque[tuple[int, bool]] = deque()
-        self._retunes = -1
-        self._boundary_ms = 0.0
         self._closed_by_commit = False  # a vad_commit's Finalize ended an open utterance
         self._last_stop_ms = 0.0  # where the VAD's last utterance ended
         self.audio_started = False
@@ -75,72 +65,11 @@ class ItemLedger:
         # may still come for it.
         self._revisable: dict[int, tuple[Utterance, int]] = {}
 
-    # -- helpers ----------------------------------------------------------------------------
-
-    def _send(
-        self,
-        kind: str,
-        body: dict[str, Any],
-        *,
-        closing: bool = False,
-        fatal: bool = False,
-        error_code: str | None = None,
-        revision: Revision | None = None,
-    ) -> Send:
-        # Every message is OTHER to the outbox (deltas only append, so none may be dropped),
-        # or REVISION for a correction (kept the same way; it names the final it corrects).
-        event = {"event_id": f"event_{self._tag}_{next(self._events)}", "type": kind, **body}
-        text = json.dumps(event, ensure_ascii=False)
-        if revision is not None:
-            message = OutMessage(REVISION, text, revision.utterance, revision.end)
-        else:
-            message = OutMessage(OTHER, text, closing=closing, fatal=fatal)
-        return Send(message, error_code=error_code)
-
-    def _error(
-        self,
-        message: str,
-        *,
-        code: str = "invalid_value",
-        param: str | None = None,
-        client_event: str | None = None,
-        kind: str = "invalid_request_error",
-    ) -> Send:
-        body = bodies.error(message, code=code, kind=kind, param=param, client_event=client_event)
-        return self._send("error", body, error_code=code)
-
-    def _new_item_id(self) -> str:
-        return f"item_{self._tag}_{next(self._items)}"
-
-    @property
-    def _appended_ms(self) -> float:
-        per_second = self.settings.input_rate * (2 if self.settings.format == "audio/pcm" else 1)
-        return self._earlier_ms + self._appended_bytes * 1000.0 / per_second
-
-    def _switch_format(self) -> None:
-        """Before the settings take another format: what was appended so far stays counted."""
-        self._earlier_ms, self._appended_bytes = self._appended_ms, 0
-
-    def _retuned(self, settings: RealtimeSettings) -> None:
-        """The stream opens, or is reconfigured, with ``settings``."""
-        self._retunes += 1
-        changes = self._logprobs_from
-        if not changes or changes[-1][1] != settings.logprobs:
-            changes.append((self._retunes, settings.logprobs))
-
-    def _logprobs_of(self, retunes: int) -> bool:
-        """Whether an utterance opened after ``retunes`` reconfigures has logprobs. They come
-        in order, so the changes before the one in force are no longer needed."""
-        changes = self._logprobs_from
-        while len(changes) > 1 and changes[1][0] <= retunes:
-            changes.popleft()
-        return changes[0][1] if changes else self.settings.logprobs
-
     def _committed(self, item: Item) -> Send:
         item.committed = True
         body = {"previous_item_id": self._last_committed, "item_id": item.item_id}
         self._last_committed = item.item_id
-        return self._send("input_audio_buffer.committed", body)
+        return self._writer.send("input_audio_buffer.committed", body)
 
     # -- engine events ----------------------------------------------------------------------
 
@@ -192,12 +121,13 @@ class ItemLedger:
         return item
 
     def _speech_started(self, event: SpeechStarted) -> list[Action]:
-        utt = Utterance(event.start, logprobs=self._logprobs_of(event.retunes))
+        logprobs = self._retunes.logprobs_of(event.retunes, self.settings.logprobs)
+        utt = Utterance(event.start, logprobs=logprobs)
         if self.settings.turn_detection is None:
             self._unassigned.append(utt)
             self._by_start[event.start] = (utt, None)
             return []
-        item = Item(self._new_item_id(), [utt], logprobs=utt.logprobs)
+        item = Item(self._writer.item_id(), [utt], logprobs=utt.logprobs)
         utt.item = item
         self._by_start[event.start] = (utt, item)
         # Produced before a clear the client asked for (that clear's marker has not come).
@@ -206,7 +136,7 @@ class ItemLedger:
             return []
         ms = round(event.start * 1000 / SAMPLE_RATE)
         return [
-            self._send(
+            self._writer.send(
                 "input_audio_buffer.speech_started", {"audio_start_ms": ms, "item_id": item.item_id}
             )
         ]
@@ -221,9 +151,9 @@ class ItemLedger:
         if event.reason == "finalize" and self._pending:
             self._closed_by_commit |= self._pending[0].purpose == "vad_commit"
         item.seconds = (event.end - event.start) / SAMPLE_RATE
-        self._boundary_ms = max(self._boundary_ms, end_ms)
+        self._input.boundary_ms = max(self._input.boundary_ms, end_ms)
         actions: list[Action] = [
-            self._send(
+            self._writer.send(
                 "input_audio_buffer.speech_stopped",
                 {"audio_end_ms": round(end_ms), "item_id": item.item_id},
             )
@@ -255,13 +185,13 @@ class ItemLedger:
             if gap_ms < MIN_COMMIT_MS:
                 return [self._empty_commit(gap_ms, done.client_event)]
             item = done.item
-            item.item_id = self._new_item_id()
+            item.item_id = self._writer.item_id()
             item.seconds = gap_ms / 1000
             return [self._committed(item), *self._progress(item)]
         return []
 
     def _empty_commit(self, buffered_ms: float, client_event: str | None) -> Send:
-        return self._error(
+        return self._writer.error(
             "Error committing input audio buffer: buffer too small. Expected at least "
             f"{MIN_COMMIT_MS:.0f}ms of audio, but buffer only has {max(buffered_ms, 0):.2f}ms "
             "of audio.",
@@ -278,14 +208,14 @@ class ItemLedger:
             delta = visible[len(item.emitted) :]
             item.emitted = visible
             body = bodies.delta(item.item_id, delta, self._new_words(item))
-            actions.append(self._send(TRANSCRIBE_PREFIX + "delta", body))
+            actions.append(self._writer.send(TRANSCRIBE_PREFIX + "delta", body))
         if item.resolved:
             item.completed = True
             for u in item.utterances:
                 self._by_start.pop(u.start, None)
             words = item.settled_words() if item.wants_logprobs else None
             body = bodies.completed(item.item_id, visible, item.seconds, item.languages(), words)
-            actions.append(self._send(TRANSCRIBE_PREFIX + "completed", body))
+            actions.append(self._writer.send(TRANSCRIBE_PREFIX + "completed", body))
             if item.corrected:  # a revision came before the item completed
                 actions.append(self._correction(item))
         return actions
@@ -319,7 +249,7 @@ class ItemLedger:
         with every correction so far, a fresh event id."""
         words = item.latest_words() if item.wants_logprobs else None
         body = bodies.completed(item.item_id, item.latest(), item.seconds, item.languages(), words)
-        return self._send(TRANSCRIBE_PREFIX + "completed", body, revision=revision)
+        return self._writer.send(TRANSCRIBE_PREFIX + "completed", body, revision=revision)
 
     def _new_words(self, item: Item) -> list[Word] | None:
         """A delta's logprobs: the final words settled since the item's last delta (a word
@@ -332,21 +262,21 @@ class ItemLedger:
         return new
 
     def _engine_error(self, event: Error) -> list[Action]:
-        if event.code in (proto.OVERLOADED, proto.RATE_LIMITED):
+        if event.code in (codes.OVERLOADED, codes.RATE_LIMITED):
             return []  # partials skipped: deltas just come later; nothing to act on
         if not event.fatal:
-            return [self._error(event.message, code=event.code, kind="server_error")]
+            return [self._writer.error(event.message, code=event.code, kind="server_error")]
         actions: list[Action] = []
         for _, item in list(self._by_start.values()):
             if item is not None and item.committed and not item.completed:
                 item.completed = item.failed = True
                 body = bodies.failed(item.item_id, event.code, event.message)
-                actions.append(self._send(TRANSCRIBE_PREFIX + "failed", body))
+                actions.append(self._writer.send(TRANSCRIBE_PREFIX + "failed", body))
         body = bodies.error(event.message, code=event.code, kind="server_error")
         return [
             *actions,
-            self._send("error", body, closing=True, fatal=True, error_code=event.code),
+            self._writer.send("error", body, closing=True, fatal=True, error_code=event.code),
         ]
 
     def _done(self, event: Done) -> list[Action]:
-        return [self._send("error", bodies.done_error(event.reason), closing=True)]
+        return [self._writer.send("error", bodies.done_error(event.reason), closing=True)]

@@ -42,8 +42,8 @@ from kettle.streaming.protocols.base import (
     Send,
     Stop,
 )
-from kettle.streaming.protocols.deepgram.wire import ListenParamError
 from kettle.streaming.protocols.handshake import HandshakeRefused, HandshakeRequest
+from kettle.streaming.protocols.params import ParamError
 from kettle.transcribe.types import SAMPLE_RATE, Word
 
 from tests.streaming.protocols.api_models import ASSEMBLYAI_MODELS, Gate
@@ -182,7 +182,7 @@ def test_u3_defaults() -> None:
     ],
 )
 def test_bad_queries_are_400(query: str) -> None:
-    with pytest.raises(ListenParamError):  # (AssemblyAIParamError's base, the shared parsers')
+    with pytest.raises(ParamError):  # (AssemblyAIParamError's base, the shared parsers')
         parse_query(query, multilingual=False)
     with pytest.raises(HandshakeRefused) as refused:
         assemblyai.prepare(HandshakeRequest(assemblyai.PATH, query), ModelInfo("tiny.en", False))
@@ -494,9 +494,9 @@ def test_without_speaker_labels_no_speaker_fields() -> None:
 
 
 def test_speaker_labels_need_a_speaker_model_and_a_sane_cap() -> None:
-    with pytest.raises(ListenParamError, match="speaker model"):
+    with pytest.raises(ParamError, match="speaker model"):
         parse_query("speaker_labels=true", multilingual=False, speakers=False)
-    with pytest.raises(ListenParamError, match="max_speakers"):
+    with pytest.raises(ParamError, match="max_speakers"):
         parse_query("speaker_labels=true&max_speakers=0", multilingual=False)
     assert not parse_query(
         "speaker_labels=false", multilingual=False, speakers=False

@@ -207,7 +207,7 @@ def cluster(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kettle.transcribe.files.cli import load_decoder
+    from kettle.transcribe.cli.transcribe import load_decoder
     from kettle.transcribe.speakers.clusters import (
         DEFAULT_THRESHOLD,
         MIN_NEW_SPEAKER_S,

@@ -109,7 +109,7 @@ def main() -> int:
     args = parser.parse_args()
     data_line = _results.require_eval_set(EVAL)
 
-    from kettle.transcribe.files.cli import FAST_OPTIONS
+    from kettle.transcribe.cli.transcribe import FAST_OPTIONS
     from kettle.transcribe.files.pipeline import PipelineConfig, transcribe_audio
     from kettle.transcribe.model import fw
     from kettle.transcribe.model.adapter import ModelConfig, WhisperAdapter

@@ -122,7 +122,7 @@ def comma_list(terms: Any) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     from bench_accuracy import espeak
-    from kettle.transcribe.files.cli import load_decoder
+    from kettle.transcribe.cli.transcribe import load_decoder
     from kettle.transcribe.model import keyterms as kt
 
     p = argparse.ArgumentParser(

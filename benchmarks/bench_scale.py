@@ -215,9 +215,9 @@ def measure_batch(args: argparse.Namespace) -> dict[str, Any]:
     import logging
 
     import ray
+    from kettle.transcribe.cli.transcribe import load_decoder
     from kettle.transcribe.corpus.driver import RayOptions, RemoteJob, transcribe_on_ray
     from kettle.transcribe.corpus.worker import WorkerSpec
-    from kettle.transcribe.files.cli import load_decoder
     from kettle.transcribe.files.pipeline import PipelineConfig
 
     files = speech_files()[0][: args.files]

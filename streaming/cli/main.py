@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from kettle.streaming.cli import allocator
 from kettle.streaming.cli.serve import register_serve, register_stream
 from kettle.streaming.cli.simulate import register_simulate
+from kettle.transcribe.cli.models import register_models
+from kettle.transcribe.cli.transcribe import register_transcribe
 from kettle.transcribe.errors import KettleError
-from kettle.transcribe.files.cli import register_transcribe
-from kettle.transcribe.model.cli import register_models
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,7 +11,7 @@ from typing import Any
 from kettle.streaming.engine.config import EngineConfig
 from kettle.streaming.engine.scheduling.config import SchedulerConfig
 from kettle.streaming.server.config import ServerConfig
-from kettle.transcribe.cli_args import (
+from kettle.transcribe.cli.args import (
     non_negative_float,
     non_negative_int,
     positive_float,

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kettle.transcribe.cli_args import non_negative_int, positive_float, positive_int
+from kettle.transcribe.cli.args import non_negative_int, positive_float, positive_int
 from kettle.transcribe.errors import ConfigError, KettleError
 
 DEFAULT_MANIFEST = Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "manifest.tsv"

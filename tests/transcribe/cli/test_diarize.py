@@ -14,7 +14,7 @@ import pytest
 import soundfile as sf
 from kettle.streaming.cli.main import main
 from kettle.transcribe.audio.read import load_audio
-from kettle.transcribe.files import cli as tcli
+from kettle.transcribe.cli import transcribe as tcli
 from kettle.transcribe.files import windows
 from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from kettle.transcribe.speakers import encoder as speaker_encoder

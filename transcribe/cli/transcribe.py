@@ -17,22 +17,22 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kettle.transcribe.audio.read import RawFormat
-from kettle.transcribe.cli_args import (
+from kettle.transcribe.cli.args import (
     non_negative_float,
     non_negative_int,
     positive_float,
     positive_int,
     speaker_count,
 )
-from kettle.transcribe.corpus.driver import RayOptions, connect
-from kettle.transcribe.errors import ConfigError
-from kettle.transcribe.files.cli_inputs import (
+from kettle.transcribe.cli.inputs import (
     STDIN,
     Input,
     PlannedInput,
     collect_inputs,
     plan_inputs,
 )
+from kettle.transcribe.corpus.driver import RayOptions, connect
+from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.files.pipeline import FileOutcome, PipelineConfig, transcribe_files
 from kettle.transcribe.files.progress import Progress
 from kettle.transcribe.files.result_cache import ResultCache

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 from kettle.streaming.cli.main import main
+from kettle.transcribe.cli import transcribe as tcli
 from kettle.transcribe.errors import ModelError
-from kettle.transcribe.files import cli as tcli
 from kettle.transcribe.files import windows
 from kettle.transcribe.files.pipeline import PipelineConfig
 from kettle.transcribe.model.fake import FakeDecoder

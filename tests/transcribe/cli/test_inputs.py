@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 from kettle.transcribe.audio.read import RawFormat, load_audio
-from kettle.transcribe.files.cli_inputs import Input, collect_inputs, is_raw, plan_inputs
+from kettle.transcribe.cli.inputs import Input, collect_inputs, is_raw, plan_inputs
 from kettle.transcribe.files.pipeline import PipelineConfig
 from kettle.transcribe.files.progress import Progress
 from kettle.transcribe.files.result_cache import ResultCache

@@ -1,12 +1,12 @@
 """The WebSocket handshake, per route: who may connect, with what settings, and which
 subprotocol is echoed. No I/O: the app hands in the request, gets a decision back.
 
-Every WebSocket protocol kettle serves is one `ProtocolRoute`: a path, how its clients present a key
-(`credentials`), and how its handshake parameters become a codec (`prepare`). The order of checks is
-the same for all (docs/protocol.md#connecting): the key first (401, before anything else is looked
-at), then the protocol's parameters (400), then, for a real upgrade, capacity (503 with
-Retry-After). Checks that concern every protocol alike (Origin, per-key limits, audio budgets)
-belong in `ConnectionGate.admit`, which runs them in that order for every route. A route also
+Every WebSocket protocol kettle serves is one `ProtocolRoute`: a path, how its clients present a
+key (`credentials`), and how its handshake parameters become a codec (`prepare`). The order of
+checks is the same for all (docs/protocol.md#connecting): the server's host guard first (400),
+then the key (401), then the protocol's parameters (400), then, for a real upgrade, capacity
+(503 with Retry-After). Checks that concern every protocol alike (Origin, per-key limits,
+audio budgets) belong in `ConnectionGate.admit`, which runs them in that order for every route. A route also
 says which of the server's limits is its idle timeout (`idle_timeout`).
 """
 

@@ -6,8 +6,8 @@ key (`credentials`), and how its handshake parameters become a codec (`prepare`)
 checks is the same for all (docs/protocol.md#connecting): the server's host guard first (400),
 then the key (401), then the protocol's parameters (400), then, for a real upgrade, capacity
 (503 with Retry-After). Checks that concern every protocol alike (Origin, per-key limits,
-audio budgets) belong in `ConnectionGate.admit`, which runs them in that order for every route. A route also
-says which of the server's limits is its idle timeout (`idle_timeout`).
+audio budgets) belong in `ConnectionGate.admit`, which runs them in that order for every
+route. A route also says which of the server's limits is its idle timeout (`idle_timeout`).
 """
 
 from __future__ import annotations

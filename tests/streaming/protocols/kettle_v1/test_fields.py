@@ -1,8 +1,9 @@
 """kettle v1 against its field tables (protocols/kettle_v1/fields.py, from docs/protocol.md):
 the parsers read exactly the tables' fields, every violation a row allows gets the protocol's
-error (HTTP 400 at the handshake, counted as kettle_sessions_rejected{reason="bad_query"}; a non-fatal
-`error` with `bad_message` for a message, counted as kettle_errors{code="bad_message"}, the
-settings as they were and the session going on), and every valid edge value is taken."""
+error (HTTP 400 at the handshake, counted as kettle_sessions_rejected{reason="bad_query"}; a
+non-fatal `error` with `bad_message` for a message, counted as
+kettle_errors{code="bad_message"}, the settings as they were and the session going on), and
+every valid edge value is taken."""
 
 from __future__ import annotations
 

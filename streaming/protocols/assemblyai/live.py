@@ -119,6 +119,7 @@ from kettle.streaming.protocols.handshake import (
     Prepared,
     ProtocolRoute,
 )
+from kettle.streaming.protocols.lifecycle import CodecLifecycle, CodecPhase, Move
 from kettle.streaming.protocols.params import ParamError
 from kettle.streaming.protocols.words import plain_transcript
 from kettle.transcribe.types import SAMPLE_RATE
@@ -155,7 +156,7 @@ class AssemblyAICodec:
         self._clock = clock
         self._opened_at = clock()
         self._bytes = 0
-        self._stopped = False  # Terminate, or an error close: nothing more is read
+        self._life = CodecLifecycle()
         self._turns = TurnOrder()
         self._ending_error: tuple[int, str] | None = None  # sent at Done instead of Termination
         self._ending_counted: str | None = None  # ... counted then as this error code
@@ -171,6 +172,10 @@ class AssemblyAICodec:
     def audio_seconds(self) -> float:
         return self._bytes // self.params.frame_bytes / self.params.sample_rate
 
+    @property
+    def phase(self) -> CodecPhase:
+        return self._life.phase
+
     def start(self) -> list[Action]:
         expires = int(self._opened_at + self.context.limits.max_session_s)
         return [_send({"type": "Begin", "id": self.session_id, "expires_at": expires})]
@@ -182,7 +187,7 @@ class AssemblyAICodec:
     # -- client side -----------------------------------------------------------------------
 
     def on_binary(self, data: bytes) -> list[Action]:
-        if self._stopped or not data:
+        if self._life.stopped or not data:
             return []
         ms = len(data) / self.params.frame_bytes / self.params.sample_rate * 1000
         if ms > MAX_CHUNK_MS or len(data) > self.context.limits.max_frame_bytes:
@@ -192,12 +197,13 @@ class AssemblyAICodec:
                 "bad_audio",
             )
         self._bytes += len(data)
+        self._life.move(Move.AUDIO)
         return [FeedAudio(data)]
 
     def on_text(self, text: str, rate: RateGate) -> list[Action]:
         """A client message, checked against its type's table (``assemblyai_fields``): any
         mistake closes the session with Error 3006, as AssemblyAI's does."""
-        if self._stopped:
+        if self._life.stopped:
             return []
         try:
             obj = json.loads(text)
@@ -215,10 +221,10 @@ class AssemblyAICodec:
         except AssemblyAIParamError as exc:
             return self._fatal(INVALID_MESSAGE, f"Invalid Message: {str(exc)[:_ECHO_LIMIT]}")
         if message.type == "Terminate":
-            self._stopped = True
+            self._life.move(Move.STOP)
             return [Stop()]
         if message.type == "ForceEndpoint":
-            return [Finalize()] if self._bytes else []  # no audio: no turn to end
+            return [] if self._life.awaiting_audio else [Finalize()]  # no audio: no turn to end
         if message.update is None:
             return []  # KeepAlive: reading it reset the idle timer
         return self._update(message.update)
@@ -244,7 +250,7 @@ class AssemblyAICodec:
     def _fatal(self, code: int, message: str, counted: str = "bad_message") -> list[Action]:
         """A client message that ends the session with an error: nothing more is read, the
         turns of the audio before it still come, then the Error and the close with ``code``."""
-        self._stopped = True
+        self._life.move(Move.STOP)
         self._ending_error = (code, message)
         self._ending_counted = counted
         return [Stop(CLIENT_ERROR)]
@@ -319,7 +325,7 @@ class AssemblyAICodec:
             return []
         if not event.fatal:
             return []  # AssemblyAI has no notice for a skipped partial; the Turns still come
-        self._stopped = True
+        self._life.move(Move.STOP)  # (again, after a Terminate: the table allows it)
         message = self._error_message(SERVER_ERROR, f"Session Cancelled: {event.message}")
         return [Send(message, error_code=event.code)]
 

@@ -107,6 +107,7 @@ from kettle.streaming.protocols.handshake import (
     ProtocolRoute,
     choose_subprotocol,
 )
+from kettle.streaming.protocols.lifecycle import CodecLifecycle, CodecPhase, Move
 from kettle.transcribe.types import SAMPLE_RATE
 
 _ECHO_LIMIT = 200  # characters of an unknown message quoted back
@@ -127,7 +128,7 @@ class DeepgramFluxCodec:
         self._writer = FluxWriter(self.request_id, detects_language=params.language is None)
         self._turns = TurnTracker(self._writer, params.thresholds, lambda: self.position)
         self._bytes = 0
-        self._stopped = False
+        self._life = CodecLifecycle()
         self._ending_error: tuple[str, str] | None = None  # (code, description) sent at Done
 
     @property
@@ -138,6 +139,10 @@ class DeepgramFluxCodec:
     @property
     def stats(self) -> FluxStats:
         return self._turns.stats
+
+    @property
+    def phase(self) -> CodecPhase:
+        return self._life.phase
 
     # -- setup ---------------------------------------------------------------------------
 
@@ -170,7 +175,7 @@ class DeepgramFluxCodec:
         return frames * SAMPLE_RATE // self.params.sample_rate
 
     def on_binary(self, data: bytes) -> list[Action]:
-        if self._stopped or not data:
+        if self._life.stopped or not data:
             return []
         limit = self.context.limits.max_frame_bytes
         if len(data) > limit:
@@ -183,10 +188,11 @@ class DeepgramFluxCodec:
                 )
             ]
         self._bytes += len(data)
+        self._life.move(Move.AUDIO)
         return [FeedAudio(data), *self._turns.tick()]
 
     def on_text(self, text: str, rate: RateGate) -> list[Action]:
-        if self._stopped:
+        if self._life.stopped:
             return []
         try:
             obj = json.loads(text)
@@ -195,7 +201,7 @@ class DeepgramFluxCodec:
         if not isinstance(obj, dict):
             # Flux's fatal error ends the connection; the turns of the audio before it
             # still end first (the stream stops as at CloseStream), then the Error and close.
-            self._stopped = True
+            self._life.move(Move.STOP)
             self._ending_error = (
                 "UNPARSABLE_CLIENT_MESSAGE",
                 "a text message must be a JSON object with a type",
@@ -206,7 +212,7 @@ class DeepgramFluxCodec:
         except FieldError:
             kind = None  # warned below, after the rate gate
         if kind == "CloseStream":
-            self._stopped = True
+            self._life.move(Move.STOP)
             return [Stop()]  # never rate-limited
         verdict = rate.check()
         if verdict != "allow":

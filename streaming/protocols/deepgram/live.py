@@ -122,6 +122,7 @@ from kettle.streaming.protocols.handshake import (
     ProtocolRoute,
     choose_subprotocol,
 )
+from kettle.streaming.protocols.lifecycle import CodecLifecycle, CodecPhase, Move
 from kettle.transcribe.types import SAMPLE_RATE
 
 
@@ -136,7 +137,7 @@ class DeepgramLiveCodec:
         self.params = params
         self.request_id = request_id(context.session_id)
         self._audio = ReceivedAudio(params)
-        self._stopped = False
+        self._life = CodecLifecycle()
         self._channels = [ChannelState() for _ in range(params.streams)]
         # What a Configure may change after the handshake: the keyterms, and the features
         # the writer renders by.
@@ -169,27 +170,32 @@ class DeepgramLiveCodec:
         container's decoded audio, as the engine's events last reported it."""
         return self._audio.seconds
 
+    @property
+    def phase(self) -> CodecPhase:
+        return self._life.phase
+
     def on_binary(self, data: bytes) -> list[Action]:
         """Audio. An empty frame ends the stream, as in Deepgram's older API."""
-        if self._stopped:
+        if self._life.stopped:
             return []
         if not data:
             return self._stop()
         limit = self.context.limits.max_frame_bytes
         if len(data) > limit:
             # Dropping it would leave a silent gap in the transcript: the stream ends here.
-            self._stopped = True
+            self._life.move(Move.STOP)
             description = (
                 f"audio message of {len(data)} bytes is over the limit of {limit} bytes; the "
                 "stream ends with the results of the audio before it"
             )
             return [self._writer.error("DataError", description, "bad_audio"), Stop(FRAME_TOO_BIG)]
         self._audio.add(data)
+        self._life.move(Move.AUDIO)
         due = [a for i in range(len(self._channels)) for a in self._utterance_end_due(i)]
         return [FeedAudio(data), *due]
 
     def on_text(self, text: str, rate: RateGate) -> list[Action]:
-        if self._stopped:
+        if self._life.stopped:
             return []
         try:
             obj = json.loads(text)
@@ -217,7 +223,7 @@ class DeepgramLiveCodec:
         if kind == "KeepAlive":
             return []  # reading it reset the idle timer
         if kind == "Finalize":
-            if not self._audio.bytes:
+            if self._life.awaiting_audio:
                 # No audio, so no stream to finalize: answered here, at once.
                 return [self._empty_final(i) for i in range(len(self._channels))]
             return [Finalize()]
@@ -243,7 +249,7 @@ class DeepgramLiveCodec:
         ]
 
     def _stop(self) -> list[Action]:
-        self._stopped = True
+        self._life.move(Move.STOP)
         return [Stop()]
 
     def _configure(self, obj: dict[str, Any], text: str) -> list[Action]:

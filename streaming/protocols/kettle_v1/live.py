@@ -50,6 +50,7 @@ from kettle.streaming.protocols.handshake import (
     subprotocol_credentials,
 )
 from kettle.streaming.protocols.kettle_v1 import wire as proto
+from kettle.streaming.protocols.lifecycle import CodecLifecycle, CodecPhase, Move
 
 PATH = "/v1/stream"
 SUBPROTOCOL = "kettle.v1"
@@ -62,7 +63,16 @@ class KettleV1Codec:
     def __init__(self, context: CodecContext, settings: proto.StreamSettings) -> None:
         self.context = context
         self.settings = settings
-        self.audio_started = False  # after the first audio message, config is refused
+        self._life = CodecLifecycle()  # `stop` is the runner's: this one never stops
+
+    @property
+    def phase(self) -> CodecPhase:
+        return self._life.phase
+
+    @property
+    def audio_started(self) -> bool:
+        """After the first audio message, config is refused."""
+        return not self._life.awaiting_audio
 
     def start(self) -> list[Action]:
         model = self.context.model
@@ -93,7 +103,7 @@ class KettleV1Codec:
                     "it was dropped",
                 )
             ]
-        self.audio_started = True
+        self._life.move(Move.AUDIO)
         return [FeedAudio(data)]
 
     def on_text(self, text: str, rate: RateGate) -> list[Action]:

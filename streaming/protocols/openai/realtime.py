@@ -77,6 +77,7 @@ from kettle.streaming.protocols.base import (
     Reconfigure,
     StreamSetup,
 )
+from kettle.streaming.protocols.lifecycle import Move
 from kettle.streaming.protocols.openai import realtime_events as bodies
 from kettle.streaming.protocols.openai.errors import FieldRefused, check_object
 from kettle.streaming.protocols.openai.fields import CLIENT_EVENT_TABLES, MAX_EVENT_ID
@@ -95,9 +96,8 @@ from kettle.transcribe.errors import ConfigError
 class RealtimeCodec(ItemLedger):
     """One Realtime transcription session. See the module docstring."""
 
-    # Declared again (ItemLedger sets them): mypy cannot infer them here otherwise.
+    # Declared again (ItemLedger sets it): mypy cannot infer it here otherwise.
     settings: RealtimeSettings
-    audio_started: bool
 
     def session_body(self) -> dict[str, Any]:
         return bodies.session(self.settings, f"sess_{self._writer.tag}", self.context.model.name)
@@ -255,9 +255,9 @@ class RealtimeCodec(ItemLedger):
             )
         if not data:
             return actions
-        if not self.audio_started:
+        if self._life.awaiting_audio:
             self._retunes.retuned(self.settings)  # the stream opens with these
-        self.audio_started = True
+        self._life.move(Move.AUDIO)
         self._input.append(len(data))
         return [*actions, FeedAudio(data)]
 

@@ -28,6 +28,7 @@ from kettle.streaming.protocols.base import (
     CodecContext,
     Send,
 )
+from kettle.streaming.protocols.lifecycle import CodecLifecycle, CodecPhase
 from kettle.streaming.protocols.openai import realtime_events as bodies
 from kettle.streaming.protocols.openai.realtime_input import InputBuffer, Retunes
 from kettle.streaming.protocols.openai.realtime_items import Finalizing, Item, Utterance
@@ -46,7 +47,6 @@ class ItemLedger:
     settings an utterance was decoded under the ``Retunes``'."""
 
     settings: RealtimeSettings
-    audio_started: bool  # the stream is open (audio was appended)
 
     def __init__(self, context: CodecContext, settings: RealtimeSettings | None = None) -> None:
         self.context = context
@@ -60,10 +60,19 @@ class ItemLedger:
         self._last_committed: str | None = None
         self._closed_by_commit = False  # a vad_commit's Finalize ended an open utterance
         self._last_stop_ms = 0.0  # where the VAD's last utterance ended
-        self.audio_started = False
+        self._life = CodecLifecycle()  # the session's end is the runner's: it never stops
         # kettle_revisions: final's number -> its utterance and end sample, while a revision
         # may still come for it.
         self._revisable: dict[int, tuple[Utterance, int]] = {}
+
+    @property
+    def phase(self) -> CodecPhase:
+        return self._life.phase
+
+    @property
+    def audio_started(self) -> bool:
+        """The stream is open (audio was appended)."""
+        return not self._life.awaiting_audio
 
     def _committed(self, item: Item) -> Send:
         item.committed = True

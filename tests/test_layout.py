@@ -262,7 +262,7 @@ def test_no_test_module_imports_another() -> None:
 
 
 # Inside kettle.streaming.protocols: a vendor's package (deepgram/, openai/, ...) imports the
-# shared modules beside it (base, handshake, fields, limits, lifecycle, params, words, and itself,
+# shared modules beside it (base, handshake, fields, limits, lifecycle, params, words,
 # error_codes) and itself, never another vendor's; the shared modules import no vendor's.
 PROTOCOLS = ROOT / "streaming" / "protocols"
 

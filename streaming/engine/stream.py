@@ -243,16 +243,16 @@ class Stream:
         self._sync()
 
     def _sync(self) -> None:
-        """Hand what the session produced on: its events to the reader, its requests to the
-        host. (The host's work raises no wakeup, so the events go first; the release and the
-        engine's wakeup follow them, as before the split.)"""
+        """Hand on what the session produced: its events to the reader, then its requests to
+        the host (queueing them wakes no task, so the wakeups come in the order they always
+        did: the reader, ``wait_idle``, the engine's close, the engine's loop)."""
         session = self._session
         self._withdraw_superseded()
         requests = tuple(session.poll_requests())
         promote = session.in_flight if session.final_due else None
         open_ = self._host.is_open(self)
         self.deliver(session.poll_events())
-        self.set_pending(open_ and session.busy and not session.done)
+        self._set_pending(open_ and session.busy and not session.done)
         change = StreamChange(requests, session.samples_fed, promote, session.done)
         self._host.stream_changed(self, change)
 
@@ -282,7 +282,7 @@ class Stream:
         if events:
             self._wakeup.set()
 
-    def set_pending(self, pending: bool) -> None:
+    def _set_pending(self, pending: bool) -> None:
         """Whether a decode of this stream is queued or running (``wait_idle``)."""
         if pending:
             self._idle.clear()

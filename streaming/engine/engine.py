@@ -176,7 +176,9 @@ class Engine:
             raise KettleError("diarize needs a speaker model (the engine has none)")
         session = Session(config, session_id=stream_id)
         session.interval_hint_s = self._load.cadence_s
-        stream = Stream(self, stream_id, session, self.config.event_queue_size, self.speakers)
+        stream = Stream(
+            self._router, stream_id, session, self.config.event_queue_size, self.speakers
+        )
         self._router.open(stream)
         self._load.update_cadence(self._router.streams)
         return stream
@@ -254,14 +256,7 @@ class Engine:
     def _level_changed(self) -> None:
         self._load.level_changed(self._router.streams)
 
-    # --- StreamHost ----------------------------------------------------------------------
-    def stream_changed(self, stream: Stream) -> None:
-        """Move a session's new requests to the ledger and its events to the stream."""
-        self._router.stream_changed(stream)
-
-    def stream_aborted(self, stream: Stream) -> None:
-        self._router.release(stream)
-
+    # --- the router's callbacks (the router is the streams' host) ------------------------
     def _drained_now(self) -> None:
         if self._drained is not None:
             self._drained.set()  # close() waits for it

@@ -154,10 +154,10 @@ class LoadControl:
         elif level >= Level.PARTIALS_STRETCHED:
             base = max(
                 hint or 0.0,
-                *(s.session.config.partial_interval_s for s in streams),
+                *(s.partial_interval_s for s in streams),
                 0.0,
             )
             hint = base * STRETCH
         self.cadence_s = hint
         for stream in streams:
-            stream.session.interval_hint_s = hint
+            stream.interval_hint_s = hint

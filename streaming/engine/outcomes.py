@@ -43,8 +43,6 @@ class OpenStreams(Protocol):
 
     def is_open(self, stream: Stream) -> bool: ...
 
-    def stream_changed(self, stream: Stream) -> None: ...
-
     def release(self, stream: Stream) -> None: ...
 
 
@@ -74,10 +72,9 @@ class Outcomes:
             request_id = drop.entry.request.request_id
             overloaded = drop.reason == "overload"
             try:
-                if overloaded and stream.session.in_flight == request_id:
+                if overloaded and stream.in_flight == request_id:
                     self._load.partial_skipped(stream)  # before its session's own events
-                stream.session.on_dropped(request_id, overloaded=overloaded)
-                self._streams.stream_changed(stream)
+                stream.on_dropped(request_id, overloaded=overloaded)
             except Exception as exc:
                 self.fail_stream(stream, exc)
 
@@ -118,8 +115,7 @@ class Outcomes:
         if isinstance(entry.owner, OfflineCall):
             entry.owner.settle(entry.index, result)
             return
-        entry.owner.session.on_result(result)
-        self._streams.stream_changed(entry.owner)
+        entry.owner.on_result(result)
 
     def _on_failure(self, entry: Entry, error: str) -> None:
         if self._ledger.state(entry) is None:
@@ -127,8 +123,7 @@ class Outcomes:
         owner = entry.owner
         if isinstance(owner, Stream) and entry.purpose in QUIET:
             self._ledger.drop(entry)
-            owner.session.on_dropped(entry.request.request_id)
-            self._streams.stream_changed(owner)
+            owner.on_dropped(entry.request.request_id)
             return
         if entry.attempt < self._retry.retries:
             self._ledger.retry(entry, self._clock.now())
@@ -138,8 +133,7 @@ class Outcomes:
         if isinstance(owner, OfflineCall):
             owner.settle(entry.index, error_result(entry.request, error))
             return
-        owner.session.on_failed(entry.request.request_id, error)
-        self._streams.stream_changed(owner)
+        owner.on_failed(entry.request.request_id, error)
 
     def _guarded(self, entry: Entry, action: Callable[[], None]) -> None:
         """Run one request's handling; a bug there ends only that request's stream (or

@@ -1,4 +1,9 @@
-"""Routing: the open streams; each one's new requests to the ledger, its events back to it."""
+"""Routing: the open streams, and each one's new requests to the ledger.
+
+The router is the streams' ``StreamHost``: a stream hands it a ``StreamChange`` record after
+each call into its session, and the router queues, promotes or lets go what the record says.
+It reads no session: the streams answer its questions (pace, pause, headroom) themselves.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from kettle.streaming.engine.ledger import Ledger
 from kettle.streaming.engine.load import LoadControl
 from kettle.streaming.engine.records import StreamRecord
 from kettle.streaming.engine.scheduling.scheduler import Priority, Scheduler
-from kettle.streaming.engine.stream import Stream
+from kettle.streaming.engine.stream import Stream, StreamChange
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, Decoder, DecodeRequest
 
 
@@ -55,7 +60,7 @@ class Router:
     def live_pausing(self, now: float) -> bool:
         """Whether a live stream (not ahead of real time) is in a pause, its final near."""
         return any(
-            record.stream.session.pausing and not self._scheduler.ahead(stream_id, now)
+            record.stream.pausing and not self._scheduler.ahead(stream_id, now)
             for stream_id, record in self._records.items()
         )
 
@@ -67,39 +72,42 @@ class Router:
             (
                 headroom
                 for stream_id, record in self._records.items()
-                if (headroom := record.stream.session.final_headroom_s) is not None
+                if (headroom := record.stream.final_headroom_s) is not None
                 and not self._scheduler.ahead(stream_id, now)
             ),
             default=math.inf,
         )
 
-    # --- a stream changes or ends --------------------------------------------------------
-    def stream_changed(self, stream: Stream) -> None:
-        """Move a session's new requests to the ledger and its events to the stream."""
-        session = stream.session
+    # --- a stream changes or ends (the StreamHost protocol) -------------------------------
+    def stream_changed(self, stream: Stream, change: StreamChange) -> None:
+        """Queue a stream's new requests (nothing more runs for a released one), note its
+        pace, promote its speculative final that is now the final; let it go when done."""
         record = self._records.get(stream.stream_id)
-        self._withdraw_superseded(stream)
-        requests = session.poll_requests()
         if record is None:
-            requests = []  # released (failed or finished): nothing more runs for it
+            return  # released (failed or finished): nothing more runs for it
         now = self._clock.now()
-        if record is not None and session.samples_fed > record.fed:
+        if change.samples_fed > record.fed:
             # The client's pace: a stream ahead of real time yields to live ones.
-            fed, record.fed = session.samples_fed - record.fed, session.samples_fed
+            fed, record.fed = change.samples_fed - record.fed, change.samples_fed
             self._scheduler.observe_audio(stream.stream_id, fed / SAMPLE_RATE, now)
-        for request in requests:
-            if record is not None and request.stream_key is not None:
+        for request in change.requests:
+            if request.stream_key is not None:
                 self._track_key(record, request.stream_key)
             self._submit(request, now, stream)
-        if record is not None and session.final_due and session.in_flight is not None:
+        if change.promote is not None:
             # The utterance ended on the speculated window: the speculation is the final.
-            self._ledger.promote(stream, session.in_flight, Priority.FINAL)
-        stream.deliver(session.poll_events())
-        stream.set_pending(not (record is None or not session.busy or session.done))
-        if session.done:
+            self._ledger.promote(stream, change.promote, Priority.FINAL)
+        if change.done:
             self.release(stream)
-        if requests:
+        if change.requests:
             self._kick()
+
+    def withdraw(self, stream: Stream, request_id: Hashable) -> bool:
+        """Supersede a stream's queued request; False if it is not queued."""
+        return self._ledger.withdraw(stream, request_id) is not None
+
+    def stream_aborted(self, stream: Stream) -> None:
+        self.release(stream)
 
     def release(self, stream: Stream) -> None:
         """Drop a stream's record, its requests (a finished one has none) and its pace."""
@@ -118,16 +126,6 @@ class Router:
             # Live finals ask the model for one temperature-fallback round at a time.
             request = dataclasses.replace(request, fallback_round=0)
         self._ledger.submit(self._load.adjust(request), now, stream)
-
-    def _withdraw_superseded(self, stream: Stream) -> None:
-        # Loops because the session's next request may itself be superseded (rare).
-        for _ in range(4):
-            rid = stream.session.superseded
-            if rid is None:
-                return
-            if self._ledger.withdraw(stream, rid) is None:
-                return  # already running: its result comes back and is handled then
-            stream.session.on_dropped(rid)
 
     def _track_key(self, record: StreamRecord, key: Hashable | None) -> None:
         """A stream's requests carry one stream key per utterance, in order: when a new key

@@ -1,9 +1,11 @@
 """One live stream of the engine: audio and control in, events out.
 
-A ``Stream`` owns its session and its event queue; whatever it feeds the session is handed to
-its ``StreamHost`` (the engine), which moves the session's requests to the scheduler and its
-events back here. The two talk only through the public methods below: the host protocol on one
-side, ``deliver`` / ``set_pending`` / ``fail`` ("engine side") on the other.
+A ``Stream`` owns its session and its event queue. After each call into the session it takes
+what the session produced: the events go to its own queue, the new decode requests go to its
+``StreamHost`` (routing.Router) as a ``StreamChange`` record, so the host never reads the
+session. The engine side (outcomes.py, load.py) reaches the session only through the methods
+under "engine side" below; the server asks its questions (undecoded audio, refinement counts)
+of the stream, not of the session.
 
 Methods are called on the event loop's thread (the server's connection handlers).
 """
@@ -11,19 +13,38 @@ Methods are called on the event loop's thread (the server's connection handlers)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Hashable
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 from kettle.streaming.core.backlog import FINAL, OTHER, PARTIAL, Backlog
 from kettle.streaming.core.events import Done, Error, Event, Final, Partial
+from kettle.streaming.core.refine import RefineStats
 from kettle.streaming.core.session import Session, SessionConfig
 from kettle.streaming.engine.speakers import SpeakerService, StreamLabeler
+from kettle.transcribe.types import DecodeRequest, DecodeResult
+
+
+@dataclass(frozen=True)
+class StreamChange:
+    """What a stream's session asked of the engine since the stream last told its host."""
+
+    requests: tuple[DecodeRequest, ...]  # new decode requests, in the order asked
+    samples_fed: int  # audio fed so far (the client's pace)
+    promote: str | None  # its queued speculative final, now the final (the utterance ended)
+    done: bool  # the session produced Done: the host lets the stream go
 
 
 class StreamHost(Protocol):
-    def stream_changed(self, stream: Stream) -> None:
-        """The stream's session may hold new requests or events."""
+    def is_open(self, stream: Stream) -> bool:
+        """Whether the host still holds the stream (False once released)."""
+
+    def withdraw(self, stream: Stream, request_id: Hashable) -> bool:
+        """Take back a queued request; False if it is not queued (running: its result comes)."""
+
+    def stream_changed(self, stream: Stream, change: StreamChange) -> None:
+        """Act on what the session asked for (queue, promote, release when done)."""
 
     def stream_aborted(self, stream: Stream) -> None:
         """The stream is gone: drop its queued work."""
@@ -69,7 +90,18 @@ class Stream:
 
     @property
     def session(self) -> Session:
+        """For tests and tools; the engine and the server use the methods of the stream."""
         return self._session
+
+    @property
+    def undecoded_samples(self) -> int:
+        """Audio the session holds for decodes still to come (Session.undecoded_samples)."""
+        return self._session.undecoded_samples
+
+    @property
+    def refinements(self) -> RefineStats | None:
+        """What the refinement pass did so far; None when revisions are off."""
+        return self._session.refinements
 
     @property
     def aborted(self) -> bool:
@@ -90,13 +122,13 @@ class Stream:
         if self._aborted:
             return
         self._session.feed_audio(samples)
-        self._host.stream_changed(self)
+        self._sync()
 
     def finalize(self) -> None:
         if self._aborted:
             return
         self._session.finalize()
-        self._host.stream_changed(self)
+        self._sync()
 
     def set_keyterms(self, terms: tuple[str, ...]) -> None:
         """Keyterms for the decodes asked from now on (Session.set_keyterms)."""
@@ -112,14 +144,14 @@ class Stream:
         """The settings a running stream may change, from now on (Session.reconfigure)."""
         if not self._aborted:
             self._session.reconfigure(config)
-            self._host.stream_changed(self)
+            self._sync()
 
     def stop(self, reason: str | None = None) -> None:
         """Finalize what it holds; the remaining finals then Done follow. Idempotent."""
         if self._aborted:
             return
         self._session.stop(reason)
-        self._host.stream_changed(self)
+        self._sync()
 
     def abort(self) -> None:
         """The client vanished: drop queued work, release everything, no more events."""
@@ -166,6 +198,72 @@ class Stream:
                 return
 
     # --- engine side ---------------------------------------------------------------------
+    @property
+    def in_flight(self) -> str | None:
+        """The session's live request queued or running, if any."""
+        return self._session.in_flight
+
+    @property
+    def pausing(self) -> bool:
+        """Silence has begun in the open utterance: its final may be asked for soon."""
+        return self._session.pausing
+
+    @property
+    def final_headroom_s(self) -> float | None:
+        """Seconds of audio before the next final can come due (Session.final_headroom_s)."""
+        return self._session.final_headroom_s
+
+    @property
+    def partial_interval_s(self) -> float:
+        """The partial interval of the session's config."""
+        return self._session.config.partial_interval_s
+
+    @property
+    def interval_hint_s(self) -> float | None:
+        """The longer partial interval the engine asks of the session (load.py)."""
+        return self._session.interval_hint_s
+
+    @interval_hint_s.setter
+    def interval_hint_s(self, hint: float | None) -> None:
+        self._session.interval_hint_s = hint
+
+    def on_result(self, result: DecodeResult) -> None:
+        """A request's result (outcomes.py)."""
+        self._session.on_result(result)
+        self._sync()
+
+    def on_dropped(self, request_id: Hashable, *, overloaded: bool = False) -> None:
+        """A request that did not run (Session.on_dropped)."""
+        self._session.on_dropped(request_id, overloaded=overloaded)
+        self._sync()
+
+    def on_failed(self, request_id: Hashable, message: str) -> None:
+        """A request that failed for good (Session.on_failed)."""
+        self._session.on_failed(request_id, message)
+        self._sync()
+
+    def _sync(self) -> None:
+        """Hand on what the session produced: its events to the reader, then its requests to
+        the host (queueing them wakes no task, so the wakeups come in the order they always
+        did: the reader, ``wait_idle``, the engine's close, the engine's loop)."""
+        session = self._session
+        self._withdraw_superseded()
+        requests = tuple(session.poll_requests())
+        promote = session.in_flight if session.final_due else None
+        open_ = self._host.is_open(self)
+        self.deliver(session.poll_events())
+        self._set_pending(open_ and session.busy and not session.done)
+        change = StreamChange(requests, session.samples_fed, promote, session.done)
+        self._host.stream_changed(self, change)
+
+    def _withdraw_superseded(self) -> None:
+        # Loops because the session's next request may itself be superseded (rare).
+        for _ in range(4):
+            rid = self._session.superseded
+            if rid is None or not self._host.withdraw(self, rid):
+                return  # not queued (running): its result comes back and is handled then
+            self._session.on_dropped(rid)
+
     def deliver(self, events: list[Event]) -> None:
         """Queue events for the reader under the backlog policy (stale partials are replaced;
         finals, errors and done never dropped)."""
@@ -184,7 +282,7 @@ class Stream:
         if events:
             self._wakeup.set()
 
-    def set_pending(self, pending: bool) -> None:
+    def _set_pending(self, pending: bool) -> None:
         """Whether a decode of this stream is queued or running (``wait_idle``)."""
         if pending:
             self._idle.clear()

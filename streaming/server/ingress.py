@@ -182,7 +182,7 @@ class AudioIngress:
     @property
     def undecoded_samples(self) -> int:
         """The most audio any of the streams holds not yet transcribed."""
-        return max((s.session.undecoded_samples for s in self.streams), default=0)
+        return max((s.undecoded_samples for s in self.streams), default=0)
 
     def arrival_of(self, end_sample: int) -> float | None:
         return None if self.arrivals is None else self.arrivals.arrival_of(end_sample)

@@ -102,8 +102,10 @@ class Intake:
             self._apply(self.codec.on_leftover(leftover, frame_bytes))
 
     def _open(self) -> None:
-        streams, _, _ = self.ingress.open()
-        self._on_open(streams)
+        """Open the streams at the first audio (or stop), and have their events pumped."""
+        if not self.ingress.streams:
+            streams, _, _ = self.ingress.open()
+            self._on_open(streams)
 
     def _feed(self, data: bytes) -> None:
         self._open()

@@ -305,7 +305,7 @@ class ConnectionRunner:
 
     def _count_refinements(self, stream: Stream, index: int) -> None:
         """Add what the stream's refinement pass did since last time to the counters."""
-        stats = stream.session.refinements
+        stats = stream.refinements
         if stats is None or self.metrics is None:
             return
         for outcome, total in dataclasses.asdict(stats).items():

@@ -3,14 +3,14 @@ and retries as one entry, and the batch record's drops."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 import numpy as np
 import pytest
 from kettle.streaming.core.session import Session
 from kettle.streaming.engine.ledger import TRANSITIONS, Entry, Ledger, RefusedTransition, State
 from kettle.streaming.engine.scheduling.scheduler import Priority, Scheduler, SchedulerConfig
-from kettle.streaming.engine.stream import Stream
+from kettle.streaming.engine.stream import Stream, StreamChange
 from kettle.transcribe.types import DecodeKind, DecodeRequest, DecodeResult, Purpose
 
 AUDIO = np.zeros(1600, dtype=np.float32)
@@ -18,7 +18,13 @@ REFUSED = "refused"
 
 
 class Host:
-    def stream_changed(self, stream: Stream) -> None:
+    def is_open(self, stream: Stream) -> bool:
+        return True
+
+    def withdraw(self, stream: Stream, request_id: Hashable) -> bool:
+        return False
+
+    def stream_changed(self, stream: Stream, change: StreamChange) -> None:
         pass
 
     def stream_aborted(self, stream: Stream) -> None:

@@ -25,11 +25,13 @@ class Now:
 
 
 class Client:
-    """The part of a Stream that load control reaches: its id, its session, its events."""
+    """The part of a Stream that load control reaches: its id, its partial interval and the
+    engine's hint for it, its events."""
 
     def __init__(self, stream_id: str = "s1") -> None:
         self.stream_id = stream_id
-        self.session = Session(SessionConfig(), session_id=stream_id)
+        self.partial_interval_s = SessionConfig().partial_interval_s
+        self.interval_hint_s: float | None = None
         self.events: list[Event] = []
 
     def deliver(self, events: list[Event]) -> None:

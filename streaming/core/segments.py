@@ -3,7 +3,7 @@ pauses, resumes and closes, with the VAD events a client asked for."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from kettle.streaming.core.agreement import Agreement
 from kettle.streaming.core.events import Event, Paused, Resumed, SpeechStarted, SpeechStopped
@@ -41,7 +41,7 @@ class SegmentDecisions:
         self._speakers = speakers
         self._emit = emit
 
-    def apply(self, decisions: list[object]) -> None:
+    def apply(self, decisions: Sequence[object]) -> None:
         for d in decisions:
             if isinstance(d, SpeechStart):
                 self._open(d)

@@ -327,11 +327,11 @@ class Session:
                 self._requests.append(request)
         if self._refine is not None:
             language = self._tuning.settings.context_language
-            request = self._refine.next_request(
+            refinement = self._refine.next_request(
                 self._fed, stopping=self.stopping, language=language, keyterms=self.keyterms
             )
-            if request is not None:
-                self._requests.append(request)
+            if refinement is not None:
+                self._requests.append(refinement)
         self._maybe_done()
 
     def _stream_state(self) -> StreamState:

@@ -42,6 +42,7 @@ from kettle.streaming.server.uploads import (
     upload_failure,
 )
 from kettle.transcribe.files.pipeline import PipelineConfig
+from kettle.transcribe.files.windows import WindowConfig
 from kettle.transcribe.transcript import Transcript
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
@@ -231,7 +232,7 @@ class OpenAIRest:
             task=parsed.task,
             prompt=parsed.prompt,
             keyterms=parsed.keyterms,
-            **({"windows": parsed.windows} if parsed.windows is not None else {}),
+            windows=parsed.windows if parsed.windows is not None else WindowConfig(),
         )
         return UploadJob(job, parsed.audio, config, finish=finish)
 

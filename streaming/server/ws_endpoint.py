@@ -10,6 +10,8 @@ released when the connection has closed.
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
+
 import contextlib
 from typing import Any
 
@@ -18,7 +20,7 @@ from kettle.streaming.server.connections import Connections
 from kettle.streaming.server.gate import ConnectionGate, Refusal
 from kettle.streaming.server.transport import PeerGone
 
-Scope = dict[str, Any]
+Scope = MutableMapping[str, Any]  # an ASGI scope, as starlette types it
 Message = dict[str, Any]
 
 

@@ -39,9 +39,9 @@ class Encoder:
 
         generate takes one dense tensor and no per-row lengths, so the jobs must share one
         encoder length (``group_by_frames``): a row is never padded to fit its batch-mates."""
-        rows = [j.encoded for j in jobs]
-        assert all(r is not None for r in rows)
-        lengths = {r.shape for r in rows if r is not None}
+        rows = [j.encoded for j in jobs if j.encoded is not None]
+        assert len(rows) == len(jobs), "every job is encoded before it is stacked"
+        lengths = {r.shape for r in rows}
         if len(lengths) > 1:
             raise ValueError(f"encoder outputs of differing shapes stacked: {sorted(lengths)}")
         return self._fw.storage(np.stack(rows))

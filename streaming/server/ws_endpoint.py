@@ -10,9 +10,8 @@ released when the connection has closed.
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
-
 import contextlib
+from collections.abc import MutableMapping
 from typing import Any
 
 from kettle.streaming.protocols.handshake import HandshakeRequest, ProtocolRoute, plain_refusal

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 
 from kettle.streaming.protocols.base import CLOSE_GOING_AWAY, CLOSE_NORMAL
 from kettle.streaming.protocols.limits import Limits
-from kettle.streaming.server.limits import TokenBucket
+from kettle.streaming.server.access import TokenBucket
 
 IDLE = "idle"
 MAX_DURATION = "max_duration"

@@ -14,8 +14,8 @@ from kettle.streaming.protocols.handshake import (
     ProtocolRoute,
 )
 from kettle.streaming.protocols.limits import Limits
+from kettle.streaming.server.access import Authenticator, SessionSlots
 from kettle.streaming.server.hosts import HostPolicy
-from kettle.streaming.server.limits import Authenticator, SessionSlots
 from kettle.streaming.server.metrics import ServerMetrics
 from kettle.streaming.server.origins import OriginPolicy
 

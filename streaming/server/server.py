@@ -33,13 +33,13 @@ import uvicorn
 from kettle.streaming.engine.speakers import SpeakerService
 from kettle.streaming.protocols.base import CLOSE_GOING_AWAY, CLOSE_SERVICE_RESTART
 from kettle.streaming.protocols.kettle_v1.live import PATH as STREAM_PATH
+from kettle.streaming.server.access import Authenticator
 from kettle.streaming.server.app import build_app
 from kettle.streaming.server.config import ServerConfig
 from kettle.streaming.server.connections import Connections
 from kettle.streaming.server.gate import ConnectionGate, Refusal
 from kettle.streaming.server.hosts import HostPolicy
 from kettle.streaming.server.http_protocol import KettleHttpProtocol
-from kettle.streaming.server.limits import Authenticator
 from kettle.streaming.server.looplag import LoopLagMonitor
 from kettle.streaming.server.metrics import ServerMetrics
 from kettle.streaming.server.origins import OriginPolicy

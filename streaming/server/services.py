@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kettle.streaming.protocols.base import ModelInfo
+from kettle.streaming.server.access import Authenticator
 from kettle.streaming.server.config import ServerConfig
 from kettle.streaming.server.connections import Connections
 from kettle.streaming.server.gate import ConnectionGate
-from kettle.streaming.server.limits import Authenticator
 from kettle.streaming.server.metrics import ServerMetrics
 from kettle.streaming.server.serving import Serving
 from kettle.streaming.server.uploads import Uploads

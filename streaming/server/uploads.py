@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 import numpy as np
 from kettle.streaming.engine.offline import diarize_offline, transcribe_offline
-from kettle.streaming.server.limits import SessionSlots
+from kettle.streaming.server.access import SessionSlots
 from kettle.streaming.server.upload_body import read_body
 from kettle.streaming.server.upload_errors import (
     BodyEndedEarly,

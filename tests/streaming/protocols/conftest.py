@@ -38,9 +38,9 @@ from kettle.streaming.protocols.fields import (
 from kettle.streaming.protocols.handshake import HandshakeRequest, Prepared, ProtocolRoute
 from kettle.streaming.protocols.openai.models import MODEL_ALIASES
 from kettle.streaming.protocols.openai.realtime import RealtimeCodec
+from kettle.streaming.server.access import Authenticator
 from kettle.streaming.server.gate import ConnectionGate, Refusal
 from kettle.streaming.server.hosts import HostPolicy
-from kettle.streaming.server.limits import Authenticator
 from kettle.streaming.server.metrics import ServerMetrics
 from kettle.streaming.server.origins import OriginPolicy
 

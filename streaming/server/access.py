@@ -1,4 +1,4 @@
-"""Admission and rate policy of the server: API keys, session slots, message rate. No I/O.
+"""Access policy of the server: API keys, session slots, message rate. No I/O.
 
 Keys are kept only as SHA-256 digests and compared digest to digest in constant time against
 every configured key (no early exit on the first match; digests all have one length, so the

@@ -1,9 +1,9 @@
-"""server.limits: the admission and rate policy."""
+"""server.access: API keys, session slots and the message rate."""
 
 from __future__ import annotations
 
 import pytest
-from kettle.streaming.server.limits import (
+from kettle.streaming.server.access import (
     Authenticator,
     SessionSlots,
     TokenBucket,

@@ -20,13 +20,14 @@ Layout (under kettle.streaming.server, codecs under kettle.streaming.protocols):
     connection.py    ConnectionState: its phases and their transitions, deadlines, rate (pure)
     ingress.py       AudioIngress: wire bytes -> PCM decoder -> engine stream, arrival times
     transport.py     Transport, PeerGone: one accepted WebSocket as the runner sees it
+    access.py        API keys (digests only), session slots, the message rate's token bucket
     protocols/limits.py      Limits: every connection's limits, derived from ServerConfig
     protocols/handshake.py   ProtocolRoute: per-protocol credentials and parameters
     protocols/base.py        the Codec interface and its actions (Send, FeedAudio, ...)
-    protocols/kettle_v1.py   docs/protocol.md (kettle v1) on /v1/stream
+    protocols/kettle_v1/     docs/protocol.md (kettle v1) on /v1/stream
 
-Adding a WebSocket protocol (e.g. `protocols/openai_realtime.py`, its route in
-`protocols/openai_realtime_route.py`):
+Adding a WebSocket protocol (a package of its own under protocols/, e.g. `protocols/openai/`:
+its codec in `realtime.py`, its route in `realtime_route.py`):
 
 1. Write a codec class with the methods of `protocols.base.Codec`: `start()`,
    `on_text(text, rate)`, `on_binary(data)`, `stream_setup()`, `on_leftover(...)`,

@@ -41,6 +41,7 @@ from _results import eval_dir, machine_info, markdown_table, require_eval_set, w
 from _serve import start_kettle
 from bench_server import (
     CATEGORIES,
+    StreamResult,
     Track,
     build_tracks,
     lags,
@@ -120,7 +121,11 @@ def start_haproxy(ports: list[int], workdir: Path) -> tuple[subprocess.Popen[byt
 
 
 def live_row(
-    setup: str, n: int, tracks: list[Track], results: list[Any], refs: list[Any]
+    setup: str,
+    n: int,
+    tracks: list[Track],
+    results: list[StreamResult],
+    refs: list[StreamResult],
 ) -> dict[str, Any]:
     partial = [x for r in results for x in lags(r, "partial")]
     final = [x for r in results for x in lags(r, "final")]
@@ -128,7 +133,7 @@ def live_row(
     # no live final overlaps are counted apart.
     lost = sum(lost_finals(r) for r in results)
     unmatched = sum(unmatched_finals(r, ref) for r, ref in zip(results, refs, strict=True))
-    row = {
+    row: dict[str, Any] = {
         "setup": setup,
         "streams": n,
         "audio_s": round(sum(len(t.audio) for t in tracks) / SAMPLE_RATE, 1),

@@ -29,6 +29,7 @@ def encode(channels: list[np.ndarray] | np.ndarray, kind: str) -> bytes:
     buf = io.BytesIO()
     with av.open(buf, "w", format=fmt) as out:
         stream = out.add_stream(codec, rate=rate, layout=layout)
+        assert isinstance(stream, av.AudioStream)  # an audio codec: PyAV types it by name only
         frame = av.AudioFrame.from_ndarray(np.clip(data, -1, 1), format="fltp", layout=layout)
         frame.sample_rate = 16000
         target = stream.codec_context.format.name

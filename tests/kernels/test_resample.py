@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -81,14 +82,15 @@ def test_stream_flush_resets_for_a_new_stream() -> None:
     assert (stream.in_rate, stream.out_rate) == (44100, 16000)
 
 
+# cast(Any, ...): a wrong type on purpose, which the kernels refuse at run time.
 @pytest.mark.parametrize(
     ("call", "match"),
     [
         (lambda: resample(np.zeros(10, np.float32), 0), "in_rate"),
-        (lambda: resample(np.zeros(10, np.float32), 16000.5), "in_rate"),
+        (lambda: resample(np.zeros(10, np.float32), cast(Any, 16000.5)), "in_rate"),
         (lambda: resample(np.zeros(10, np.float32), 16000, -1), "out_rate"),
         (lambda: resample(np.zeros((10, 2), np.float32), 8000), "1-D"),
-        (lambda: resample([0.0], 8000), "numpy array"),
+        (lambda: resample(cast(Any, [0.0]), 8000), "numpy array"),
         (lambda: StreamResampler(True), "in_rate"),
         (lambda: StreamResampler(8000).process(np.zeros((2, 2), np.float32)), "1-D"),
     ],

@@ -16,4 +16,4 @@ def test_facade_name_is_the_home_modules_object(name: str) -> None:
 
 def test_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError):
-        _ = facade.NoSuchThing  # type: ignore[attr-defined]
+        _ = facade.NoSuchThing

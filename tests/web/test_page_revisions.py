@@ -72,6 +72,7 @@ def scripted_server() -> Iterator[Scripted]:
     from websockets.datastructures import Headers
     from websockets.http11 import Response
     from websockets.sync.server import ServerConnection, serve
+    from websockets.typing import Subprotocol
 
     state = Scripted(url="")
 
@@ -136,7 +137,12 @@ def scripted_server() -> Iterator[Scripted]:
                 return
 
     server = serve(
-        session, "127.0.0.1", 0, process_request=files, subprotocols=["kettle.v1"], compression=None
+        session,
+        "127.0.0.1",
+        0,
+        process_request=files,
+        subprotocols=[Subprotocol("kettle.v1")],
+        compression=None,
     )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -53,6 +53,7 @@ def scripted() -> Iterator[Scripted]:
     from websockets.datastructures import Headers
     from websockets.http11 import Response
     from websockets.sync.server import ServerConnection, serve
+    from websockets.typing import Subprotocol
 
     state = Scripted()
 
@@ -101,7 +102,12 @@ def scripted() -> Iterator[Scripted]:
                 return
 
     server = serve(
-        session, "127.0.0.1", 0, process_request=files, subprotocols=["kettle.v1"], compression=None
+        session,
+        "127.0.0.1",
+        0,
+        process_request=files,
+        subprotocols=[Subprotocol("kettle.v1")],
+        compression=None,
     )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -51,6 +51,13 @@ class Run:
         return [e for e in self.events if isinstance(e, Partial)]
 
 
+def window_key(r: DecodeRequest) -> tuple[Any, ...]:
+    """A session request's cache key, which names its window: (session, utterance, start,
+    end[, "filled from", sample]); DecodeRequest types it only as Hashable."""
+    assert isinstance(r.cache_key, tuple)
+    return r.cache_key
+
+
 def drive(
     audio: np.ndarray,
     config: SessionConfig | None = None,

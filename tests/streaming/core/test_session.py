@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ from kettle.transcribe.errors import AudioError, ConfigError
 from kettle.transcribe.model.fake import FakeDecoder, scripted_audio, synth_voice
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest, DecodeResult
 
-from tests.streaming.core.conftest import ALONE, Run, drive
+from tests.streaming.core.conftest import ALONE, Run, drive, window_key
 
 SR = SAMPLE_RATE
 
@@ -53,7 +54,7 @@ def test_partials_hold_back_when_silence_begins() -> None:
     # the speculative final at the pause (2.7 s) covers the utterance instead.
     audio = scripted_audio([("silence", 1.0), ("voice", 1.5), ("silence", 1.0)])
     run = drive(audio)
-    ends = [r.cache_key[3] for r in run.requests if r.kind is DecodeKind.PARTIAL]
+    ends = [window_key(r)[3] for r in run.requests if r.kind is DecodeKind.PARTIAL]
     assert max(ends) <= int(2.5 * SR) + 6 * 320
     assert [r.kind for r in run.requests][-1] is DecodeKind.FINAL
 
@@ -100,7 +101,7 @@ def test_speculative_final_asked_at_the_hush_fills_the_tail_not_heard_yet() -> N
     # confirms the silence.
     run = drive(ONE, SessionConfig())
     (spec,) = [r for r in run.requests if r.kind is DecodeKind.FINAL]
-    _, _, start, end, *filled = spec.cache_key
+    _, _, start, end, *filled = window_key(spec)
     hush = int(3.06 * SR)
     assert (end, filled) == (int(3.3 * SR), ["filled from", hush])
     assert spec.speculative and len(spec.audio) == end - start
@@ -122,7 +123,7 @@ def test_a_filled_speculation_is_dropped_when_speech_resumes_in_the_tail() -> No
         [("silence", 0.5), ("voice", 1.2), ("silence", 0.25), ("voice", 1.0), ("silence", 1.0)]
     )
     run = drive(audio, SessionConfig())
-    filled = [r for r in run.requests if r.kind is DecodeKind.FINAL and len(r.cache_key) > 4]
+    filled = [r for r in run.requests if r.kind is DecodeKind.FINAL and len(window_key(r)) > 4]
     assert filled  # the first pause's speculation
     (final,) = run.finals
     assert final.text == "alpha bravo charlie delta"
@@ -144,7 +145,7 @@ THREE = scripted_audio(
 def test_utterance_without_speech_gets_no_final_and_no_number() -> None:
     def text_for(r: DecodeRequest) -> str:
         assert r.cache_key is not None
-        return "" if r.cache_key[1] == 1 else "some words here"
+        return "" if window_key(r)[1] == 1 else "some words here"
 
     run = drive(THREE, decoder=FakeDecoder(text_for=text_for))
     assert [f.utterance for f in run.finals] == [0, 1]
@@ -158,7 +159,7 @@ def test_number_shown_in_partials_is_released_when_the_final_is_empty() -> None:
 
     def text_for(r: DecodeRequest) -> str:
         assert r.cache_key is not None
-        if r.cache_key[1] != 1:
+        if window_key(r)[1] != 1:
             return "fine words"
         if r.kind is DecodeKind.FINAL:
             return ""
@@ -319,7 +320,7 @@ def test_a_final_that_fails_for_good_gives_an_internal_error_and_keeps_numbering
     for i in range(0, len(audio), 320):
         session.feed_audio(audio[i : i + 320])
         for r in session.poll_requests():
-            if r.kind is DecodeKind.FINAL and r.cache_key is not None and r.cache_key[1] == 0:
+            if r.kind is DecodeKind.FINAL and r.cache_key is not None and window_key(r)[1] == 0:
                 session.on_failed(r.request_id, "boom")
             else:
                 session.on_result(dec.decode_batch([r])[0])
@@ -357,7 +358,7 @@ def test_bad_audio_is_refused_and_loses_nothing() -> None:
         {"onset_ms": 0},
     ],
 )
-def test_bad_session_config_is_refused(kwargs: dict[str, object]) -> None:
+def test_bad_session_config_is_refused(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
         SessionConfig(**kwargs)
 
@@ -401,18 +402,18 @@ def test_finals_are_decoded_in_context_and_emit_only_new_words() -> None:
     finals = [r for r in _requests_of(run, DecodeKind.FINAL)]
     assert [r.context for r in finals] == [None, f0.text, f"{f0.text} {f1.text}"]
     for r, f in zip(finals, (f0, f1, f2), strict=True):
-        assert r.cache_key is not None and r.cache_key[2] == f0.start  # window start
+        assert r.cache_key is not None and window_key(r)[2] == f0.start  # window start
         # The window ends final_tail_ms after the last voiced frame, past the utterance's end.
-        assert r.cache_key[3] == f.end + int(PAST_END * SR)
-        assert len(r.audio) == r.cache_key[3] - f0.start
+        assert window_key(r)[3] == f.end + int(PAST_END * SR)
+        assert len(r.audio) == window_key(r)[3] - f0.start
     assert [f.utterance for f in run.finals] == [0, 1, 2]
 
 
 def test_partials_are_decoded_in_the_same_context() -> None:
     run = drive(THREE, CONTEXT)
     f0 = run.finals[0]
-    later = [r for r in _requests_of(run, DecodeKind.PARTIAL) if r.cache_key[1] == 1]
-    assert later and all(r.context == f0.text and r.cache_key[2] == f0.start for r in later)
+    later = [r for r in _requests_of(run, DecodeKind.PARTIAL) if window_key(r)[1] == 1]
+    assert later and all(r.context == f0.text and window_key(r)[2] == f0.start for r in later)
     texts = [p.text for p in run.partials if p.utterance == 1]
     assert texts and all(t.startswith("alpha") and len(t.split()) <= 3 for t in texts)
 
@@ -429,13 +430,13 @@ def test_word_times_in_context_are_absolute() -> None:
 def test_numbering_stays_gapless_when_an_utterance_in_the_context_was_empty() -> None:
     def text_for(r: DecodeRequest) -> str:
         assert r.cache_key is not None
-        return "" if r.cache_key[1] == 1 else f"words of {r.cache_key[1]}"
+        return "" if window_key(r)[1] == 1 else f"words of {window_key(r)[1]}"
 
     run = drive(THREE, SessionConfig(), decoder=FakeDecoder(text_for=text_for))
     assert [(f.utterance, f.text) for f in run.finals] == [(0, "words of 0"), (1, "words of 2")]
     last = _requests_of(run, DecodeKind.FINAL)[-1]
     # The empty utterance's audio lies inside the window, with no text for it.
-    assert last.context == "words of 0" and last.cache_key[2] == run.finals[0].start
+    assert last.context == "words of 0" and window_key(last)[2] == run.finals[0].start
 
 
 def test_context_span_and_the_30_s_window_bound_the_context() -> None:
@@ -448,8 +449,8 @@ def test_context_span_and_the_30_s_window_bound_the_context() -> None:
     starts = {f.start for f in run.finals}
     for r in run.requests:
         assert r.cache_key is not None and len(r.audio) <= 30 * SR
-        assert r.cache_key[2] in starts or r.context is None
-    assert finals[-1].cache_key[2] > run.finals[0].start
+        assert window_key(r)[2] in starts or r.context is None
+    assert window_key(finals[-1])[2] > run.finals[0].start
     assert finals[-1].context and len(finals[-1].context.split()) >= 20
 
 
@@ -468,7 +469,7 @@ def test_context_stops_where_the_voice_changes() -> None:
     finals = _requests_of(run, DecodeKind.FINAL)
     assert finals[1].context == f0.text  # same voice: in context
     assert finals[2].context is None and finals[2].cache_key is not None
-    assert finals[2].cache_key[2] == f2.start  # new voice: its window starts with it
+    assert window_key(finals[2])[2] == f2.start  # new voice: its window starts with it
     # Without the gate the third utterance hears both earlier ones.
     ungated = _requests_of(drive(audio, SessionConfig(voice_gate=0)), DecodeKind.FINAL)
     assert ungated[2].context == f"{f0.text} {f1.text}"
@@ -497,7 +498,7 @@ def test_max_length_cuts_in_context_lose_and_double_nothing(config: SessionConfi
     # A cut's final window ends at the cut: the next utterance's audio is not in it (the
     # speculations at hushes end in their own silence).
     for r in [r for r in _requests_of(run, DecodeKind.FINAL) if not r.speculative][:-1]:
-        assert r.cache_key is not None and r.cache_key[3] in {f.end for f in finals}
+        assert r.cache_key is not None and window_key(r)[3] in {f.end for f in finals}
 
 
 def test_the_last_word_of_a_partial_never_becomes_stable() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -54,7 +55,11 @@ def test_exact_positions_with_energy_classifier() -> None:
     audio = scripted_audio([("silence", 1.0), ("voice", 2.0), ("silence", 1.0)])
     events = run(Segmenter(SegmenterConfig(), EnergyClassifier()), audio)
     # Voice begins at frame 50; 250 ms pre-roll rounds to 12 frames -> frame 38.
-    assert events == [SpeechStart(38 * 320), Pause(3.2 * SR), SpeechEnd(int(3.2 * SR), "endpoint")]
+    assert events == [
+        SpeechStart(38 * 320),
+        Pause(int(3.2 * SR)),
+        SpeechEnd(int(3.2 * SR), "endpoint"),
+    ]
 
 
 @pytest.mark.parametrize("level", [0.003, 0.03, 0.3])
@@ -158,7 +163,7 @@ def test_stop_counts_a_trailing_partial_frame() -> None:
         {"tail_ms": 900},
     ],
 )
-def test_bad_config_is_refused(kwargs: dict[str, object]) -> None:
+def test_bad_config_is_refused(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
         SegmenterConfig(**kwargs)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import numpy as np
 from kettle.streaming.core.events import Event
@@ -27,7 +28,7 @@ async def collect(stream: Stream) -> list[Event]:
     return [event async for event in stream]
 
 
-async def run_one(engine: Engine, audio: np.ndarray, **kw: object) -> list[Event]:
+async def run_one(engine: Engine, audio: np.ndarray, **kw: Any) -> list[Event]:
     stream = engine.open_stream(SessionConfig(**kw))
     feeder = asyncio.create_task(play(stream, audio))
     events = await asyncio.wait_for(collect(stream), 30)

@@ -115,7 +115,9 @@ async def test_a_final_failing_twice_gives_an_internal_error_and_the_engine_serv
 
     def fail(requests: Sequence[DecodeRequest]) -> bool:
         # Utterance 0 of the first stream only.
-        first.extend([] if first else [requests[0].stream_key[0]])
+        key = requests[0].stream_key  # (session, utterance)
+        assert isinstance(key, tuple)
+        first.extend([] if first else [key[0]])
         return any(r.kind is DecodeKind.FINAL and r.stream_key == (first[0], 0) for r in requests)
 
     async with Engine(
@@ -162,9 +164,11 @@ async def test_a_session_bug_ends_only_its_stream(monkeypatch: pytest.MonkeyPatc
         feeder = asyncio.create_task(play(broken, TWO))
         events = await asyncio.wait_for(collect(broken), 30)
         await asyncio.wait_for(feeder, 30)  # feeding a failed stream neither blocks nor fails
+        done = events[-1]
+        assert isinstance(done, Done)
         assert events[-2:] == [
             Error("internal", "internal error: RuntimeError", fatal=True),
-            Done(events[-1].audio_samples, 0, "error"),
+            Done(done.audio_samples, 0, "error"),
         ]
         assert engine.streams_open == 0
         others = await run_one(engine, TWO)

@@ -28,7 +28,7 @@ GUARD_S = 30.0  # deadlock guard only; nothing below waits on the wall clock for
 class HeldDecoder(FakeDecoder):
     """A fake whose batches can be held until the test releases them; logs every call."""
 
-    def __init__(self, **kw: object) -> None:
+    def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self.calls: list[list[DecodeRequest]] = []
         self.entered = threading.Event()
@@ -247,9 +247,11 @@ async def test_a_bug_while_failing_a_batch_does_not_abandon_the_rest(
         got_broken, got_fine = both.result()
         await asyncio.wait_for(upload, GUARD_S)
     assert [len(c) for c in dec.calls][:2] == [1, 2]
+    done = got_broken[-1]
+    assert isinstance(done, Done)
     assert got_broken[-2:] == [
         Error("internal", "internal error: RuntimeError", fatal=True),
-        Done(got_broken[-1].audio_samples, 0, "error"),
+        Done(done.audio_samples, 0, "error"),
     ]
     assert [type(e) for e in got_fine][-2:] == [Final, Done]
 
@@ -309,7 +311,8 @@ async def test_degradation_reaches_clients_and_full_quality_returns_when_calm() 
 async def test_stretched_and_paused_partials_reach_the_sessions() -> None:
     clock = ManualClock()
     config = EngineConfig(degrade=DegradeConfig(step_s=0.0), adaptive_cadence=False)
-    async with Engine(FakeDecoder(), config, clock=clock) as engine:
+    dec = FakeDecoder()
+    async with Engine(dec, config, clock=clock) as engine:
         stream = engine.open_stream(SessionConfig(partial_interval_s=0.5, partial_beam_size=3))
         assert stream.session.interval_hint_s is None
         degrader = engine._degrader  # driven directly: pressure comes from real waits elsewhere
@@ -317,9 +320,9 @@ async def test_stretched_and_paused_partials_reach_the_sessions() -> None:
         engine._level_changed()
         assert stream.session.interval_hint_s == pytest.approx(1.0)
         stream.feed_audio(scripted_audio([("voice", 1.5)]))
-        await until(lambda: bool(engine._decoder.requests_seen))
+        await until(lambda: bool(dec.requests_seen))
         # and the partial that asked for a beam of 3 is decoded greedy
-        assert {r.beam_size for r in engine._decoder.requests_seen} == {1}
+        assert {r.beam_size for r in dec.requests_seen} == {1}
         degrader.pressure(clock.now())
         engine._level_changed()
         assert stream.session.interval_hint_s == float("inf")

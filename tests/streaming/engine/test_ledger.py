@@ -134,7 +134,11 @@ def test_the_table_covers_every_state_and_action() -> None:
     assert set(TABLE) == {(s, a) for s in State for a in ACTIONS}
 
 
-@pytest.mark.parametrize(("start", "action"), sorted(TABLE, key=lambda k: (k[0].value, k[1])))
+# Sorted outside the decorator, where mypy would read the keys as object.
+CASES = sorted(TABLE, key=lambda k: (k[0].value, k[1]))
+
+
+@pytest.mark.parametrize(("start", "action"), CASES)
 def test_transition(start: State, action: str) -> None:
     case = Case(start)
     expected = TABLE[start, action]

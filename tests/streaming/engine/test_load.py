@@ -38,7 +38,7 @@ class Client:
         self.events += events
 
     @property
-    def notices(self) -> list[Event]:
+    def notices(self) -> list[Error]:
         return [e for e in self.events if isinstance(e, Error) and e.code == "overloaded"]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -38,7 +39,7 @@ async def run(engine: Engine, audio: np.ndarray, **kw: object) -> list[Event]:
     return events
 
 
-async def run_stream(engine: Engine, audio: np.ndarray, **kw: object) -> tuple[list[Event], Stream]:
+async def run_stream(engine: Engine, audio: np.ndarray, **kw: Any) -> tuple[list[Event], Stream]:
     stream = engine.open_stream(SessionConfig(**kw))
     feeder = asyncio.create_task(play(stream, audio))
     events = await asyncio.wait_for(collect(stream), 30)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from kettle.kernels.resample import resample
@@ -35,6 +35,9 @@ from kettle.streaming.protocols.base import (
 from kettle.streaming.server.ingress import AudioIngress
 from kettle.transcribe.model.fake import FakeDecoder
 from kettle.transcribe.types import SAMPLE_RATE, DecodeRequest
+
+if TYPE_CHECKING:
+    from kettle.streaming.engine.engine import Engine
 
 
 class Allow:
@@ -125,7 +128,8 @@ class Driver:
     def __post_init__(self) -> None:
         self.streams: list[SessionStream] = []
         self._queue: list[tuple[SessionStream, Event]] = []
-        self.ingress = AudioIngress(self, self.codec.stream_setup)
+        # The driver stands in for the engine: ingress only calls open_stream.
+        self.ingress = AudioIngress(cast("Engine", self), self.codec.stream_setup)
         self._apply(self.codec.start())
 
     # -- what AudioIngress calls ---------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -76,7 +78,7 @@ def test_length_in_audio_time_and_backlog() -> None:
 @pytest.mark.parametrize(
     "kwargs", [{"audio_rate": 0.0}, {"audio_burst_s": -1.0}, {"max_backlog_s": float("inf")}]
 )
-def test_bad_config_is_refused(kwargs: dict[str, float]) -> None:
+def test_bad_config_is_refused(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
         Limits(**kwargs)
 

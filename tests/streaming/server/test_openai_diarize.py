@@ -16,13 +16,18 @@ from kettle.streaming.engine.speakers import SpeakerService
 from kettle.streaming.server.server import ServerConfig
 from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
 from kettle.transcribe.speakers.fake import PitchSpeakerEncoder
+from openai.types.audio.transcription_create_params import ChunkingStrategyVadConfig
 
 from tests.streaming.server.server_thread import ServerThread
 
 KEY = "test-key"
 MODEL = "gpt-4o-transcribe-diarize"
 # Silero hears the fake voice only at its lowest threshold, and 140/180 Hz best.
-CHUNKING = {"type": "server_vad", "threshold": 0.01, "silence_duration_ms": 300}
+CHUNKING: ChunkingStrategyVadConfig = {
+    "type": "server_vad",
+    "threshold": 0.01,
+    "silence_duration_ms": 300,
+}
 
 
 def wav(audio: np.ndarray) -> bytes:

@@ -109,10 +109,10 @@ async def test_language_prompt_and_include_apply_to_the_next_item(
     assert [lang.code for lang in first.languages or []] == ["en"] and first.logprobs is None
     assert [lang.code for lang in second.languages or []] == ["fr"]
     assert [p.token.strip() for p in second.logprobs or []] == second.transcript.split()
-    streams = {r.stream_key[1] for r in fake.requests_seen if r.stream_key is not None}
+    streams = {r.stream_key[1] for r in fake.requests_seen if isinstance(r.stream_key, tuple)}
     assert streams == {0, 1}
     for r in fake.requests_seen:
-        assert r.stream_key is not None
+        assert isinstance(r.stream_key, tuple)  # (session, utterance)
         if r.stream_key[1] == 0:
             assert (r.language, r.prompt) == (None, None)
         else:
@@ -147,7 +147,7 @@ async def test_turn_detection_from_now_on_and_a_voice_refused(server: ServerThre
         await _append(conn, pcm[:split], 4800)
         voice = {"type": "transcription", "audio": {"output": {"voice": "alloy"}},
                  "include": ["item.input_audio_transcription.logprobs"]}  # fmt: skip
-        await conn.session.update(session=voice, event_id="evt_voice")  # type: ignore[arg-type]
+        await conn.session.update(session=voice, event_id="evt_voice")
         td = {"type": "server_vad", "silence_duration_ms": 2000}
         await conn.session.update(
             session={"type": "transcription", "audio": {"input": {"turn_detection": td}}}

@@ -63,8 +63,10 @@ def test_stream_logprobs_and_token_usage(client: openai.OpenAI, speech: tuple[st
             model="gpt-4o-transcribe", file=speech, stream=True, include=["logprobs"]
         )
     )
-    *deltas, done = events
+    *rest, done = events
     assert done.type == "transcript.text.done"
+    deltas = [d for d in rest if d.type == "transcript.text.delta"]
+    assert deltas == rest  # all but the last are deltas
     assert "".join(d.delta for d in deltas) == done.text
     # The SDK types the two events' entries apart: compared as data.
     joined = [p.model_dump() for d in deltas for p in d.logprobs or []]

@@ -7,6 +7,7 @@ the last (which has nothing after it to hear) gets a revision.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from kettle.streaming.client.client import to_s16le
 from kettle.streaming.server.server import KettleServer
@@ -23,7 +24,7 @@ from tests.streaming.server.conftest import (
 PCM = to_s16le(THREE_UTTERANCES)
 
 
-async def run(server: KettleServer, config: dict[str, object]) -> list[dict[str, object]]:
+async def run(server: KettleServer, config: dict[str, object]) -> list[dict[str, Any]]:
     ws = await open_ws(server)
     await ws.send(json.dumps({"type": "config", **config}))
     await send_chunks(ws, PCM)

@@ -4,6 +4,7 @@ the server with the fake model and the pitch stand-in encoder (two voices: two p
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from kettle.streaming.engine.speakers import SpeakerService
@@ -30,7 +31,7 @@ TWO_VOICES = scripted_audio(
 PCM = pcm16(TWO_VOICES)
 
 
-async def run(server: KettleServer, config: dict[str, object]) -> list[dict[str, object]]:
+async def run(server: KettleServer, config: dict[str, object]) -> list[dict[str, Any]]:
     ws = await open_ws(server)
     await ws.send(json.dumps({"type": "config", **config}))
     await send_chunks(ws, PCM)

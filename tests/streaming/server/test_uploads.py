@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import io
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import numpy as np
@@ -254,14 +254,14 @@ async def test_answered_holds_wait_idle_until_the_response_is_sent() -> None:
     async def endpoint(request: Request) -> Response:
         return Response("ok")
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.body":
             sending.set()
             await sent.wait()  # the socket takes the body only when the test says
 
     app = uploads.answered(endpoint)
     scope = {"type": "http", "method": "POST", "path": "/", "headers": [], "query_string": b""}
-    serving = asyncio.create_task(app(scope, Client([b""]).request.receive, send))
+    serving = asyncio.ensure_future(app(scope, Client([b""]).request.receive, send))
     await asyncio.wait_for(sending.wait(), GUARD)  # answered, its body not sent yet
     idle = asyncio.create_task(uploads.wait_idle())
     await asyncio.sleep(0)

@@ -38,7 +38,7 @@ def fake_model(monkeypatch) -> dict[str, int]:
         loads["decodes"] += 1
         return real_decode(requests)
 
-    fake.decode_batch = counting
+    monkeypatch.setattr(fake, "decode_batch", counting)
 
     def load(self):
         loads["n"] += 1

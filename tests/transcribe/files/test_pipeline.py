@@ -3,10 +3,12 @@ real tiny.en on real speech (LibriSpeech WER, silence/noise, a 3-minute recordin
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Sequence
 from itertools import cycle, pairwise
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -272,7 +274,13 @@ def test_progress_reaches_total() -> None:
 def test_config_validation() -> None:
     from kettle.transcribe.errors import ConfigError
 
-    for bad in ({"batch_size": 0}, {"beam_size": 0}, {"max_cue_s": 0}, {"recover_depth": -1}):
+    bads: list[dict[str, Any]] = [
+        {"batch_size": 0},
+        {"beam_size": 0},
+        {"max_cue_s": 0},
+        {"recover_depth": -1},
+    ]
+    for bad in bads:
         with pytest.raises(ConfigError):
             PipelineConfig(**bad)
 
@@ -288,7 +296,7 @@ def _load(clip) -> np.ndarray:
 def test_librispeech_wer(tiny_decoder, eval_clips, wer_fn) -> None:
     clips = [c for c in eval_clips if c.category == "librispeech"]
     assert len(clips) >= 10  # tests/data/speech has 10 (~48 s), the full set 13
-    jobs = [FileJob(str(c.path), lambda c=c: _load(c)) for c in clips]
+    jobs = [FileJob(str(c.path), functools.partial(_load, c)) for c in clips]
     outcomes = list(transcribe_files(jobs, tiny_decoder, PipelineConfig()))
     assert all(o.ok for o in outcomes)
     hyps = [o.transcript.text for o in outcomes if o.transcript is not None]
@@ -315,7 +323,7 @@ def test_silence_and_noise_give_no_words(tiny_decoder) -> None:
         assert o.transcript is not None and o.transcript.segments == (), (o.name, o.transcript)
     cfg_novad = PipelineConfig(windows=NO_VAD)
     for o in transcribe_files(jobs[4:], tiny_decoder, cfg_novad):
-        assert o.transcript is not None and o.transcript.text == "", (o.name, o.transcript.text)
+        assert o.transcript is not None and o.transcript.text == "", (o.name, o.transcript)
 
 
 @pytest.mark.slow

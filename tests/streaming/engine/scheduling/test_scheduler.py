@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 import pytest
 from kettle.streaming.engine.scheduling.cost_model import CostModel
+from kettle.streaming.engine.scheduling.queues import Ticket
 from kettle.streaming.engine.scheduling.scheduler import Priority, Scheduler, SchedulerConfig
 from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.model.costs import CostProfile
@@ -17,9 +21,13 @@ def req(rid: str, kind: DecodeKind = DecodeKind.PARTIAL) -> DecodeRequest:
     return DecodeRequest(audio=AUDIO, kind=kind, request_id=rid)
 
 
-def ids(batch: object) -> list[str]:
+def ids(batch: Sequence[Ticket] | None) -> list[str]:
     assert batch is not None
-    return [t.request.request_id for t in batch]  # type: ignore[attr-defined]
+    out: list[str] = []
+    for t in batch:
+        assert isinstance(t.request.request_id, str)  # the tests name their requests
+        out.append(t.request.request_id)
+    return out
 
 
 def test_lone_partial_waits_its_budget_then_goes() -> None:
@@ -115,7 +123,7 @@ def test_cancel_removes_an_owners_requests() -> None:
     s.submit(req("a1"), now=0.0, owner="a")
     s.submit(req("a2", DecodeKind.FINAL), now=0.0, owner="a")
     s.submit(req("b1"), now=0.0, owner="b")
-    assert sorted(t.request.request_id for t in s.cancel("a")) == ["a1", "a2"]
+    assert sorted(ids(s.cancel("a"))) == ["a1", "a2"]
     assert ids(s.next_batch(0.5)) == ["b1"]
 
 
@@ -129,7 +137,7 @@ def test_cancel_removes_an_owners_requests() -> None:
         {"max_final_batch_size": 0},
     ],
 )
-def test_bad_config_is_refused(kwargs: dict[str, object]) -> None:
+def test_bad_config_is_refused(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
         SchedulerConfig(**kwargs)
 

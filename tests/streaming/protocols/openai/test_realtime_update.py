@@ -39,7 +39,7 @@ def by_utterance(h: Harness) -> dict[int, list[DecodeRequest]]:
     """The decode requests the fake model saw, per utterance (their ordinal)."""
     out: dict[int, list[DecodeRequest]] = {}
     for r in h.decoder.requests_seen:
-        assert r.stream_key is not None
+        assert isinstance(r.stream_key, tuple)  # (session, utterance)
         out.setdefault(r.stream_key[1], []).append(r)
     return out
 

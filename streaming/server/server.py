@@ -194,7 +194,8 @@ class KettleServer:
             self.wyoming = WyomingListener(cfg.wyoming, self.gate, self.connections)
             await self.wyoming.start()
             if cfg.wyoming_zeroconf is not None:
-                self._zeroconf = await announce(cfg.wyoming_zeroconf, cfg.wyoming, self.wyoming.port)
+                port = self.wyoming.port
+                self._zeroconf = await announce(cfg.wyoming_zeroconf, cfg.wyoming, port)
 
     def _speaker_service(self) -> SpeakerService | None:
         """Per ``config.diarize``: "on" loads the speaker model now (and fails without it),

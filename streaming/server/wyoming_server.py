@@ -20,10 +20,6 @@ import json
 import logging
 from typing import Any
 
-from wyoming.error import Error as WyomingError
-from wyoming.event import Event, async_write_event
-from wyoming.server import AsyncEventHandler, AsyncTcpServer
-
 from kettle.streaming.protocols.handshake import HandshakeRequest
 from kettle.streaming.protocols.wyoming import frames
 from kettle.streaming.protocols.wyoming.address import parse_uri
@@ -31,6 +27,9 @@ from kettle.streaming.protocols.wyoming.route import ROUTE
 from kettle.streaming.server.connections import Connections
 from kettle.streaming.server.gate import ConnectionGate
 from kettle.streaming.server.transport import PeerGone
+from wyoming.error import Error as WyomingError
+from wyoming.event import Event, async_write_event
+from wyoming.server import AsyncEventHandler, AsyncTcpServer
 
 logger = logging.getLogger(__name__)
 

@@ -34,14 +34,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from wyoming.asr import Transcribe, Transcript, TranscriptChunk, TranscriptStart, TranscriptStop
-from wyoming.audio import AudioChunk, AudioStart, AudioStop
-from wyoming.error import Error as WyomingError
-from wyoming.event import Event as WireEvent
-from wyoming.event import Eventable
-from wyoming.info import Describe
-from wyoming.ping import Ping, Pong
-
 from kettle.streaming.core.backlog import FINAL, OTHER
 from kettle.streaming.core.events import (
     Done,
@@ -76,6 +68,13 @@ from kettle.streaming.protocols.wyoming.info import describe
 from kettle.streaming.protocols.wyoming.rounds import Round, Rounds
 from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.model import keyterms
+from wyoming.asr import Transcribe, Transcript, TranscriptChunk, TranscriptStart, TranscriptStop
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.error import Error as WyomingError
+from wyoming.event import Event as WireEvent
+from wyoming.event import Eventable
+from wyoming.info import Describe
+from wyoming.ping import Ping, Pong
 
 WIDTHS = {2: "pcm_s16le"}  # bytes per sample -> kettle.kernels.pcm's encoding
 MIN_RATE, MAX_RATE = 8000, 48000

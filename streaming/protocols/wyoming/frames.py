@@ -106,7 +106,8 @@ def decode(raw: bytes, max_payload: int) -> Event:
         try:
             extra = json.loads(raw[start : start + header.data_length])
         except ValueError:
-            raise FrameError(BAD_HEADER, f"the data of a '{header.type}' event is not JSON") from None
+            text = f"the data of a '{header.type}' event is not JSON"
+            raise FrameError(BAD_HEADER, text) from None
         if not isinstance(extra, dict):
             raise FrameError(BAD_HEADER, f"the data of a '{header.type}' event is no object")
         data.update(extra)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from importlib import metadata
 
-from wyoming.info import AsrModel, AsrProgram, Attribution, Info
-
 from kettle.streaming.protocols.base import ModelInfo
 from kettle.transcribe.model.languages import LANGUAGES
+from wyoming.info import AsrModel, AsrProgram, Attribution, Info
 
 # kettle has no public home page to name; the model is credited to its authors.
 KETTLE = Attribution(name="kettle", url="")

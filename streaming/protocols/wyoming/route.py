@@ -10,6 +10,7 @@ only trusted hosts reach (docs/wyoming.md).
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 from kettle.streaming.protocols.base import ModelInfo
 from kettle.streaming.protocols.handshake import HandshakeRequest, Prepared, ProtocolRoute
 from kettle.streaming.protocols.wyoming.address import DEFAULT_PORT
@@ -20,6 +21,7 @@ from kettle.streaming.protocols.wyoming.codec import (
     WIDTHS,
     WyomingCodec,
 )
+
 
 def _credentials(request: HandshakeRequest) -> Sequence[str | None]:
     return ()

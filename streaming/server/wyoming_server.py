@@ -146,8 +146,9 @@ class _Listener(AsyncTcpServer):
     """The library's TCP server, with its listening socket in view (port 0 in tests)."""
 
     @property
-    def socket_server(self) -> asyncio.AbstractServer | None:
-        return self._server
+    def socket_server(self) -> asyncio.Server | None:
+        server = self._server
+        return server if isinstance(server, asyncio.Server) else None
 
 
 class WyomingListener:

@@ -280,7 +280,7 @@ def _protocol_imports(path: Path) -> set[str]:
 
 def test_protocol_vendors_import_only_the_shared_modules() -> None:
     vendors = sorted(p.name for p in PROTOCOLS.iterdir() if (p / "__init__.py").exists())
-    assert vendors == ["assemblyai", "deepgram", "kettle_v1", "openai"]
+    assert vendors == ["assemblyai", "deepgram", "kettle_v1", "openai", "wyoming"]
     wrong = []
     for path in sorted(PROTOCOLS.rglob("*.py")):
         rel = path.relative_to(PROTOCOLS)

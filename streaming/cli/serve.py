@@ -43,6 +43,20 @@ def register_serve(sub: Any) -> None:
     parser.add_argument(
         "--port", type=non_negative_int, default=_DEFAULTS.port, help="port; 0 picks a free one"
     )
+    parser.add_argument(
+        "--wyoming",
+        default=None,
+        metavar="tcp://HOST:PORT",
+        help="also serve Wyoming speech-to-text (Home Assistant) on this address, e.g. "
+        "tcp://0.0.0.0:10300; it has no API keys (docs/wyoming.md)",
+    )
+    parser.add_argument(
+        "--wyoming-zeroconf",
+        default=None,
+        metavar="NAME",
+        help="announce the --wyoming listener over mDNS as NAME (_wyoming._tcp) so Home "
+        "Assistant discovers it; needs pip install 'kettle[zeroconf]'",
+    )
     parser.add_argument("--model", default="tiny.en", help="model for partials (and finals)")
     parser.add_argument("--final-model", default=None, help="a second model for finals only")
     parser.add_argument(
@@ -277,6 +291,10 @@ def _serve(args: argparse.Namespace) -> int:
     for warning in loaded.warnings:
         print(f"kettle: warning: {warning}", file=sys.stderr, flush=True)
     config = _server_config(args, loaded.keys)
+    if config.wyoming_zeroconf is not None:
+        from kettle.streaming.server.wyoming_zeroconf import check_available
+
+        check_available()
     engine_config = _engine_config(args)
     fake, model, final_model, threads = args.fake_model, args.model, args.final_model, args.threads
     refine_model = args.refine_model
@@ -298,6 +316,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     def announce(server: Any) -> None:
         print(f"kettle serving on {server.url}", flush=True)
+        if server.wyoming is not None:
+            print(f"kettle Wyoming on {args.wyoming} (port {server.wyoming.port})", flush=True)
 
     speakers = None
     if fake and args.diarize != "off":
@@ -348,6 +368,8 @@ def _server_config(args: argparse.Namespace, keys: tuple[str, ...]) -> ServerCon
         max_backlog_s=args.max_backlog_seconds,
         openai_aliases=args.openai_aliases,
         diarize=args.diarize,
+        wyoming=args.wyoming,
+        wyoming_zeroconf=args.wyoming_zeroconf,
     )
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from kettle.streaming.protocols.limits import DEFAULT_LIMITS, Limits
 from kettle.streaming.protocols.openai.models import MODEL_ALIASES
+from kettle.streaming.protocols.wyoming.address import parse_uri
 from kettle.streaming.server.hosts import HostPolicy
 from kettle.streaming.server.origins import OriginPolicy
 from kettle.streaming.server.upload_limits import BodyPace
@@ -67,6 +68,11 @@ class ServerConfig:
     # Speaker labels (the diarize extra): "auto" when installed, loaded at the first
     # client that asks; "on" loads it at start (and fails without it); "off" refuses.
     diarize: str = "auto"
+    # A Wyoming speech-to-text listener beside the HTTP port (Home Assistant), as
+    # tcp://HOST:PORT; None: none. ``wyoming_zeroconf``: the name it is announced by over
+    # mDNS (_wyoming._tcp), so Home Assistant discovers it; None: not announced.
+    wyoming: str | None = None
+    wyoming_zeroconf: str | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -102,6 +108,13 @@ class ServerConfig:
             HostPolicy.build(self.allowed_hosts)
         except ConfigError as exc:
             problems.append(str(exc))
+        if self.wyoming is not None:
+            try:
+                parse_uri(self.wyoming)
+            except ValueError as exc:
+                problems.append(str(exc))
+        if self.wyoming_zeroconf is not None and self.wyoming is None:
+            problems.append("--wyoming-zeroconf announces the --wyoming listener: give both")
         if problems:
             raise ConfigError("invalid server configuration: " + "; ".join(problems))
 

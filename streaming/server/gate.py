@@ -112,20 +112,26 @@ class ConnectionGate:
                     {"Upgrade": "websocket"},
                 )
             )
+        return self.reserve(decision.slots) or decision
+
+    def reserve(self, slots: int = 1) -> Refusal | None:
+        """Capacity only (503 + Retry-After; 400 past what ever runs at once): the last check
+        of a handshake, and all a listener without one (Wyoming) asks. None: the slots are
+        held, until `release_slot(slots)`."""
         retry = {"Retry-After": str(self._retry_after_s)}
         if self._draining():
             return self._reject(Refusal(503, "server is shutting down", "shutting_down", retry))
         if self._model_info() is None:
             return self._reject(Refusal(503, "model is loading", "loading", retry))
-        if decision.slots > self._slots.limit:
+        if slots > self._slots.limit:
             # More streams than the server ever runs at once: no retry would help.
-            message = f"{decision.slots} streams asked, at most {self._slots.limit} run at once"
+            message = f"{slots} streams asked, at most {self._slots.limit} run at once"
             return self._reject(Refusal(400, message, "session_limit"))
-        if not self._slots.try_acquire(decision.slots):
+        if not self._slots.try_acquire(slots):
             return self._reject(Refusal(503, "too many sessions", "session_limit", retry))
         self.metrics.sessions_active.set(self._slots.active)
         self._idle.clear()
-        return decision
+        return None
 
     def host_refused(self, kind: str) -> None:
         """Count a request the host guard refused (kind: "http" or "websocket")."""

@@ -47,6 +47,8 @@ from kettle.streaming.server.services import Services
 from kettle.streaming.server.serving import Serving
 from kettle.streaming.server.sockets import Uvicorn, bind, caught_signals
 from kettle.streaming.server.uploads import Uploads
+from kettle.streaming.server.wyoming_server import WyomingListener
+from kettle.streaming.server.wyoming_zeroconf import Announcement, announce
 from kettle.transcribe.types import Decoder
 
 if TYPE_CHECKING:
@@ -142,6 +144,8 @@ class KettleServer:
         self._sockets: list[socket.socket] = []
         self._port: int | None = None
         self._shutdown_task: asyncio.Task[None] | None = None
+        self.wyoming: WyomingListener | None = None  # with config.wyoming, once listening
+        self._zeroconf: Announcement | None = None
         uvicorn_log = logging.getLogger("uvicorn.error")
         if _drop_request_lines not in uvicorn_log.filters:
             uvicorn_log.addFilter(_drop_request_lines)
@@ -186,6 +190,12 @@ class KettleServer:
         await server.startup(sockets=self._sockets)
         self._uvicorn = server
         self._main_loop = asyncio.create_task(server.main_loop())
+        if cfg.wyoming is not None:
+            self.wyoming = WyomingListener(cfg.wyoming, self.gate, self.connections)
+            await self.wyoming.start()
+            if cfg.wyoming_zeroconf is not None:
+                port = self.wyoming.port
+                self._zeroconf = await announce(cfg.wyoming_zeroconf, cfg.wyoming, port)
 
     def _speaker_service(self) -> SpeakerService | None:
         """Per ``config.diarize``: "on" loads the speaker model now (and fails without it),
@@ -318,6 +328,10 @@ class KettleServer:
         if uv is not None:
             for listener in uv.servers:
                 listener.close()  # stop listening; open connections stay
+        if self.wyoming is not None:
+            self.wyoming.close()
+        if self._zeroconf is not None:
+            await self._zeroconf.close()
         closing = self.connections.finish_all(close_code)
         waiters = [asyncio.ensure_future(closed) for closed in closing]
         waiters.append(asyncio.ensure_future(self.uploads.wait_idle()))

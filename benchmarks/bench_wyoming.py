@@ -27,6 +27,9 @@ Per system:
   in the FLEURS clips that peak near -50 dBFS, and reads line noise as speech elsewhere);
 - ``chunks`` (all clips), ``chunks_before_stop``, ``chunks_match``: clips whose concatenated
   chunks (``text += chunk.text``, as wyoming-bench reads them) hold the final's words;
+  ``order_ok``: clips whose events came as TranscriptStart, chunks, Transcript,
+  TranscriptStop (or a lone Transcript); ``stop_late_max_s``: how late the client itself sent
+  an AudioStop against its schedule (more than a few ms: the machine was too busy);
 - ``wer``: corpus WER of the finals, Whisper's English normaliser (bench_accuracy.wer).
 
 Targets (issue 41): kettle's final P50 at most 0.5x wyoming-faster-whisper's, WER no worse,
@@ -143,6 +146,7 @@ class Trial:
     stop_at: float | None = None  # TranscriptStop received
     started: bool = False  # TranscriptStart received
     chunks: list[tuple[float, str]] = field(default_factory=list)
+    events: str = ""  # what came, in order: S(tart) C(hunk) T(ranscript) P (stop)
     text: str = ""
     error: str = ""
 
@@ -159,6 +163,17 @@ class Trial:
         return self.chunks[0][0] - (self.origin + self.onset_s) if self.chunks else None
 
     @property
+    def stop_late_s(self) -> float | None:
+        """How late the client sent AudioStop against its real-time schedule (a busy CPU)."""
+        return None if self.stop_sent is None else self.stop_sent - self.origin - self.audio_s
+
+    @property
+    def order_ok(self) -> bool:
+        """Events in the Wyoming README's order: TranscriptStart, chunks, Transcript, stop;
+        or the Transcript alone."""
+        return re.fullmatch(r"SC*TP|T", self.events) is not None
+
+    @property
     def chunk_text(self) -> str:
         return "".join(text for _, text in self.chunks)
 
@@ -173,6 +188,7 @@ class Trial:
             "chunks": len(self.chunks),
             "chunks_before_stop": sum(1 for t, _ in self.chunks if before and t < before),
             "chunk_times_s": [r(t - self.origin) for t, _ in self.chunks],
+            "events": self.events, "stop_late_s": r(self.stop_late_s),
             "chunk_text": self.chunk_text, "text": self.text, "reference": self.reference,
             "error": self.error,
         }  # fmt: skip
@@ -214,15 +230,17 @@ async def run_clip(port: int, clip: Clip, streaming: bool, onset_s: float) -> Tr
                 trial.error = f"Error: {Error.from_event(event).text}"
                 return
             if TranscriptStart.is_type(event.type):
-                trial.started = True
+                trial.started, trial.events = True, trial.events + "S"
             elif TranscriptChunk.is_type(event.type):
                 trial.chunks.append((now, TranscriptChunk.from_event(event).text))
+                trial.events += "C"
             elif Transcript.is_type(event.type):
                 trial.transcript_at, trial.text = now, Transcript.from_event(event).text
+                trial.events += "T"
                 if not (streaming and trial.started):
                     return
             elif TranscriptStop.is_type(event.type):
-                trial.stop_at = now
+                trial.stop_at, trial.events = now, trial.events + "P"
                 return
         if trial.transcript_at is None:
             trial.error = "connection closed before the transcript"
@@ -273,6 +291,8 @@ def summarize(trials: Sequence[Trial]) -> dict[str, Any]:
         "chunks": sum(len(t.chunks) for t in trials),
         "chunks_before_stop": sum(r["chunks_before_stop"] for r in records),
         "chunks_match": sum(1 for t in trials if t.chunks and words(t.chunk_text) == words(t.text)),
+        "order_ok": sum(1 for t in trials if t.order_ok),
+        "stop_late_max_s": p50_max([t.stop_late_s for t in trials])[1],
         "wer": None if score is None else round(100 * score, 2),
         "errors": sum(1 for t in trials if t.error),
     }
@@ -340,13 +360,15 @@ def write_corpus(clips: Sequence[Clip], folder: Path) -> None:
 
 
 def run_wyoming_bench(port: int, corpus: Path, rounds: int) -> dict[str, Any]:
-    cmd = [
-        "wyoming-bench", "stt", f"{HOST}:{port}", "--corpus", str(corpus), "--mode", "both",
+    """``wyoming-bench stt`` (its CLI, in this interpreter) against the server at ``port``."""
+    args = [
+        "stt", f"{HOST}:{port}", "--corpus", str(corpus), "--mode", "both",
         "--config", json.dumps({"language": "en"}), "--rounds", str(rounds),
     ]  # fmt: skip
+    cmd = [sys.executable, "-m", "wyoming_bench.cli", *args]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False)
-    print(done.stdout, file=sys.stderr, flush=True)
-    shown = shlex.join(["wyoming-bench", *cmd[1:3], "--corpus", "CLIPS", *cmd[5:]])
+    print(done.stdout, done.stderr, file=sys.stderr, flush=True)
+    shown = shlex.join(["wyoming-bench", *args]).replace(str(corpus), "<the clips>")
     return {"command": shown, "rc": done.returncode, "modes": parse_wyoming_bench(done.stdout)}
 
 
@@ -386,7 +408,8 @@ def wfw_serving(
         ]  # fmt: skip
         proc = subprocess.Popen(cmd, stdout=log, stderr=log, text=True)
         try:
-            yield port, wait_for_info(port, proc), cmd[1:]
+            shown = ["python", *cmd[1:]]
+            yield port, wait_for_info(port, proc), [x.replace(data, "<temp dir>") for x in shown]
         finally:
             proc.terminate()
             try:
@@ -531,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
 
 SUMMARY_COLUMNS = [
     "system", "clips", "final_p50_s", "final_max_s", "first_chunk_p50_s", "first_chunk_max_s",
-    "chunks", "chunks_before_stop", "chunks_match", "wer", "errors",
+    "chunks", "chunks_before_stop", "chunks_match", "order_ok", "wer", "errors",
 ]  # fmt: skip
 WB_COLUMNS = [
     "system", "mode", "ok", "fail", "total_median_ms", "total_p95_ms", "ttft_median_ms",

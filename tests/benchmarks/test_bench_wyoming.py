@@ -110,6 +110,7 @@ def trial(text: str, chunks: list[tuple[float, str]], *, final_s: float = 0.2) -
     t.stop_sent = 103.0
     t.transcript_at = 103.0 + final_s
     t.chunks = [(100.0 + at, words) for at, words in chunks]
+    t.events = "S" + "C" * len(chunks) + "TP"
     t.text = text
     return t
 
@@ -123,6 +124,7 @@ def test_trial_times_are_from_audio_stop_and_from_the_speech_onset() -> None:
     assert record["chunks"] == 3
     assert record["chunks_before_stop"] == 2  # the third came after AudioStop
     assert record["chunk_times_s"] == [1.7, 2.4, 3.1]
+    assert record["stop_late_s"] == 0.0  # AudioStop left 3.0 s after sample 0, on time
     silent = Trial("c", "x", audio_s=1.0, onset_s=0.0)
     assert silent.final_s is None and silent.first_chunk_s is None
 
@@ -139,6 +141,17 @@ def test_summarize_scores_finals_and_checks_chunks_against_them() -> None:
     assert (s["clips_with_chunks"], s["chunks"], s["chunks_match"]) == (2, 3, 1)
     assert s["wer"] == pytest.approx(100 / 18, abs=0.01)  # one word of 18
     assert s["errors"] == 0
+    assert s["order_ok"] == 3
+
+
+@pytest.mark.parametrize(
+    ("events", "ok"),
+    [("SCCTP", True), ("STP", True), ("T", True), ("SCTCP", False), ("SCCP", False), ("", False)],
+)
+def test_order_is_the_wyoming_readmes(events: str, ok: bool) -> None:
+    t = Trial("c", "x", audio_s=1.0, onset_s=0.0)
+    t.events = events
+    assert t.order_ok is ok
 
 
 def test_targets() -> None:

@@ -33,7 +33,7 @@ def wyoming(make_server: Any) -> Wyoming:
     """``wyoming(**settings)``: a started server with a Wyoming listener on a free port."""
 
     def start(**settings: Any) -> Awaitable[KettleServer]:
-        return make_server(wyoming="tcp://127.0.0.1:0", **settings)  # type: ignore[no-any-return]
+        return make_server(wyoming="tcp://127.0.0.1:0", **settings)
 
     return start
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from kettle.streaming.protocols.wyoming.codec import WyomingCodec
 from kettle.transcribe.model.fake import scripted_audio
 from wyoming.asr import Transcribe
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.event import Event
 from wyoming.info import Describe
 from wyoming.ping import Ping
 
@@ -198,9 +200,7 @@ def test_unknown_events_are_ignored() -> None:
     assert d.sent == [] and frames_event
 
 
-def _event(kind: str, data: dict[str, object]) -> object:
-    from wyoming.event import Event
-
+def _event(kind: str, data: dict[str, Any]) -> Event:
     return Event(kind, data)
 
 

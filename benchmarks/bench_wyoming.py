@@ -1,5 +1,8 @@
 """Home Assistant's path: kettle's Wyoming server vs wyoming-faster-whisper (issue 41).
 
+Needs the two peers from PyPI, outside kettle's extras (they pin their own faster-whisper and
+wyoming): ``pip install wyoming-faster-whisper==3.8.1 wyoming-bench==2026.10.0``.
+
 Both servers run in turn as subprocesses on 127.0.0.1, on the same tiny.en CTranslate2
 folder (``resolve_model("tiny.en")``), int8, the same CPU threads:
 

@@ -374,3 +374,10 @@ def serve_replica(tmp_path: Path) -> Iterator[Callable[..., Replica]]:
     finally:
         for replica in started:
             replica.stop()
+
+
+def heading_anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives a Markdown file's headings: lowercased, punctuation dropped,
+    spaces to -."""
+    headings = re.findall(r"^#+ (.+)$", path.read_text(encoding="utf-8"), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}

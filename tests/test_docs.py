@@ -8,19 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import heading_anchors
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", ROOT / "deploy" / "README.md", *sorted(ROOT.glob("docs/*.md"))]
 LINK = re.compile(r"\]\(([^)#\s]*)(#[^)\s]*)?\)")
-
-
-def heading_anchors(path: Path) -> set[str]:
-    """The anchors GitHub gives a file's headings: lowercased, punctuation dropped, spaces to -."""
-    found = set()
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if heading := re.match(r"^#+ (.*)", line):
-            text = heading.group(1).strip().lower()
-            found.add(re.sub(r"[^\w\- ]", "", text).replace(" ", "-"))
-    return found
 
 
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))

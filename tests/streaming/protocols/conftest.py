@@ -6,7 +6,6 @@ each row's violations and valid edge values, derived from its kind, bounds and c
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +42,8 @@ from kettle.streaming.server.gate import ConnectionGate, Refusal
 from kettle.streaming.server.hosts import HostPolicy
 from kettle.streaming.server.metrics import ServerMetrics
 from kettle.streaming.server.origins import OriginPolicy
+
+from tests.conftest import heading_anchors
 
 SESSION = "0123456789abcdef0123456789abcdef"
 MODEL = ModelInfo("tiny.en", False)
@@ -106,8 +107,7 @@ PROTOCOL_DOC = Path(__file__).resolve().parents[3] / "docs" / "protocol.md"
 
 def protocol_anchors() -> set[str]:
     """The section anchors of docs/protocol.md (kettle v1's contract) as GitHub makes them."""
-    headings = re.findall(r"^#+ (.+)$", PROTOCOL_DOC.read_text(encoding="utf-8"), re.M)
-    return {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-") for h in headings}
+    return heading_anchors(PROTOCOL_DOC)
 
 
 def cited_sections(urls: set[str]) -> set[str]:

@@ -381,3 +381,13 @@ def heading_anchors(path: Path) -> set[str]:
     spaces to -."""
     headings = re.findall(r"^#+ (.+)$", path.read_text(encoding="utf-8"), re.M)
     return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def readme_python_blocks(heading: str) -> list[str]:
+    """The python blocks of README.md's section under ``heading`` (a whole heading line, e.g.
+    "## Protocol"), up to the next ## or ### heading (a single # starts a comment inside a
+    code block), exactly as they stand there."""
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"\n{heading}\n" in text, f"no {heading!r} in README.md"
+    section = re.split(r"\n##+ ", text.split(f"\n{heading}\n", 1)[1], maxsplit=1)[0]
+    return re.findall(r"```python\n(.*?)```", section, flags=re.S)

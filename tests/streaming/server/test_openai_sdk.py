@@ -29,7 +29,7 @@ from kettle.transcribe.files.windows import split_windows
 from kettle.transcribe.model.fake import FakeDecoder, synth_voice
 from websockets.asyncio.client import connect
 
-from tests.conftest import pcm16
+from tests.conftest import pcm16, readme_python_blocks
 from tests.streaming.server.server_thread import ServerThread
 
 pytestmark = pytest.mark.slow
@@ -399,10 +399,7 @@ async def test_realtime_auth(server: ServerThread) -> None:
 
 
 def readme_snippets() -> list[str]:
-    text = README.read_text(encoding="utf-8")
-    section = text.split("### From the OpenAI SDK\n", 1)[1]
-    section = re.split(r"\n##+ ", section, maxsplit=1)[0]
-    return re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    return readme_python_blocks("### From the OpenAI SDK")
 
 
 def test_readme_snippets_run_as_written(

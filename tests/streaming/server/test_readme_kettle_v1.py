@@ -4,7 +4,6 @@ model (slow)."""
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,8 @@ from kettle.streaming.client.client import to_s16le
 from kettle.streaming.server.server import KettleServer, ServerConfig
 from kettle.transcribe.audio.read import load_audio
 
+from tests.conftest import readme_python_blocks
+
 pytestmark = pytest.mark.slow
 
 README = Path(__file__).resolve().parents[3] / "README.md"
@@ -21,9 +22,7 @@ URL = "ws://127.0.0.1:8765/v1/stream"
 
 
 def readme_snippet() -> str:
-    section = README.read_text(encoding="utf-8").split("## Protocol\n", 1)[1]
-    section = re.split(r"\n## ", section, maxsplit=1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    blocks = readme_python_blocks("## Protocol")
     assert len(blocks) == 1, "one python block in the README's Protocol section"
     return str(blocks[0])
 

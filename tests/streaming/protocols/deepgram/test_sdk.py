@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +27,7 @@ from kettle.transcribe.audio.read import load_audio
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosedError
 
-from tests.conftest import pcm16
+from tests.conftest import pcm16, readme_python_blocks
 from tests.streaming.protocols.deepgram.conftest import (
     JFK_REFERENCE,
     environment,
@@ -254,11 +253,10 @@ async def test_transcribe_file(make_server: Callable[..., Any], wer_fn: Any) -> 
 
 
 def readme_snippet(heading: str) -> str:
-    """The first python block after `heading` in README.md, exactly as it stands there."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    match = re.search(re.escape(heading) + r".*?```python\n(.*?)```", text, re.DOTALL)
-    assert match, f"no python block under {heading!r} in README.md"
-    return match.group(1)
+    """The first python block under `heading` in README.md, exactly as it stands there."""
+    blocks = readme_python_blocks(heading)
+    assert blocks, f"no python block under {heading!r} in README.md"
+    return blocks[0]
 
 
 async def test_readme_snippet_from_the_deepgram_sdk(

@@ -182,10 +182,11 @@ class Publisher:
 
     def _resolve_empty(self, utt: Utterance) -> None:
         language = utt.settings.context_language
-        if not utt.sealed and utt.end is not None and utt.end > utt.start and language:
-            # Cut mid-speech and read as nothing (a finalize every 100 ms): its audio is
-            # the next utterance's context, with no text, so its words come back there.
-            self._history.add(Spoken(utt.start, utt.end, "", language, False, utt.voice))
+        if utt.end is not None and utt.end > utt.start and language:
+            # Read as nothing: cut mid-speech (a finalize every 100 ms), or a short word the
+            # model doubts alone ("Eight." before a 0.2 s pause). Its audio is the next
+            # utterance's context, with no text, so its words come back there, in context.
+            self._history.add(Spoken(utt.start, utt.end, "", language, utt.sealed, utt.voice))
         if self._vad_events:
             self._emit(NoTranscript(utt.start))
         self._utts.release(utt)

@@ -4,9 +4,20 @@ its window. No I/O."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kettle.streaming.core.agreement import normalize_word, split_words
+
+# A hyphen between two word characters ("cold-hearted", "twenty-five").
+_INNER_HYPHEN = re.compile(r"(?<=\w)-(?=\w)")
+
+
+def plain_word(word: str) -> str:
+    """A word as an unpunctuated transcript shows it: lowercase, punctuation removed, but a
+    hyphen inside it kept ("cold-hearted", not the non-word "coldhearted")."""
+    parts = ("".join(normalize_word(p).split()) for p in _INNER_HYPHEN.split(word))
+    return "-".join(p for p in parts if p)
 
 
 def word_fields(
@@ -20,7 +31,7 @@ def word_fields(
     """A word as Deepgram gives it; with diarize, its ``speaker`` and ``speaker_confidence``."""
     display = raw.strip()
     fields: dict[str, Any] = {
-        "word": normalize_word(display),
+        "word": plain_word(display),
         "start": round(start, 3),
         "end": round(end, 3),
         "confidence": round(confidence, 4),
@@ -34,7 +45,7 @@ def word_fields(
 
 def plain_transcript(text: str) -> str:
     """Deepgram's unpunctuated transcript: lowercase words, punctuation removed."""
-    plain = (normalize_word(w) for w in split_words(text))
+    plain = (plain_word(w) for w in split_words(text))
     return " ".join(w for w in plain if w)
 
 
@@ -49,4 +60,4 @@ def spread_words(text: str, start: float, end: float) -> list[dict[str, Any]]:
     ]
 
 
-__all__ = ["plain_transcript", "spread_words", "word_fields"]
+__all__ = ["plain_transcript", "plain_word", "spread_words", "word_fields"]

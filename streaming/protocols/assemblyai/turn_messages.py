@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kettle.streaming.core.agreement import normalize_word, split_words
+from kettle.streaming.core.agreement import split_words
 from kettle.streaming.core.events import Final, Partial, Revision
 from kettle.streaming.protocols.assemblyai.wire import StreamParams
-from kettle.streaming.protocols.words import plain_transcript, spread_words
+from kettle.streaming.protocols.words import plain_transcript, plain_word, spread_words
 from kettle.transcribe.types import SAMPLE_RATE, Word
 
 _TERMINAL = (".", "?", "!", "。", "？", "！")
@@ -85,9 +85,7 @@ def end_of_turn(
         bodies = [(True, event.text.strip(), formatted_words, event.text.strip())]
     else:
         plain = plain_transcript(event.text)
-        plain_words = [
-            _word(normalize_word(t), s, e, p, True) | word_speaker for t, s, e, p in timed
-        ]
+        plain_words = [_word(plain_word(t), s, e, p, True) | word_speaker for t, s, e, p in timed]
         plain_words = [w for w in plain_words if w["text"]]
         bodies = [(False, plain, plain_words, plain)]
         if params.format_turns:

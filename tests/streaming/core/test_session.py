@@ -439,6 +439,21 @@ def test_numbering_stays_gapless_when_an_utterance_in_the_context_was_empty() ->
     assert last.context == "words of 0" and window_key(last)[2] == run.finals[0].start
 
 
+def test_an_utterance_read_as_nothing_lends_its_audio_to_the_next() -> None:
+    # A short word the model doubts alone ("Eight." before a pause the endpoint took) comes
+    # back in the next utterance's decode, which hears its audio with no text forced for it.
+    def text_for(r: DecodeRequest) -> str:
+        assert r.cache_key is not None
+        return "" if window_key(r)[1] == 0 else f"words of {window_key(r)[1]}"
+
+    run = drive(THREE, SessionConfig(), decoder=FakeDecoder(text_for=text_for))
+    assert [(f.utterance, f.text) for f in run.finals] == [(0, "words of 1"), (1, "words of 2")]
+    second = [r for r in _requests_of(run, DecodeKind.FINAL) if window_key(r)[1] == 1][-1]
+    first = next(r for r in run.requests if window_key(r)[1] == 0)
+    assert second.context is None  # no text for the lent audio
+    assert window_key(second)[2] == window_key(first)[2]  # the window starts where it did
+
+
 def test_context_span_and_the_30_s_window_bound_the_context() -> None:
     run = drive(THREE, SessionConfig(context_s=2.0))
     assert all(r.context is None for r in run.requests)  # each start is 2.5 s after the last

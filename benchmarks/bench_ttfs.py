@@ -21,8 +21,9 @@ Here:
   ``endpoint`` (Deepgram endpointing=25, no Finalize: kettle's endpoint decides), ``openai``
   (commit, turn detection none), ``openai_vad`` (server VAD, no commit), ``flux`` (Flux
   EndOfTurn, nothing sent but audio), ``assemblyai`` (ForceEndpoint);
-- each run on a fresh server, turns one at a time, every surface on a turn before the next
-  turn (a disturbance on the machine weighs on every surface alike);
+- each run on a fresh server, warmed by one uncounted turn per surface (the shortest), then
+  turns one at a time, every surface on a turn before the next turn (a disturbance on the
+  machine weighs on every surface alike);
 - WER: Whisper's English normalizer; the finals' pooled WER beside the same turns read whole
   by kettle's file pipeline (`transcribe_audio`, what `kettle transcribe` runs; computed once,
   in process, before the server starts).
@@ -135,11 +136,17 @@ def by_bucket(
 
 
 def run_all(base: str, names: list[str], turns: list[Turn]) -> dict[str, list[Outcome]]:
-    """Every surface on each turn in turn, one connection at a time."""
+    """Every surface on each turn in turn, one connection at a time, after one warm-up turn
+    per surface (the shortest; not counted): a fresh server's first session pays one-off
+    costs that a server in service has paid."""
     chosen = {name: surfaces()[name] for name in names}
     got: dict[str, list[Outcome]] = {name: [] for name in names}
 
     async def go() -> None:
+        warm = min(turns, key=lambda t: t.speech_s)
+        for name, surface in chosen.items():
+            outcome = await run_turn(base, surface, warm)
+            print(f"{name} warm-up {warm.name}: {outcome.ttfs_s} s", file=sys.stderr)
         for turn in turns:
             for name, surface in chosen.items():
                 outcome = await run_turn(base, surface, turn)
@@ -218,7 +225,8 @@ def section(data_line: str, turns: list[Turn], runs: int, table: str) -> str:
     shown = ", ".join(f"{k}: {v}" for k, v in counts.items())
     return (
         f"{data_line}. {len(turns)} turns of one speaker's speech, eval clips alone or joined\n"
-        f"with {GAP_S:g} s pauses ({shown}); {runs} runs, each on a fresh server.\n\n"
+        f"with {GAP_S:g} s pauses ({shown}); {runs} runs, each on a fresh server warmed by one\n"
+        "uncounted turn per surface.\n\n"
         "Pipecat stt-benchmark's method: real-time 20 ms frames; Finalize (Deepgram), commit\n"
         f"(OpenAI Realtime, turn detection none) or ForceEndpoint (AssemblyAI) {STOP_S} s\n"
         "after the end of speech (Silero VAD, last speech sample); TTFS from the end of\n"
@@ -248,7 +256,9 @@ def main(argv: list[str] | None = None) -> int:
         help="kettle serve --model, and the whole-turn decode's (default: tiny.en)",
     )
     p.add_argument("--serve-arg", action="append", default=[], help="more `kettle serve` arguments")
-    p.add_argument("--no-write", action="store_true", help="do not rewrite RESULTS.md and bench_ttfs.json")
+    p.add_argument(
+        "--no-write", action="store_true", help="do not rewrite RESULTS.md and bench_ttfs.json"
+    )
     args = p.parse_args(argv)
     names = args.surface or list(SURFACES)
     path = eval_dir()

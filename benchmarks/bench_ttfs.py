@@ -3,42 +3,44 @@
 Pipecat's stt-benchmark (github.com/pipecat-ai/stt-benchmark) times a voice agent's wait: one
 connection per sample, audio streamed in real time, the client's VAD stopping 0.2 s after the
 end of speech and asking for the final at once (Deepgram ``Finalize``, OpenAI Realtime
-``input_audio_buffer.commit`` with turn detection off). TTFS runs from the end of speech to
-the final transcript's arrival. Its table: transcripts, perfect, WER mean, pooled WER, TTFS
-median / P95 / P99.
+``input_audio_buffer.commit`` with turn detection off, AssemblyAI ``ForceEndpoint``). TTFS runs
+from the end of speech to the final transcript's arrival. Its table: transcripts, perfect, WER
+mean, pooled WER, TTFS median / P95 / P99.
 
 Here:
 
-- samples: the eval set's clips up to ``--max-s`` seconds (voice turns, not lectures), each
+- turns (benchmarks/_ttfs_turns.py): one speaker's speech of 1-20 s, an eval clip or
+  consecutive clips of one speaker joined with 0.3 s pauses; ``--turns`` of them (default
+  100), taken round-robin over the length buckets (<3, 3-6, 6-10, 10-20 s of speech), each
   after 0.5 s of silence and followed by silence that keeps streaming (as a microphone does)
   until the final comes;
-- the end of speech: the end of the clip's last speech segment by Silero VAD (faster-whisper's),
-  on the audio clock; its wall time is when that sample would have been recorded;
-- ``--surface deepgram``: ``/v1/listen`` with interim results; the final is the Results with
-  ``from_finalize``. ``--surface openai``: ``/v1/realtime?intent=transcription`` with turn
-  detection none; the final is ``...input_audio_transcription.completed``;
-- ``--surface endpoint``: no Finalize at all, ``endpointing=25`` (what a LiveKit agent session
-  asks of its Deepgram plugin, which never flushes): the final is the first ``speech_final``
-  Results after the end of speech, so kettle's own endpoint decides. Interim counts are kept,
-  since the late-final run in issue 25 had few.
+- the end of speech: the turn's last speech sample by Silero VAD (faster-whisper's, no
+  padding), on the audio clock; its wall time is when that sample would have been recorded;
+- surfaces (benchmarks/_ttfs_clients.py, raw WebSocket clients speaking each protocol as
+  documented, so the timing is the server's, not a framework's): ``deepgram`` (Finalize),
+  ``endpoint`` (Deepgram endpointing=25, no Finalize: kettle's endpoint decides), ``openai``
+  (commit, turn detection none), ``openai_vad`` (server VAD, no commit), ``flux`` (Flux
+  EndOfTurn, nothing sent but audio), ``assemblyai`` (ForceEndpoint);
+- each run on a fresh server, warmed by one uncounted turn per surface (the shortest), then
+  turns one at a time, every surface on a turn before the next turn (a disturbance on the
+  machine weighs on every surface alike);
+- WER: Whisper's English normalizer; the finals' pooled WER beside the same turns read whole
+  by kettle's file pipeline (`transcribe_audio`, what `kettle transcribe` runs; computed once,
+  in process, before the server starts).
 
-Raw WebSocket clients (``websockets``), the protocols' documented messages: timing is the
-server's, not a framework's. Usage (a quiet machine: ``echo -10 > /proc/self/autogroup``):
+A run streams all the turns' audio once per surface (100 turns: about 15 minutes per surface
+per run). Usage (a quiet machine: ``echo -10 > /proc/self/autogroup``):
 
-    python benchmarks/bench_ttfs.py --surface deepgram --surface openai [--runs 2]
+    python benchmarks/bench_ttfs.py [--surface deepgram --surface flux] [--turns 100 --runs 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import csv
 import json
 import statistics
 import sys
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,215 +49,195 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import eval_dir, machine_info, markdown_table, require_eval_set, write_section
 from _serve import kettle_serving
+from _ttfs_clients import STOP_S, SURFACES, Outcome, run_turn, surfaces
+from _ttfs_turns import GAP_S, Turn, bucket_labels, bucket_of, candidates, choose, load_clips
 
-SR = 16000
-CHUNK_S = 0.02  # the client's frames: 20 ms, as the frameworks send them
-LEAD_S = 0.5
-STOP_S = 0.2  # the client VAD's stop_secs: Finalize / commit this long after speech ends
-WAIT_S = 5.0  # a final later than this counts as missing
-SURFACES = ("deepgram", "openai", "endpoint")
-
-
-@dataclass
-class Sample:
-    name: str
-    audio: np.ndarray  # 16 kHz mono float32, lead silence included
-    reference: str
-    speech_end_s: float  # on the sample's audio clock
+ALL = "all"
+# Pipecat stt-benchmark's published figures for hosted APIs (median / P95 ms; 1000 samples of
+# pipecat-ai/smart-turn-data-v3.1-train, their machines and networks).
+PUBLISHED = (
+    ("NVIDIA Nemotron 3.0", 221, 238),
+    ("Deepgram nova-3", 247, 298),
+    ("Soniox", 249, 281),
+    ("AssemblyAI", 256, 362),
+    ("OpenAI gpt-4o-transcribe", 637, 965),
+)
 
 
-@dataclass
-class Outcome:
-    name: str
-    ttfs_s: float | None  # None: no final within WAIT_S
-    text: str
-    interims: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+def whole_texts(turns: list[Turn], model: str) -> dict[str, str]:
+    """kettle's reading of each turn decoded whole by the file pipeline (2 threads)."""
+    from kettle.transcribe.files.pipeline import transcribe_audio
+    from kettle.transcribe.model.adapter import ModelConfig, WhisperAdapter
+
+    decoder = WhisperAdapter(ModelConfig(name=model, threads=2))
+    texts: dict[str, str] = {}
+    for turn in turns:
+        key = base_name(turn.name)
+        if key not in texts:
+            texts[key] = str(transcribe_audio(turn.audio, decoder).text)
+    return texts
 
 
-def load_samples(path: Path, max_s: float, limit: int | None) -> list[Sample]:
-    from faster_whisper.vad import VadOptions, get_speech_timestamps
-    from kettle.transcribe.audio.read import load_audio
-
-    samples = []
-    with open(path / "manifest.tsv", newline="", encoding="utf-8") as fh:
-        for row in csv.DictReader(fh, delimiter="\t"):
-            if float(row["duration_s"]) > max_s or not row["file"].endswith((".wav", ".flac")):
-                continue
-            clip = load_audio(path / row["file"])
-            speech = get_speech_timestamps(clip, VadOptions(min_silence_duration_ms=300))
-            if not speech:
-                continue
-            lead = np.zeros(int(LEAD_S * SR), np.float32)
-            end = LEAD_S + speech[-1]["end"] / SR
-            samples.append(
-                Sample(
-                    Path(row["file"]).name, np.concatenate([lead, clip]), row["reference_text"], end
-                )
-            )
-            if limit is not None and len(samples) >= limit:
-                break
-    return samples
+def base_name(name: str) -> str:
+    """A repeated turn's name without its ``#N``."""
+    return name.split("#", 1)[0]
 
 
-def pcm16(audio: np.ndarray) -> bytes:
-    return (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
-
-
-async def stream_sample(
-    sample: Sample, send: Any, finalize: Any, rate: int, done: asyncio.Event
-) -> float:
-    """Send ``sample`` in real time (then silence until ``done``), ``finalize()`` at the end
-    of speech + STOP_S; returns the wall time of the end of speech."""
-    from kettle.kernels.resample import resample
-
-    audio = sample.audio if rate == SR else resample(sample.audio, SR, rate)
-    step = int(CHUNK_S * rate)
-    silence = pcm16(np.zeros(step, np.float32))
-    start = time.monotonic()
-    finalize_at = sample.speech_end_s + STOP_S
-    finalized = False
-    k = 0
-    while not done.is_set() and k * CHUNK_S < sample.speech_end_s + WAIT_S:
-        delay = start + (k + 1) * CHUNK_S - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)  # a chunk goes once it would have been recorded
-        piece = audio[k * step : (k + 1) * step]
-        await send(pcm16(piece) if len(piece) == step else silence)
-        k += 1
-        if finalize is not None and not finalized and k * CHUNK_S >= finalize_at:
-            await finalize()
-            finalized = True
-    return start + sample.speech_end_s
-
-
-async def deepgram(base: str, sample: Sample, *, endpoint: bool) -> Outcome:
-    import websockets
-
-    query = "model=nova-3&encoding=linear16&sample_rate=16000&interim_results=true"
-    query += "&endpointing=25&vad_events=true" if endpoint else ""
-    url = base.replace("http", "ws", 1) + "/v1/listen?" + query
-    done = asyncio.Event()
-    async with websockets.connect(url, additional_headers={"Authorization": "Token bench"}) as ws:
-
-        async def finalize() -> None:
-            await ws.send(json.dumps({"type": "Finalize"}))
-
-        sender = asyncio.create_task(
-            stream_sample(sample, ws.send, None if endpoint else finalize, SR, done)
-        )
-        finals: list[str] = []
-        interims, arrived = 0, None
-        deadline = time.monotonic() + sample.audio.shape[0] / SR + WAIT_S + 1
-        while arrived is None and time.monotonic() < deadline:
-            try:
-                raw = await asyncio.wait_for(ws.recv(), 0.5)
-            except TimeoutError:
-                continue
-            msg = json.loads(raw)
-            if msg.get("type") != "Results":
-                continue
-            text = msg["channel"]["alternatives"][0]["transcript"]
-            if not msg["is_final"]:
-                interims += 1
-                continue
-            if text:
-                finals.append(text)
-            last = msg["from_finalize"] if not endpoint else msg["speech_final"]
-            ends_after = msg["start"] + msg["duration"] >= sample.speech_end_s - 0.3
-            if last and (ends_after or not endpoint):
-                arrived = time.monotonic()
-        done.set()
-        speech_end = await sender
-        await ws.send(json.dumps({"type": "CloseStream"}))
-    ttfs = None if arrived is None else arrived - speech_end
-    return Outcome(sample.name, ttfs, " ".join(finals), interims)
-
-
-async def openai(base: str, sample: Sample) -> Outcome:
-    import websockets
-
-    url = base.replace("http", "ws", 1) + "/v1/realtime?intent=transcription"
-    done = asyncio.Event()
-    async with websockets.connect(url, additional_headers={"Authorization": "Bearer bench"}) as ws:
-        session = {
-            "type": "transcription",
-            "audio": {
-                "input": {
-                    "format": {"type": "audio/pcm", "rate": 24000},
-                    "turn_detection": None,
-                    "transcription": {"model": "gpt-4o-transcribe"},
-                }
-            },
-        }
-        await ws.send(json.dumps({"type": "session.update", "session": session}))
-
-        async def send(chunk: bytes) -> None:
-            audio = base64.b64encode(chunk).decode()
-            await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": audio}))
-
-        async def commit() -> None:
-            await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
-
-        sender = asyncio.create_task(stream_sample(sample, send, commit, 24000, done))
-        text, deltas, arrived = "", 0, None
-        deadline = time.monotonic() + sample.audio.shape[0] / SR + WAIT_S + 1
-        while arrived is None and time.monotonic() < deadline:
-            try:
-                msg = json.loads(await asyncio.wait_for(ws.recv(), 0.5))
-            except TimeoutError:
-                continue
-            kind = msg.get("type", "")
-            if kind.endswith("input_audio_transcription.delta"):
-                deltas += 1
-            elif kind.endswith("input_audio_transcription.completed"):
-                text, arrived = msg.get("transcript", ""), time.monotonic()
-            elif kind == "error":
-                print(f"{sample.name}: {msg}", file=sys.stderr)
-        done.set()
-        speech_end = await sender
-    ttfs = None if arrived is None else arrived - speech_end
-    return Outcome(sample.name, ttfs, text, deltas)
-
-
-def score(outcomes: list[Outcome], samples: list[Sample]) -> dict[str, Any]:
+def pooled_wer(refs: list[str], hyps: list[str]) -> float | None:
     import jiwer
     from whisper_normalizer.english import EnglishTextNormalizer
 
+    if not refs:
+        return None
     norm = EnglishTextNormalizer()
-    refs = {s.name: norm(s.reference) for s in samples}
-    got = [o for o in outcomes if o.ttfs_s is not None]
-    wers = [jiwer.wer(refs[o.name], norm(o.text) or "<empty>") for o in outcomes]
-    pooled = jiwer.wer(
-        [refs[o.name] for o in outcomes], [norm(o.text) or "<empty>" for o in outcomes]
-    )
-    ttfs = sorted(o.ttfs_s for o in got if o.ttfs_s is not None)
-    ms = lambda q: round(1000 * float(np.percentile(ttfs, q))) if ttfs else None  # noqa: E731
+    wer = jiwer.wer([norm(r) for r in refs], [norm(h) or "<empty>" for h in hyps])
+    return round(100 * float(wer), 2)
+
+
+def turn_wer(ref: str, hyp: str) -> float:
+    return pooled_wer([ref], [hyp]) or 0.0
+
+
+def ms(values: list[float], q: float) -> int | None:
+    return round(1000 * float(np.percentile(values, q))) if values else None
+
+
+def score(outcomes: list[Outcome], turns: dict[str, Turn], whole: dict[str, str]) -> dict[str, Any]:
+    """Pipecat's columns for ``outcomes``, with the whole-turn WER of the same turns."""
+    if not outcomes:
+        return {"turns": 0}
+    refs = [turns[o.name].reference for o in outcomes]
+    ttfs = sorted(o.ttfs_s for o in outcomes if o.ttfs_s is not None)
+    wers = [turn_wer(r, o.text) for r, o in zip(refs, outcomes, strict=True)]
     return {
-        "samples": len(outcomes),
-        "transcripts": round(100 * len(got) / len(outcomes), 1),
+        "turns": len(outcomes),
+        "transcripts": round(100 * len(ttfs) / len(outcomes), 1),
         "perfect": round(100 * sum(w == 0 for w in wers) / len(wers), 1),
-        "wer_mean": round(100 * statistics.fmean(wers), 2),
-        "pooled_wer": round(100 * pooled, 2),
-        "ttfs_median_ms": ms(50),
-        "ttfs_p95_ms": ms(95),
-        "ttfs_p99_ms": ms(99),
+        "wer_mean": round(statistics.fmean(wers), 2),
+        "pooled_wer": pooled_wer(refs, [o.text for o in outcomes]),
+        "whole_wer": pooled_wer(refs, [whole[base_name(o.name)] for o in outcomes]),
+        "ttfs_p50_ms": ms(ttfs, 50),
+        "ttfs_p95_ms": ms(ttfs, 95),
+        "ttfs_p99_ms": ms(ttfs, 99),
         "ttfs_max_ms": round(1000 * ttfs[-1]) if ttfs else None,
-        "interims_per_sample": round(statistics.fmean(o.interims for o in outcomes), 1),
+        "interims_per_turn": round(statistics.fmean(o.interims for o in outcomes), 1),
     }
 
 
-async def run_surface(base: str, surface: str, samples: list[Sample]) -> list[Outcome]:
-    outcomes = []
-    for sample in samples:
-        if surface == "openai":
-            outcome = await openai(base, sample)
-        else:
-            outcome = await deepgram(base, sample, endpoint=surface == "endpoint")
-        outcomes.append(outcome)
-        shown = "missing" if outcome.ttfs_s is None else f"{1000 * outcome.ttfs_s:.0f} ms"
-        print(f"{surface} {sample.name}: {shown}, {outcome.interims} interims", file=sys.stderr)
-    return outcomes
+def by_bucket(
+    outcomes: list[Outcome], turns: dict[str, Turn], whole: dict[str, str]
+) -> dict[str, dict[str, Any]]:
+    """``score`` over all the outcomes, then over each turn-length bucket's."""
+    out = {ALL: score(outcomes, turns, whole)}
+    for label in bucket_labels():
+        mine = [o for o in outcomes if bucket_of(turns[o.name].speech_s) == label]
+        out[label] = score(mine, turns, whole)
+    return out
+
+
+def run_all(base: str, names: list[str], turns: list[Turn]) -> dict[str, list[Outcome]]:
+    """Every surface on each turn in turn, one connection at a time, after one warm-up turn
+    per surface (the shortest; not counted): a fresh server's first session pays one-off
+    costs that a server in service has paid."""
+    chosen = {name: surfaces()[name] for name in names}
+    got: dict[str, list[Outcome]] = {name: [] for name in names}
+
+    async def go() -> None:
+        warm = min(turns, key=lambda t: t.speech_s)
+        for name, surface in chosen.items():
+            outcome = await run_turn(base, surface, warm)
+            print(f"{name} warm-up {warm.name}: {outcome.ttfs_s} s", file=sys.stderr)
+        for turn in turns:
+            for name, surface in chosen.items():
+                outcome = await run_turn(base, surface, turn)
+                got[name].append(outcome)
+                shown = "missing" if outcome.ttfs_s is None else f"{1000 * outcome.ttfs_s:.0f} ms"
+                print(
+                    f"{name} {turn.name} ({turn.speech_s:.1f} s): {shown}: {outcome.text!r}",
+                    file=sys.stderr,
+                )
+
+    asyncio.run(go())
+    return got
+
+
+def cell(stats: dict[str, Any]) -> str:
+    """A bucket's P50/P95/P99 in one table cell."""
+    if not stats.get("turns"):
+        return ""
+    return "/".join(str(stats.get(f"ttfs_{q}_ms")) for q in ("p50", "p95", "p99"))
+
+
+def tables(pooled: list[dict[str, Any]], runs: list[dict[str, Any]]) -> str:
+    """Pooled over runs, per bucket; then per run, a bucket per column."""
+    first = markdown_table(
+        pooled,
+        ["surface", "turns (speech)", "turns", "transcripts", "perfect", "wer_mean",
+         "pooled_wer", "whole_wer", "ttfs_p50_ms", "ttfs_p95_ms", "ttfs_p99_ms", "ttfs_max_ms"],
+    )  # fmt: skip
+    second = markdown_table(
+        runs,
+        ["surface", "run", "turns", "transcripts", "pooled_wer", "whole_wer", ALL,
+         *bucket_labels(), "interims_per_turn"],
+    )  # fmt: skip
+    return (
+        "Pooled over the runs, per turn length (speech seconds):\n\n" + first + "\n"
+        "Per run: TTFS P50/P95/P99 ms, overall and per turn length:\n\n" + second
+    )
+
+
+def published() -> str:
+    rows = "".join(f"| {name} | {p50} | {p95} |\n" for name, p50, p95 in PUBLISHED)
+    return "| hosted API (published) | median ms | P95 ms |\n|---|---|---|\n" + rows
+
+
+def measure(
+    names: list[str], turns: list[Turn], whole: dict[str, str], runs: int, serve: list[str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """``runs`` runs, each on a fresh server: the pooled rows (per surface and bucket), the
+    per-run rows (per surface) and each run's outcomes."""
+    by_name = {t.name: t for t in turns}
+    outcomes: dict[str, list[Outcome]] = {name: [] for name in names}
+    run_rows, raw_runs = [], []
+    for run in range(1, runs + 1):
+        with kettle_serving(serve) as (_, base):
+            got = run_all(base, names, turns)
+        for name in names:
+            outcomes[name] += got[name]
+            stats = by_bucket(got[name], by_name, whole)
+            cells = {label: cell(stats[label]) for label in [ALL, *bucket_labels()]}
+            run_rows.append({"surface": name, "run": run, **stats[ALL], **cells})
+            kept = [o.__dict__ for o in got[name]]
+            raw_runs.append({"surface": name, "run": run, "stats": stats, "outcomes": kept})
+    pooled_rows = [
+        {"surface": name, "turns (speech)": label, **stats}
+        for name in names
+        for label, stats in by_bucket(outcomes[name], by_name, whole).items()
+    ]
+    return pooled_rows, run_rows, raw_runs
+
+
+def section(data_line: str, turns: list[Turn], runs: int, table: str) -> str:
+    """bench_ttfs's RESULTS.md text: the data, the method, the tables, Pipecat's figures."""
+    counts = {label: 0 for label in bucket_labels()}
+    for t in turns:
+        counts[bucket_of(t.speech_s)] += 1
+    shown = ", ".join(f"{k}: {v}" for k, v in counts.items())
+    return (
+        f"{data_line}. {len(turns)} turns of one speaker's speech, eval clips alone or joined\n"
+        f"with {GAP_S:g} s pauses ({shown}); {runs} runs, each on a fresh server warmed by one\n"
+        "uncounted turn per surface.\n\n"
+        "Pipecat stt-benchmark's method: real-time 20 ms frames; Finalize (Deepgram), commit\n"
+        f"(OpenAI Realtime, turn detection none) or ForceEndpoint (AssemblyAI) {STOP_S} s\n"
+        "after the end of speech (Silero VAD, last speech sample); TTFS from the end of\n"
+        "speech to the final. `endpoint` (Deepgram endpointing=25, no Finalize), `openai_vad`\n"
+        "(server VAD) and `flux` (EndOfTurn): kettle's endpoint decides. WER: Whisper\n"
+        "normalizer, per turn (mean) and pooled; `whole_wer`: the same turns decoded whole\n"
+        "by the file pipeline; perfect: turns at 0 %.\n\n" + table + "\n"
+        "For comparison, Pipecat stt-benchmark's published figures for hosted APIs\n"
+        "(github.com/pipecat-ai/stt-benchmark; their machines and audio, over a network):\n\n"
+        + published()
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -263,55 +245,41 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument(
-        "--surface",
-        action="append",
-        choices=SURFACES,
-        help="repeatable (default: deepgram, openai)",
+        "--surface", action="append", choices=SURFACES, help="repeatable (default: all six)"
     )
-    p.add_argument("--runs", type=int, default=1, help="full passes, each on a fresh server")
-    p.add_argument("--max-s", type=float, default=12.0, help="longest clip used (seconds)")
-    p.add_argument("--limit", type=int, default=None, help="at most this many samples")
+    p.add_argument("--runs", type=int, default=3, help="full passes, each on a fresh server")
+    p.add_argument("--turns", type=int, default=100, help="turns per run (default 100)")
+    p.add_argument("--max-s", type=float, default=20.0, help="longest turn's speech (seconds)")
     p.add_argument(
-        "--model", default=None, help="kettle serve --model (default: the embedded tiny.en)"
+        "--model",
+        default=None,
+        help="kettle serve --model, and the whole-turn decode's (default: tiny.en)",
     )
     p.add_argument("--serve-arg", action="append", default=[], help="more `kettle serve` arguments")
-    p.add_argument("--no-write", action="store_true", help="do not rewrite RESULTS.md")
+    p.add_argument(
+        "--no-write", action="store_true", help="do not rewrite RESULTS.md and bench_ttfs.json"
+    )
     args = p.parse_args(argv)
-    surfaces = args.surface or ["deepgram", "openai"]
+    names = args.surface or list(SURFACES)
     path = eval_dir()
     data_line = require_eval_set(path)
-    samples = load_samples(path, args.max_s, args.limit)
+    turns = choose(candidates(load_clips(path), args.max_s), args.turns)
+    print(f"{len(turns)} turns, {sum(len(t.audio) for t in turns) / 16000:.0f} s", file=sys.stderr)
+    whole = whole_texts(turns, args.model or "tiny.en")
     serve = [*(["--model", args.model] if args.model else []), *args.serve_arg]
-    rows, runs = [], []
-    for run in range(args.runs):
-        with kettle_serving(serve) as (_, base):
-            for surface in surfaces:
-                outcomes = asyncio.run(run_surface(base, surface, samples))
-                row = {"surface": surface, "run": run + 1, **score(outcomes, samples)}
-                rows.append(row)
-                runs.append({**row, "outcomes": [o.__dict__ for o in outcomes]})
-    columns = [
-        "surface", "run", "samples", "transcripts", "perfect", "wer_mean", "pooled_wer",
-        "ttfs_median_ms", "ttfs_p95_ms", "ttfs_p99_ms", "ttfs_max_ms", "interims_per_sample",
-    ]  # fmt: skip
-    table = markdown_table(rows, columns)
+    pooled_rows, run_rows, raw_runs = measure(names, turns, whole, args.runs, serve)
+    table = tables(pooled_rows, run_rows)
     info = machine_info()
-    print(json.dumps({"machine": info, "rows": rows}, indent=2))
+    listing = [
+        {"name": t.name, "speech_s": round(t.speech_s, 2), "clips": list(t.clips)} for t in turns
+    ]
+    print(json.dumps({"machine": info, "pooled": pooled_rows, "runs": run_rows}, indent=2))
     print(table)
-    Path(__file__).with_suffix(".json").write_text(
-        json.dumps({"machine": info, "runs": runs}, indent=2)
-    )
     if not args.no_write:
-        body = (
-            f"{data_line}; clips up to {args.max_s:g} s: {len(samples)} samples.\n\n"
-            "Pipecat stt-benchmark's method: real-time 20 ms frames, Finalize (Deepgram) or\n"
-            f"commit (OpenAI Realtime, turn detection none) {STOP_S} s after the end of speech\n"
-            "(Silero VAD); TTFS from the end of speech to the final. `endpoint`: no Finalize,\n"
-            "endpointing=25 (a LiveKit agent session's Deepgram plugin): kettle's endpoint\n"
-            "decides. WER: whisper normalizer, per sample (mean) and pooled; perfect: samples\n"
-            "at 0 %.\n\n" + table
-        )
-        write_section("bench_ttfs", body)
+        saved = {"machine": info, "turns": listing, "whole": whole, "pooled": pooled_rows}
+        saved |= {"runs": raw_runs}
+        Path(__file__).with_suffix(".json").write_text(json.dumps(saved, indent=2))
+        write_section("bench_ttfs", section(data_line, turns, args.runs, table))
     return 0
 
 

@@ -1,0 +1,344 @@
+"""bench_ttfs's clients: one raw WebSocket connection per turn, speaking each API's public
+protocol as its reference documents it, timing the final from the end of speech.
+
+Every surface streams the turn in real time (20 ms frames, each sent once it would have been
+recorded), then silence as a microphone does, until its final comes or ``WAIT_S`` passes.
+Surfaces with a client-side stop (Finalize, commit, ForceEndpoint) send it ``STOP_S`` after
+the end of speech, as Pipecat's VAD does; the others leave the end to the server.
+
+- ``deepgram``: ``/v1/listen`` (nova-3, linear16, 16 kHz, interim results), ``Finalize``;
+  the final is the ``Results`` with ``from_finalize``.
+- ``endpoint``: the same with ``endpointing=25`` and no Finalize (LiveKit's Deepgram plugin);
+  the final is the first ``speech_final`` Results that reaches the end of speech.
+- ``openai``: ``/v1/realtime?intent=transcription``, 24 kHz PCM, ``turn_detection`` null,
+  ``input_audio_buffer.commit``; the final is ``...input_audio_transcription.completed``.
+- ``openai_vad``: the same with ``turn_detection: {"type": "server_vad"}`` (its defaults) and
+  no commit; the final is the ``completed`` of the item whose ``speech_stopped.audio_end_ms``
+  reaches the end of speech (a joined turn may be cut at a pause into several items: their
+  transcripts are all part of the text).
+- ``flux``: Deepgram Flux ``/v2/listen`` (flux-general-en, linear16, 16 kHz), nothing sent
+  but audio; the final is the ``TurnInfo`` ``EndOfTurn`` whose ``audio_window_end`` reaches
+  the end of speech (earlier EndOfTurns are part of the text).
+- ``assemblyai``: Universal-Streaming v3 ``/v3/ws`` (16 kHz ``pcm_s16le``, the API's default
+  speech model, ``format_turns=true``), ``{"type": "ForceEndpoint"}`` after the end of
+  speech; the final is the end-of-turn ``Turn`` whose last word reaches the end of speech.
+  kettle, as AssemblyAI, sends an unformatted end-of-turn Turn (lowercase, no punctuation)
+  then, with ``format_turns``, a formatted one. The formatted one is taken as the final: it
+  is what Pipecat's ``AssemblyAISTTService`` (``format_turns=True`` by default) hands on as
+  its transcript, so the agent waits for it. The unformatted one's time is kept beside it.
+
+"Reaches the end of speech": the message's audio ends at most ``END_SLACK_S`` before the
+end of speech by the client's VAD (the server's VAD and word times differ from Silero's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from _ttfs_turns import SR, Turn
+
+CHUNK_S = 0.02  # the client's frames: 20 ms, as the frameworks send them
+STOP_S = 0.2  # the client VAD's stop_secs: Finalize / commit this long after speech ends
+WAIT_S = 5.0  # a final later than this counts as missing
+END_SLACK_S = 0.3
+KEY = "bench"
+SURFACES = ("deepgram", "endpoint", "openai", "openai_vad", "flux", "assemblyai")
+
+
+@dataclass
+class Outcome:
+    """One turn on one surface: the time to its final (None: none within WAIT_S), the text
+    of all its finals, the interim messages before it."""
+
+    name: str
+    ttfs_s: float | None
+    text: str
+    interims: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Heard:
+    """What one server message means to the client: an interim, a final piece of text,
+    and whether it is the turn's final (the clock stops)."""
+
+    interim: bool = False
+    final_text: str | None = None
+    last: bool = False
+
+
+class Listener:
+    """A surface's reading of its server messages for one turn (subclasses: one each)."""
+
+    def __init__(self, speech_end_s: float) -> None:
+        self.speech_end_s = speech_end_s
+        self.extra: dict[str, Any] = {}
+
+    def reaches_end(self, audio_end_s: float) -> bool:
+        return audio_end_s >= self.speech_end_s - END_SLACK_S
+
+    def hear(self, msg: dict[str, Any], at: float) -> Heard | None:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Surface:
+    """How one API is spoken: where to connect, what to send first, how audio and the stop
+    go on the wire, what closes the stream, and its listener."""
+
+    url: str  # path and query, after ws://HOST:PORT
+    headers: dict[str, str]
+    listener: Callable[[float], Listener]
+    rate: int = SR
+    opening: tuple[dict[str, Any], ...] = ()
+    stop: dict[str, Any] | None = None
+    closing: dict[str, Any] | None = None
+    base64_append: bool = False  # OpenAI: audio goes as input_audio_buffer.append JSON
+
+
+# --- Deepgram /v1/listen ---------------------------------------------------------------------
+class DeepgramFinalize(Listener):
+    def hear(self, msg: dict[str, Any], at: float) -> Heard | None:
+        if msg.get("type") != "Results":
+            return None
+        if not msg["is_final"]:
+            return Heard(interim=True)
+        text = msg["channel"]["alternatives"][0]["transcript"]
+        return Heard(final_text=text, last=bool(msg.get("from_finalize")))
+
+
+class DeepgramEndpoint(Listener):
+    def hear(self, msg: dict[str, Any], at: float) -> Heard | None:
+        if msg.get("type") != "Results":
+            return None
+        if not msg["is_final"]:
+            return Heard(interim=True)
+        text = msg["channel"]["alternatives"][0]["transcript"]
+        ends = self.reaches_end(msg["start"] + msg["duration"])
+        return Heard(final_text=text, last=bool(msg.get("speech_final")) and ends)
+
+
+# --- OpenAI Realtime transcription -----------------------------------------------------------
+class OpenAICommit(Listener):
+    def hear(self, msg: dict[str, Any], at: float) -> Heard | None:
+        kind = msg.get("type", "")
+        if kind == "conversation.item.input_audio_transcription.delta":
+            return Heard(interim=True)
+        if kind == "conversation.item.input_audio_transcription.completed":
+            return Heard(final_text=msg.get("transcript", ""), last=True)
+        if kind == "error":
+            print(f"openai error: {msg}", file=sys.stderr)
+        return None
+
+
+class OpenAIServerVad(Listener):
+    def __init__(self, speech_end_s: float) -> None:
+        super().__init__(speech_end_s)
+        self._stopped: dict[str, float] = {}  # item id -> its audio_end_ms, seconds
+
+    def hear(self, msg: dict[str, Any], at: float) -> Heard | None:
+        kind = msg.get("type", "")
+        if kind == "input_audio_buffer.speech_stopped":
+            self._stopped[msg["item_id"]] = msg["audio_end_ms"] / 1000
+        elif kind == "conversation.item.input_audio_transcription.delta":
+            return Heard(interim=True)
+        elif kind == "conversation.item.input_audio_transcription.completed":
+            end = self._stopped.get(msg.get("item_id", ""))
+            self.extra.setdefault("items", 0)
+            self.extra["items"] += 1
+            last = end is not None and self.reaches_end(end)
+            return Heard(final_text=msg.get("transcript", ""), last=last)
+        elif kind == "error":
+            print(f"openai_vad error: {msg}", file=sys.stderr)
+        return None
+
+
+def openai_session(turn_detection: dict[str, Any] | None) -> dict[str, Any]:
+    """The GA Realtime transcription session.update: 24 kHz PCM in, the turn detection given."""
+    session = {
+        "type": "transcription",
+        "audio": {
+            "input": {
+                "format": {"type": "audio/pcm", "rate": 24000},
+                "turn_detection": turn_detection,
+                "transcription": {"model": "gpt-4o-transcribe"},
+            }
+        },
+    }
+    return {"type": "session.update", "session": session}
+
+
+# --- Deepgram Flux ---------------------------------------------------------------------------
+class FluxEndOfTurn(Listener):
+    def hear(self, msg: dict[str, Any], at: float) -> Heard | None:
+        if msg.get("type") == "Error":
+            print(f"flux error: {msg}", file=sys.stderr)
+        if msg.get("type") != "TurnInfo":
+            return None
+        if msg["event"] != "EndOfTurn":
+            return Heard(interim=msg["event"] == "Update")
+        self.extra.setdefault("triggers", []).append(msg.get("trigger"))
+        last = self.reaches_end(msg["audio_window_end"])
+        return Heard(final_text=msg["transcript"], last=last)
+
+
+# --- AssemblyAI Universal-Streaming v3 -------------------------------------------------------
+class AssemblyAIForceEndpoint(Listener):
+    def hear(self, msg: dict[str, Any], at: float) -> Heard | None:
+        if msg.get("type") == "Error":
+            print(f"assemblyai error: {msg}", file=sys.stderr)
+        if msg.get("type") != "Turn":
+            return None
+        if not msg["end_of_turn"]:
+            return Heard(interim=True)
+        words = msg.get("words") or []
+        ends = bool(words) and self.reaches_end(max(w["end"] for w in words) / 1000)
+        if not msg["turn_is_formatted"]:
+            if ends:  # the unformatted end of turn: its time kept, its text not (the next has it)
+                self.extra.setdefault("unformatted_at", at)
+            return None
+        return Heard(final_text=msg["transcript"], last=ends)
+
+
+def surfaces() -> dict[str, Surface]:
+    deepgram_auth = {"Authorization": f"Token {KEY}"}
+    listen = "/v1/listen?model=nova-3&encoding=linear16&sample_rate=16000&interim_results=true"
+    close_stream = {"type": "CloseStream"}
+    return {
+        "deepgram": Surface(
+            listen, deepgram_auth, DeepgramFinalize, stop={"type": "Finalize"}, closing=close_stream
+        ),
+        "endpoint": Surface(
+            listen + "&endpointing=25&vad_events=true",
+            deepgram_auth,
+            DeepgramEndpoint,
+            closing=close_stream,
+        ),
+        "openai": Surface(
+            "/v1/realtime?intent=transcription",
+            {"Authorization": f"Bearer {KEY}"},
+            OpenAICommit,
+            rate=24000,
+            opening=(openai_session(None),),
+            stop={"type": "input_audio_buffer.commit"},
+            base64_append=True,
+        ),
+        "openai_vad": Surface(
+            "/v1/realtime?intent=transcription",
+            {"Authorization": f"Bearer {KEY}"},
+            OpenAIServerVad,
+            rate=24000,
+            opening=(openai_session({"type": "server_vad"}),),
+            base64_append=True,
+        ),
+        "flux": Surface(
+            "/v2/listen?model=flux-general-en&encoding=linear16&sample_rate=16000",
+            deepgram_auth,
+            FluxEndOfTurn,
+            closing=close_stream,
+        ),
+        "assemblyai": Surface(
+            "/v3/ws?sample_rate=16000&encoding=pcm_s16le&format_turns=true",
+            {"Authorization": KEY},
+            AssemblyAIForceEndpoint,
+            stop={"type": "ForceEndpoint"},
+            closing={"type": "Terminate"},
+        ),
+    }
+
+
+# --- streaming -------------------------------------------------------------------------------
+def pcm16(audio: np.ndarray) -> bytes:
+    return (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+
+
+async def stream_turn(
+    turn: Turn,
+    send: Callable[[bytes], Awaitable[None]],
+    stop: Callable[[], Awaitable[None]] | None,
+    rate: int,
+    done: asyncio.Event,
+) -> float:
+    """Send ``turn`` in real time (then silence until ``done``), ``stop()`` at the end of
+    speech + STOP_S; returns the wall time of the end of speech."""
+    from kettle.kernels.resample import resample
+
+    audio = turn.audio if rate == SR else resample(turn.audio, SR, rate)
+    step = int(CHUNK_S * rate)
+    silence = pcm16(np.zeros(step, np.float32))
+    start = time.monotonic()
+    stop_at = turn.speech_end_s + STOP_S
+    stopped = False
+    k = 0
+    while not done.is_set() and k * CHUNK_S < turn.speech_end_s + WAIT_S:
+        delay = start + (k + 1) * CHUNK_S - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)  # a chunk goes once it would have been recorded
+        piece = audio[k * step : (k + 1) * step]
+        await send(pcm16(piece) if len(piece) == step else silence)
+        k += 1
+        if stop is not None and not stopped and k * CHUNK_S >= stop_at:
+            await stop()
+            stopped = True
+    return start + turn.speech_end_s
+
+
+async def run_turn(base: str, surface: Surface, turn: Turn) -> Outcome:
+    """One connection: ``turn`` streamed on ``surface`` until its final (or WAIT_S after
+    the end of speech), then the stream closed as the protocol closes it."""
+    import websockets
+
+    url = base.replace("http", "ws", 1) + surface.url
+    done = asyncio.Event()
+    listener = surface.listener(turn.speech_end_s)
+    async with websockets.connect(url, additional_headers=surface.headers) as ws:
+        for message in surface.opening:
+            await ws.send(json.dumps(message))
+
+        async def send(chunk: bytes) -> None:
+            if surface.base64_append:
+                audio = base64.b64encode(chunk).decode()
+                await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": audio}))
+            else:
+                await ws.send(chunk)
+
+        async def stop() -> None:
+            await ws.send(json.dumps(surface.stop))
+
+        sender = asyncio.create_task(
+            stream_turn(turn, send, stop if surface.stop else None, surface.rate, done)
+        )
+        finals: list[str] = []
+        interims, arrived = 0, None
+        deadline = time.monotonic() + turn.audio.shape[0] / SR + WAIT_S + 1
+        while arrived is None and time.monotonic() < deadline:
+            try:
+                raw = await asyncio.wait_for(ws.recv(), 0.5)
+            except TimeoutError:
+                continue
+            at = time.monotonic()
+            heard = listener.hear(json.loads(raw), at) if isinstance(raw, str) else None
+            if heard is None:
+                continue
+            interims += heard.interim
+            if heard.final_text:
+                finals.append(heard.final_text.strip())
+            if heard.last:
+                arrived = at
+        done.set()
+        speech_end = await sender
+        if surface.closing is not None:
+            await ws.send(json.dumps(surface.closing))
+    extra = dict(listener.extra)
+    if "unformatted_at" in extra:
+        extra["unformatted_ttfs_s"] = round(extra.pop("unformatted_at") - speech_end, 4)
+    ttfs = None if arrived is None else arrived - speech_end
+    return Outcome(turn.name, ttfs, " ".join(f for f in finals if f), interims, extra)

@@ -79,6 +79,12 @@ class SessionConfig:
     # come from a good hypothesis although its window ends mid-speech. Two greedy partials
     # agreeing locked in mistakes a beam search avoids (RESULTS.md, "bench_accuracy_levers").
     stable_agree: int = 3
+    # The highest no-speech probability of a hypothesis whose words may become stable (None:
+    # the stream policy's unsure bar, 0.3, nonspeech.STREAM). Wyoming sets 0.5, the bar at
+    # which a decode yields no text at all: its first chunk comes sooner on quiet or noisy
+    # speech (FLEURS partials read 0.3-0.5), at 0.2 WER points on set c (RESULTS.md
+    # "bench_wyoming"), which the protocols that show stable words only as hints do not pay.
+    stable_max_no_speech: float | None = None
     partial_beam_size: int = 3
     # A final's beam. A final in context steps through its forced context one token at a
     # time (CTranslate2 forces prefix tokens as decoder steps), and a beam search step costs
@@ -144,6 +150,8 @@ class SessionConfig:
             )
         if not 2 <= self.stable_agree <= 10:
             raise ConfigError(f"stable_agree must be within 2..10, not {self.stable_agree}")
+        if self.stable_max_no_speech is not None and not 0.0 <= self.stable_max_no_speech <= 1.0:
+            raise ConfigError("stable_max_no_speech must be within 0..1 or None")
         if not 0 <= self.stable_holdback <= 10:
             raise ConfigError(f"stable_holdback must be within 0..10, not {self.stable_holdback}")
         if not 1 <= self.max_speakers <= 16:

@@ -45,6 +45,7 @@ class Publisher:
         *,
         vad_events: bool,
         revisions: bool,
+        stable_max_no_speech: float | None = None,
     ) -> None:
         self._session_id = session_id
         self._utts = utts
@@ -55,6 +56,7 @@ class Publisher:
         # Fields no reconfigure changes: they are read once.
         self._vad_events = vad_events
         self._revisions = revisions
+        self._stable_bar = stable_max_no_speech
 
     def resolve_ready(self, planner: PlannerConfig) -> None:
         """Close the utterances at the head of the queue that need no decode."""
@@ -147,7 +149,7 @@ class Publisher:
         text = usable(result, plan, **self._neighbourhood(utt))[0]
         if not text and not utt.agreement.stable_text:
             return
-        trusted = NONSPEECH.sure_of_speech(result.no_speech_prob)
+        trusted = NONSPEECH.sure_of_speech(result.no_speech_prob, self._stable_bar)
         hyp = utt.agreement.update(text, trusted=trusted)
         if not hyp.text:
             return

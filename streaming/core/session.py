@@ -111,6 +111,7 @@ class Session:
         self._publisher = Publisher(
             session_id, self._utts, self._history, self._speakers, self._refine, emit,
             vad_events=self.config.vad_events, revisions=self.config.revisions,
+            stable_max_no_speech=self.config.stable_max_no_speech,
         )  # fmt: skip
         self._backoff = 1.0
         # Set by the engine: a longer partial interval than the config's (from the measured

@@ -37,9 +37,10 @@ class NonSpeechPolicy:
             return False
         return no_speech_prob > self.unsure_prob and avg_logprob < self.unsure_logprob
 
-    def sure_of_speech(self, no_speech_prob: float) -> bool:
-        """Whether the no-speech probability is at or under the unsure bar."""
-        return self.unsure_prob is None or no_speech_prob <= self.unsure_prob
+    def sure_of_speech(self, no_speech_prob: float, bar: float | None = None) -> bool:
+        """Whether the no-speech probability is at or under ``bar`` (None: the unsure bar)."""
+        bar = self.unsure_prob if bar is None else bar
+        return bar is None or no_speech_prob <= bar
 
     def is_phrase(self, text: str, no_speech_prob: float) -> bool:
         """Whether a decode is one of the phrases, and the model was unsure it heard speech."""

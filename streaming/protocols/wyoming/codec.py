@@ -79,6 +79,9 @@ from wyoming.ping import Ping, Pong
 WIDTHS = {2: "pcm_s16le"}  # bytes per sample -> kettle.kernels.pcm's encoding
 MIN_RATE, MAX_RATE = 8000, 48000
 MAX_CHANNELS = 8
+# Rounds are short commands from a few satellites per house: partials every 0.3 s, not 0.5,
+# and words stable up to the no-speech bar, so the first transcript-chunk comes sooner.
+ROUND_CONFIG = SessionConfig(vad_events=True, partial_interval_s=0.3, stable_max_no_speech=0.5)
 UNSUPPORTED_LANGUAGE = "unsupported_language"
 TIMEOUT = "timeout"
 
@@ -95,7 +98,7 @@ class WyomingCodec:
     def __init__(self, context: CodecContext) -> None:
         self.context = context
         self._life = CodecLifecycle()  # awaiting audio -> streaming (one engine stream)
-        self._config = SessionConfig(vad_events=True)
+        self._config = ROUND_CONFIG
         self._audio: AudioSetup | None = None  # the format of the round taking audio
         self._format: tuple[int, int, int] | None = None  # its (rate, width, channels)
         self._rounds = Rounds()

@@ -648,6 +648,17 @@ def test_partials_the_model_doubts_are_speech_make_no_word_stable() -> None:
     assert [f.text for f in run.finals if f.text]
 
 
+def test_a_stream_may_trust_partials_up_to_a_higher_no_speech_bar() -> None:
+    # Wyoming's rounds: partials at 0.4 (quiet or noisy speech) make words stable there.
+    config = SessionConfig(stable_max_no_speech=0.5)
+    run = drive(ONE, config, decoder=DoubtfulBabble(0.4))
+    assert [e for e in run.events if isinstance(e, Partial) and e.stable]
+    run = drive(ONE, config, decoder=DoubtfulBabble(0.6))  # above it: still none
+    assert not [e for e in run.events if isinstance(e, Partial) and e.stable]
+    with pytest.raises(ConfigError):
+        SessionConfig(stable_max_no_speech=1.5)
+
+
 def test_pausing_from_a_pause_long_enough_to_hold_partials_until_the_endpoint() -> None:
     """The engine reads ``pausing`` to keep the model free for a final that is near."""
     session = Session(ALONE, session_id="t", classifier=EnergyClassifier())

@@ -307,7 +307,11 @@ def stream_config(method: str) -> Any:
     defaults = SessionConfig()
     typed: dict[str, Any] = {}
     for key, value in fields.items():
-        kind = type(getattr(defaults, key))
+        default = getattr(defaults, key)
+        if default is None:  # an optional number (stable_max_no_speech=0.5), or "none"
+            typed[key] = None if value.lower() == "none" else float(value)
+            continue
+        kind = type(default)
         typed[key] = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
     return SessionConfig(**typed)
 

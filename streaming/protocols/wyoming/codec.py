@@ -79,9 +79,10 @@ from wyoming.ping import Ping, Pong
 WIDTHS = {2: "pcm_s16le"}  # bytes per sample -> kettle.kernels.pcm's encoding
 MIN_RATE, MAX_RATE = 8000, 48000
 MAX_CHANNELS = 8
-# Rounds are short commands from a few satellites per house: partials every 0.3 s, not 0.5,
-# and words stable up to the no-speech bar, so the first transcript-chunk comes sooner.
-ROUND_CONFIG = SessionConfig(vad_events=True, partial_interval_s=0.3, stable_max_no_speech=0.5)
+# Words become stable up to the no-speech bar (0.5, not 0.3), so the first transcript-chunk
+# comes sooner on quiet or noisy speech. Partials every 0.3 s, tried too, cost set b 9 WER
+# points at once (benchmarks/RESULTS.md, rejected experiments).
+ROUND_CONFIG = SessionConfig(vad_events=True, stable_max_no_speech=0.5)
 UNSUPPORTED_LANGUAGE = "unsupported_language"
 TIMEOUT = "timeout"
 

@@ -12,7 +12,7 @@ import select
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from typing import IO
+from typing import IO, Any
 
 SERVING = re.compile(r"kettle serving on (http://\S+)\n")
 
@@ -50,8 +50,9 @@ def start_kettle(
     return proc, match.group(1)
 
 
-def stop_kettle(proc: subprocess.Popen[str]) -> None:
-    """SIGTERM (the server drains), then kill it if it has not ended within 30 s."""
+def stop_server(proc: subprocess.Popen[Any]) -> None:
+    """SIGTERM (a server drains), then kill it if it has not ended within 30 s: kettle or a
+    peer's server a benchmark started."""
     proc.terminate()
     try:
         proc.wait(30)
@@ -67,12 +68,12 @@ def kettle_serving(
     stderr: IO[str] | None = None,
     python: str = sys.executable,
 ) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """`start_kettle` for the block, `stop_kettle` after it, whatever happens in it."""
+    """`start_kettle` for the block, `stop_server` after it, whatever happens in it."""
     proc, base = start_kettle(serve_args, env=env, stderr=stderr, python=python)
     try:
         yield proc, base
     finally:
-        stop_kettle(proc)
+        stop_server(proc)
 
 
 def ws_url(base: str) -> str:

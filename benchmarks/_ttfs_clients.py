@@ -112,18 +112,18 @@ class DeepgramFinalize(Listener):
         if not msg["is_final"]:
             return Heard(interim=True)
         text = msg["channel"]["alternatives"][0]["transcript"]
-        return Heard(final_text=text, last=bool(msg.get("from_finalize")))
+        return Heard(final_text=text, last=self.is_last(msg))
+
+    def is_last(self, msg: dict[str, Any]) -> bool:
+        """Whether this final Results stops the clock: the answer to Finalize."""
+        return bool(msg.get("from_finalize"))
 
 
-class DeepgramEndpoint(Listener):
-    def hear(self, msg: dict[str, Any], at: float) -> Heard | None:
-        if msg.get("type") != "Results":
-            return None
-        if not msg["is_final"]:
-            return Heard(interim=True)
-        text = msg["channel"]["alternatives"][0]["transcript"]
+class DeepgramEndpoint(DeepgramFinalize):
+    def is_last(self, msg: dict[str, Any]) -> bool:
+        """No Finalize: the endpoint's speech_final that reaches the end of speech."""
         ends = self.reaches_end(msg["start"] + msg["duration"])
-        return Heard(final_text=text, last=bool(msg.get("speech_final")) and ends)
+        return bool(msg.get("speech_final")) and ends
 
 
 # --- OpenAI Realtime transcription -----------------------------------------------------------

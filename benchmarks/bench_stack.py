@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import machine_info, markdown_table, write_section
-from _serve import start_kettle, stop_kettle, ws_url
+from _serve import start_kettle, stop_server, ws_url
 from bench_server import (
     SAMPLE_RATE,
     Track,
@@ -134,7 +134,7 @@ def measure_pair(
             audio_s += sum(len(t.audio) for t in chosen) / SAMPLE_RATE
     finally:
         for proc, _ in servers.values():
-            stop_kettle(proc)
+            stop_server(proc)
     rows: list[dict[str, Any]] = []
     for name in servers:
         rows.append(

@@ -80,7 +80,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _clients import pcm16, words
 from _results import eval_dir, machine_info, markdown_table, require_eval_set, write_section
-from _serve import start_kettle, stop_kettle
+from _serve import start_kettle, stop_server
 from bench_accuracy import Item as Clip  # one clip: 16 kHz audio, what it says
 from bench_accuracy import load_eval, wer
 
@@ -414,11 +414,7 @@ def wfw_serving(
             shown = ["python", *cmd[1:]]
             yield port, wait_for_info(port, proc), [x.replace(data, "<temp dir>") for x in shown]
         finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_server(proc)
 
 
 @contextlib.contextmanager
@@ -434,7 +430,7 @@ def kettle_wyoming_serving(
     try:
         yield port, wait_for_info(port, proc), ["kettle", "serve", "--port", "0", *args]
     finally:
-        stop_kettle(proc)
+        stop_server(proc)
 
 
 # --- main ----------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import machine_info, markdown_table, write_section
+from _serve import stop_server
 from kettle.streaming.cli import allocator
 from kettle.streaming.client.client import ClientOptions, StreamClientError, stream_audio, to_s16le
 from websockets.asyncio.client import connect
@@ -694,11 +695,7 @@ def main(argv: list[str] | None = None) -> int:
         result = asyncio.run(soak(args, base, proc.pid))
         result["load_average_start_end"] = [round(load_start, 1), round(os.getloadavg()[0], 1)]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc)
     result["machine"] = machine_info()
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))

@@ -82,8 +82,8 @@ class SessionConfig:
     # The highest no-speech probability of a hypothesis whose words may become stable (None:
     # the stream policy's unsure bar, 0.3, nonspeech.STREAM). Wyoming sets 0.5, the bar at
     # which a decode yields no text at all: its first chunk comes sooner on quiet or noisy
-    # speech (FLEURS partials read 0.3-0.5), at 0.2 WER points on set c (RESULTS.md
-    # "bench_wyoming"), which the protocols that show stable words only as hints do not pay.
+    # speech (FLEURS partials read 0.3-0.5), at 0.2 WER points on set c at once (RESULTS.md,
+    # rejected experiments), which the protocols that show stable words as hints do not pay.
     stable_max_no_speech: float | None = None
     partial_beam_size: int = 3
     # A final's beam. A final in context steps through its forced context one token at a

@@ -3,8 +3,7 @@
 webrtcvad classifies fixed 20 ms frames (aligned to the stream's sample 0, so the result does
 not depend on how the audio was chunked); a second opinion (frame energy and spectral
 flatness) rejects noise that webrtcvad calls speech, e.g. white or fan noise, whose spectrum is
-flat where voiced speech is peaky, and a third (Silero VAD, ``silero.py``) rejects the breath,
-reverberation and hum after the last word that webrtcvad still calls speech. On top of the per-frame decisions sits hysteresis:
+flat where voiced speech is peaky. On top of the per-frame decisions sits hysteresis:
 
 - onset after ``onset_ms`` of consecutive voiced frames; the utterance starts ``preroll_ms``
   before the first of them (never before the previous utterance's end, so nothing is doubled);
@@ -27,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from kettle.streaming.core.silero import SileroStream
 from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.types import SAMPLE_RATE
 
@@ -76,8 +74,7 @@ class WebrtcClassifier:
     order; frames are aligned to the stream's sample 0, so decisions do not depend on chunking.
     """
 
-    def __init__(self, aggressiveness: int = 2, veto: SileroStream | None = None) -> None:
-        """``veto``: Silero, whose "not speech" overrules a voiced frame (None: no veto)."""
+    def __init__(self, aggressiveness: int = 2) -> None:
         import webrtcvad
 
         # Two detectors, because webrtcvad adapts internally to what it is fed: one sees the
@@ -87,7 +84,6 @@ class WebrtcClassifier:
         self._vad_scaled = webrtcvad.Vad(aggressiveness)
         self._peak = 0.0
         self._floor: float | None = None
-        self._veto = veto
 
     def set_aggressiveness(self, aggressiveness: int) -> None:
         """webrtcvad's mode from the next frame on (the level followers carry on)."""
@@ -103,15 +99,11 @@ class WebrtcClassifier:
         gain = min(MAX_GAIN, max(1.0, TARGET_RMS / max(self._peak, 1e-9)))
         plain = _is_speech(self._vad, frame)
         scaled = _is_speech(self._vad_scaled, frame * gain)  # both fed every frame
-        if self._veto is not None:
-            self._veto.feed(frame)  # every frame too: its state carries over
         if not (plain or scaled):
             return False
         if rms < MIN_RMS or rms < self._floor * MIN_SNR:
             return False
-        if spectral_flatness(frame) > MAX_FLATNESS:
-            return False
-        return self._veto is None or not self._veto.silent()
+        return spectral_flatness(frame) <= MAX_FLATNESS
 
 
 def _is_speech(vad: Any, frame: np.ndarray) -> bool:

@@ -37,8 +37,6 @@ from types import TracebackType
 
 from kettle.streaming.core.events import Done, Error, Event, Final, Partial
 from kettle.streaming.core.session import Session, SessionConfig
-from kettle.streaming.core.silero import SileroStream
-from kettle.streaming.core.vad import WebrtcClassifier
 from kettle.streaming.engine.clock import Clock, MonotonicClock
 from kettle.streaming.engine.config import EngineConfig
 from kettle.streaming.engine.degrade import Degrader, Level
@@ -176,7 +174,7 @@ class Engine:
             config = dataclasses.replace(config, multilingual=True)
         if config.diarize and self.speakers is None:
             raise KettleError("diarize needs a speaker model (the engine has none)")
-        session = Session(config, session_id=stream_id, classifier=self._classifier(config))
+        session = Session(config, session_id=stream_id)
         session.interval_hint_s = self._load.cadence_s
         stream = Stream(
             self._router, stream_id, session, self.config.event_queue_size, self.speakers
@@ -184,12 +182,6 @@ class Engine:
         self._router.open(stream)
         self._load.update_cadence(self._router.streams)
         return stream
-
-    def _classifier(self, config: SessionConfig) -> WebrtcClassifier:
-        """webrtcvad with Silero's veto on frames that are not speech (breath and hum after
-        the last word would hold the endpoint off), but for a decoder that reads tones."""
-        veto = None if getattr(self._decoder, "reads_tones", False) else SileroStream()
-        return WebrtcClassifier(config.vad_aggressiveness, veto=veto)
 
     async def decode_offline(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
         """Decode requests at the lowest priority (files, uploads); results in request order.

@@ -79,9 +79,16 @@ def test_flux_final_is_the_end_of_turn_that_reaches_the_end() -> None:
     )
 
 
-def test_assemblyai_final_is_the_formatted_end_of_turn() -> None:
+def test_assemblyai_final_is_the_formatted_end_of_turn_after_force_endpoint() -> None:
     listener = AssemblyAIForceEndpoint(END)
-    words = [{"start": 9000, "end": 9900}]
+    # An earlier turn, ended at a pause before the client's ForceEndpoint: a piece of text.
+    early = {"type": "Turn", "end_of_turn": True, "words": [{"start": 2000, "end": 4000}]}
+    assert listener.hear(early | {"turn_is_formatted": False, "transcript": "so"}, 0.9) is None
+    piece = listener.hear(early | {"turn_is_formatted": True, "transcript": "So."}, 1.0)
+    assert piece == Heard(final_text="So.", last=False) and listener.extra == {}
+    listener.stopped = True
+    # The answer: its last word ends 0.4 s before the speech (Whisper's early word end).
+    words = [{"start": 9000, "end": 9600}]
     turn = {"type": "Turn", "end_of_turn": True, "words": words}
     plain = turn | {"turn_is_formatted": False, "transcript": "hello there"}
     formatted = turn | {"turn_is_formatted": True, "transcript": "Hello there."}

@@ -214,12 +214,15 @@ class Resume:
 class SpeechEnd:
     """reason: endpoint, max_length, finalize or stop. ``speech_end``: the end of the last
     voiced frame at or before ``end``; the audio from there to ``silent_until`` (at least
-    ``end``) is known to be silence (after an endpoint or in a pause: all of it so far)."""
+    ``end``) is known to be silence (after an endpoint or in a pause: all of it so far).
+    ``heard``: see the field."""
 
     end: int
     reason: str
     speech_end: int = field(default=0, compare=False)
     silent_until: int = field(default=0, compare=False)
+    # False: with ``silero_veto``, Silero heard no speech in it (noise webrtcvad took for it).
+    heard: bool = field(default=True, compare=False)
 
 
 SegmentEvent = SpeechStart | Pause | Resume | SpeechEnd
@@ -352,7 +355,10 @@ class Segmenter:
         self._voiced_run = 0
         self._silence = 0
         last_voiced = min(self._last_voiced_end, end)
-        return SpeechEnd(end, reason, last_voiced, max(end, silent_until or end))
+        # An utterance in which Silero never heard speech is webrtcvad's noise alone.
+        heard = not (self.config.silero_veto and self._veto is not None) or self._veto_armed
+        self._veto_armed = False
+        return SpeechEnd(end, reason, last_voiced, max(end, silent_until or end), heard)
 
     def _step(self, frame: np.ndarray, events: list[SegmentEvent]) -> None:
         cfg = self.config
@@ -405,6 +411,7 @@ class Segmenter:
             events.append(self._close(cut, "max_length"))
             # The remainder opens the next utterance at once, with no pre-roll overlap.
             self._open = True
+            self._veto_armed = self._veto_speaking
             self._start = cut
             self._paused = False
             self._silence = 0

@@ -9,7 +9,13 @@ import pytest
 from faster_whisper.vad import get_vad_model
 from kettle.streaming.core.config import SessionConfig
 from kettle.streaming.core.silero import WINDOW, SileroStream, speech_veto
-from kettle.streaming.core.vad import Segmenter, SegmenterConfig, SpeechEnd, SpeechStart
+from kettle.streaming.core.vad import (
+    Segmenter,
+    SegmenterConfig,
+    SegmentEvent,
+    SpeechEnd,
+    SpeechStart,
+)
 from kettle.transcribe.audio.read import load_audio
 from kettle.transcribe.model.fake import FakeDecoder, synth_voice
 from kettle.transcribe.types import SAMPLE_RATE
@@ -61,13 +67,13 @@ def test_speech_is_not_silent_and_a_tone_is(jfk: np.ndarray) -> None:
 SHORT = SegmenterConfig(endpoint_silence_ms=200, silero_veto=True)
 
 
-def segment(audio: np.ndarray, config: SegmenterConfig, veto: bool = True) -> list[object]:
+def segment(audio: np.ndarray, config: SegmenterConfig, veto: bool = True) -> list[SegmentEvent]:
     seg = Segmenter(config, veto=SileroStream() if veto else None)
     events = [e for i in range(0, len(audio), 320) for e in seg.feed(audio[i : i + 320])]
     return events + seg.stop()
 
 
-def ends(events: list[object]) -> list[SpeechEnd]:
+def ends(events: list[SegmentEvent]) -> list[SpeechEnd]:
     return [e for e in events if isinstance(e, SpeechEnd)]
 
 

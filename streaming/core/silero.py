@@ -32,7 +32,8 @@ def _session() -> Any:
 
 
 class SileroStream:
-    """The latest window's speech probability; before the first whole window, 1.0 (no veto)."""
+    """The latest window's speech probability (0 before the first whole window, when it is
+    neither sure nor silent)."""
 
     def __init__(self, session: Any | None = None) -> None:
         self._session = session if session is not None else _session()
@@ -40,7 +41,8 @@ class SileroStream:
         self._c = np.zeros((1, 1, 128), dtype=np.float32)
         self._context = np.zeros(CONTEXT, dtype=np.float32)
         self._pending = np.zeros(0, dtype=np.float32)
-        self.probability = 1.0
+        self.probability = 0.0
+        self._windows = 0
 
     def feed(self, samples: np.ndarray) -> float:
         """Add 16 kHz float32 audio; the probability of the last whole window heard."""
@@ -54,16 +56,17 @@ class SileroStream:
             )
             self._context = window[-CONTEXT:]
             self.probability = float(np.asarray(out).reshape(-1)[0])
+            self._windows += 1
         self._pending = data[whole:]
         return self.probability
 
     def sure(self) -> bool:
         """Whether the latest window is speech by Silero's own threshold."""
-        return self.probability >= SPEECH_FROM
+        return self._windows > 0 and self.probability >= SPEECH_FROM
 
     def silent(self) -> bool:
         """Whether Silero, having heard a window, says the latest one is not speech."""
-        return self.probability < SILENCE_BELOW
+        return self._windows > 0 and self.probability < SILENCE_BELOW
 
 
 def speech_veto(decoder: object) -> SileroStream | None:

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from faster_whisper.vad import get_vad_model
 from kettle.streaming.core.config import SessionConfig
+from kettle.streaming.core.events import Final
+from kettle.streaming.core.session import Session
 from kettle.streaming.core.silero import WINDOW, SileroStream, speech_veto
 from kettle.streaming.core.vad import (
     Segmenter,
@@ -50,7 +52,7 @@ def test_the_stream_hears_what_faster_whispers_vad_hears_in_any_chunking(
 def test_no_verdict_before_a_whole_window_then_silence_is_silent() -> None:
     stream = SileroStream()
     stream.feed(np.zeros(WINDOW - 1, np.float32))
-    assert stream.probability == 1.0 and not stream.silent()
+    assert not stream.sure() and not stream.silent()
     stream.feed(np.zeros(1, np.float32))
     assert stream.silent()
 
@@ -108,3 +110,33 @@ def test_the_veto_decides_no_onset(espeak: Callable[..., np.ndarray]) -> None:
 def test_a_model_that_reads_tones_gets_no_veto() -> None:
     assert speech_veto(FakeDecoder()) is None
     assert isinstance(speech_veto(object()), SileroStream)
+
+
+@pytest.fixture(scope="module")
+def crowd(jfk: np.ndarray) -> np.ndarray:
+    """The crowd after JFK's last word, four times over, between silences: webrtcvad opens an
+    utterance on it, Silero never calls it speech."""
+    noise = np.tile(jfk[int(10.55 * SR) :], 4)
+    return np.concatenate([np.zeros(SR // 2, np.float32), noise, np.zeros(SR, np.float32)])
+
+
+def test_an_utterance_silero_heard_no_speech_in_is_noise(crowd: np.ndarray) -> None:
+    (end,) = ends(segment(crowd, SHORT))
+    assert not end.heard
+    (end,) = ends(segment(crowd, SegmenterConfig()))  # no veto on a long endpoint
+    assert end.heard
+
+
+def test_a_session_gives_noise_no_final(crowd: np.ndarray) -> None:
+    # The fake decoder reads the crowd as words; on a short endpoint Silero says it is none.
+    decoder, tone = FakeDecoder(), crowd
+    for veto, finals in ((SileroStream(), 0), (None, 1)):
+        session = Session(SessionConfig(endpoint_silence_ms=200), session_id="n", veto=veto)
+        events = []
+        for i in range(0, len(tone), 320):
+            session.feed_audio(tone[i : i + 320])
+            while requests := session.poll_requests():
+                for result in decoder.decode_batch(requests):
+                    session.on_result(result)
+            events += session.poll_events()
+        assert sum(isinstance(e, Final) for e in events) == finals

@@ -381,15 +381,12 @@ def run_session(
     refinements by ``refine_decoder``, else the finals'), audio fed in 20 ms chunks."""
     from kettle.streaming.core.events import Final, Partial, Revision
     from kettle.streaming.core.session import Session
-    from kettle.streaming.core.silero import speech_veto
     from kettle.transcribe.types import DecodeKind
 
     # A fresh id per run: the adapter keeps incremental log-mel states by stream key
     # (session id, utterance), and a state whose head and old end match (both silence) would
     # be carried over from another run's window.
-    session = Session(  # with the veto the engine gives a real model's streams
-        stream_config(variant), session_id=f"bench-{next(_SESSION_IDS)}", veto=speech_veto(decoder)
-    )
+    session = Session(stream_config(variant), session_id=f"bench-{next(_SESSION_IDS)}")
     stable: dict[int, int] = {}
     finals: list[tuple[str, int]] = []
     ends: dict[int, int] = {}

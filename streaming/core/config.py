@@ -23,11 +23,6 @@ from kettle.transcribe.model import defaults, keyterms
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, encoder_window_limit
 
 NEXT_UTTERANCE = ("language", "languages", "prompt", "word_timestamps")
-# Streams that ask for an endpoint this short (Deepgram's endpointing, LiveKit's 25 ms) want
-# the final as the words end, and are cut at every such pause anyway: Silero's veto ends
-# their utterances where the words end, not where webrtcvad stops hearing breath or hum.
-# Longer endpoints keep webrtcvad alone: splits at breaths cost set a 3 points (RESULTS.md).
-SILERO_VETO_MAX_ENDPOINT_MS = 300
 AT_ONCE = ("keyterms", "partials", "endpoint_silence_ms", "preroll_ms", "vad_aggressiveness")
 
 
@@ -175,7 +170,6 @@ class SessionConfig:
             cut_search_s=min(SegmenterConfig.cut_search_s, self.max_utterance_s / 2),
             tail_ms=min(SegmenterConfig.tail_ms, self.endpoint_silence_ms),
             hush_ms=self.hush_ms,
-            silero_veto=self.endpoint_silence_ms <= SILERO_VETO_MAX_ENDPOINT_MS,
         )
 
     @property

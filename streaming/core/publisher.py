@@ -64,12 +64,12 @@ class Publisher:
             utt = self._utts.closed[0]
             assert utt.end is not None
             ready = utt.speculation.ready(utt.end, utt.speech_end)
-            if utt.end <= utt.start or not utt.heard:
-                self._utts.take(utt)
-                self._resolve_empty(utt)  # nothing, or noise Silero heard no speech in
-            elif ready is not None:
+            if ready is not None:
                 self._utts.take(utt)
                 self._emit_final(utt, ready, plan_final(utt, self._history, planner))
+            elif utt.end <= utt.start:
+                self._utts.take(utt)
+                self._resolve_empty(utt)
             else:
                 return
 

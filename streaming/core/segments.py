@@ -85,7 +85,6 @@ class SegmentDecisions:
             return
         utt.end_reason = d.reason
         utt.speech_end = d.speech_end
-        utt.heard = d.heard
         self._speakers.closed(utt)
         utt.sealed = d.reason in ("endpoint", "max_length") or d.silent_until > d.end
         if not utt.speculation.matches(d.end, d.speech_end):

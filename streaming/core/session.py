@@ -64,7 +64,7 @@ from kettle.streaming.core.segments import SegmentDecisions
 from kettle.streaming.core.speakers import Speakers
 from kettle.streaming.core.tuning import Tuning
 from kettle.streaming.core.utterances import UtteranceTracker
-from kettle.streaming.core.vad import FRAME_SAMPLES, FrameClassifier, Segmenter, SpeechVeto
+from kettle.streaming.core.vad import FRAME_SAMPLES, FrameClassifier, Segmenter
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest, DecodeResult
 
 __all__ = ["PARTIAL_MAX_TOKENS", "Session", "SessionConfig"]
@@ -81,13 +81,12 @@ class Session:
         *,
         session_id: str = "session",
         classifier: FrameClassifier | None = None,
-        veto: SpeechVeto | None = None,
     ) -> None:
         self._tuning = Tuning(config or SessionConfig())
         self.session_id = session_id
         self._life = Lifecycle()
         self._stop_reason: str | None = None
-        self._segmenter = Segmenter(self.config.segmenter_config(), classifier, veto)
+        self._segmenter = Segmenter(self.config.segmenter_config(), classifier)
         self._buf = AudioBuffer()
         self._fed = 0
         self._utts = UtteranceTracker()

@@ -54,7 +54,6 @@ class Utterance:
     speculation: Speculation = field(default_factory=Speculation)
     decided_at: int | None = None  # stream position when the end was decided
     end_reason: str | None = None  # the segmenter's SpeechEnd reason
-    heard: bool = True  # SpeechEnd.heard: False, noise alone, resolved with no decode
     alone: bool = False  # a decode in context went wrong: decode this one without context
     voice: Voice | None = None  # voice signature (voice.py), once enough audio came
     voice_final: bool = False  # the signature covers all it will (no need to compute again)

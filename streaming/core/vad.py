@@ -11,12 +11,6 @@ flat where voiced speech is peaky. On top of the per-frame decisions sits hyster
   final then), *resume* when speech comes back before the endpoint;
 - an *endpoint* after ``endpoint_silence_ms`` of silence; the utterance ends ``tail_ms`` after
   its last voiced frame;
-- with ``silero_veto`` (and a ``veto``: Silero VAD, ``silero.py``), once Silero has heard the
-  open utterance's speech and then its end, webrtcvad's voiced frames are silence: breath, lip
-  noise, reverberation and hum after the last word no longer hold a short endpoint off (up
-  to a second on FLEURS and JFK), nor open an utterance of their own after it, until a pause
-  of ``tail_ms`` or Silero hearing speech again (then the voiced run counts from its start,
-  since Silero rises up to 0.6 s late at a word's start). It decides no onset otherwise;
 - a maximum length: the utterance is cut at the quietest frame (lowest energy) of the last
   ``cut_search_s`` before the limit and the remainder opens the next utterance at once.
 
@@ -29,7 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from kettle.transcribe.errors import ConfigError
@@ -62,16 +56,6 @@ INITIAL_FLOOR = 10 ** (-60 / 20)
 MIN_SNR = 10 ** (9 / 20)
 
 FrameClassifier = Callable[[np.ndarray], bool]
-
-
-class SpeechVeto(Protocol):
-    """A model fed every frame that says when audio is surely speech and surely not."""
-
-    def feed(self, samples: np.ndarray) -> float: ...
-
-    def sure(self) -> bool: ...
-
-    def silent(self) -> bool: ...
 
 
 def spectral_flatness(frame: np.ndarray) -> float:
@@ -140,8 +124,6 @@ class SegmenterConfig:
     # Silence after which the utterance is likely to end (``hush_end``): the speculative
     # final is asked for then, before the pause (at most tail_ms; tail_ms: at the pause).
     hush_ms: int = 200
-    # Silero's veto on webrtcvad's voiced frames after the words (module docstring).
-    silero_veto: bool = False
 
     def __post_init__(self) -> None:
         if self.aggressiveness not in (0, 1, 2, 3):
@@ -214,15 +196,12 @@ class Resume:
 class SpeechEnd:
     """reason: endpoint, max_length, finalize or stop. ``speech_end``: the end of the last
     voiced frame at or before ``end``; the audio from there to ``silent_until`` (at least
-    ``end``) is known to be silence (after an endpoint or in a pause: all of it so far).
-    ``heard``: see the field."""
+    ``end``) is known to be silence (after an endpoint or in a pause: all of it so far)."""
 
     end: int
     reason: str
     speech_end: int = field(default=0, compare=False)
     silent_until: int = field(default=0, compare=False)
-    # False: with ``silero_veto``, Silero heard no speech in it (noise webrtcvad took for it).
-    heard: bool = field(default=True, compare=False)
 
 
 SegmentEvent = SpeechStart | Pause | Resume | SpeechEnd
@@ -232,20 +211,10 @@ class Segmenter:
     """Frames, classifies and segments; returns decisions as SegmentEvents in stream order."""
 
     def __init__(
-        self,
-        config: SegmenterConfig | None = None,
-        classifier: FrameClassifier | None = None,
-        veto: SpeechVeto | None = None,
+        self, config: SegmenterConfig | None = None, classifier: FrameClassifier | None = None
     ) -> None:
-        """``veto``: fed every frame, applied while ``config.silero_veto`` holds."""
         self.config = config or SegmenterConfig()
         self._classify = classifier or WebrtcClassifier(self.config.aggressiveness)
-        self._veto = veto
-        self._veto_speaking = False  # Silero's own state: in speech
-        self._veto_armed = False  # Silero heard speech in the open utterance
-        self._veto_holds = False  # webrtcvad's voiced frames are vetoed
-        self._raw_run = 0  # webrtcvad's consecutive voiced frames
-        self._quiet_run = 0  # and unvoiced ones
         self._pending = np.zeros(0, dtype=np.float32)  # samples not yet a whole frame
         self._frame = 0  # index of the next frame to classify
         self._energies: list[float] = []  # per frame, from frame _energy_base on
@@ -355,17 +324,14 @@ class Segmenter:
         self._voiced_run = 0
         self._silence = 0
         last_voiced = min(self._last_voiced_end, end)
-        # An utterance in which Silero never heard speech is webrtcvad's noise alone.
-        heard = not (self.config.silero_veto and self._veto is not None) or self._veto_armed
-        self._veto_armed = False
-        return SpeechEnd(end, reason, last_voiced, max(end, silent_until or end), heard)
+        return SpeechEnd(end, reason, last_voiced, max(end, silent_until or end))
 
     def _step(self, frame: np.ndarray, events: list[SegmentEvent]) -> None:
         cfg = self.config
         idx = self._frame
         self._frame += 1
         self._energies.append(float(np.mean(np.square(frame, dtype=np.float64))))
-        voiced = self._voiced(frame)
+        voiced = bool(self._classify(frame))
         frame_end = self._frame * FRAME_SAMPLES
         if not self._open:
             self._voiced_run = self._voiced_run + 1 if voiced else 0
@@ -377,7 +343,6 @@ class Segmenter:
                 self._last_voiced_end = frame_end
                 self._silence = 0
                 self._paused = False
-                self._veto_armed = self._veto_speaking
                 events.append(SpeechStart(start))
             self._trim_energies()
             return
@@ -411,40 +376,12 @@ class Segmenter:
             events.append(self._close(cut, "max_length"))
             # The remainder opens the next utterance at once, with no pre-roll overlap.
             self._open = True
-            self._veto_armed = self._veto_speaking
             self._start = cut
             self._paused = False
             self._silence = 0
             self._last_voiced_end = max(self._last_voiced_end, cut)
             events.append(SpeechStart(cut))
         self._trim_energies()
-
-    def _voiced(self, frame: np.ndarray) -> bool:
-        voiced = bool(self._classify(frame))
-        if self._veto is None:
-            return voiced
-        self._veto.feed(frame)  # every frame: its state carries over
-        if self._veto.sure():  # Silero's hysteresis: speech from 0.5 until below 0.35
-            self._veto_speaking = True
-        elif self._veto.silent():
-            self._veto_speaking = False
-        self._veto_armed = self._open and (self._veto_armed or self._veto_speaking)
-        self._raw_run = self._raw_run + 1 if voiced else 0
-        self._quiet_run = 0 if voiced else self._quiet_run + 1
-        if not self.config.silero_veto:
-            self._veto_holds = False
-            return voiced
-        held = self._veto_holds
-        if self._veto_speaking or self._quiet_run >= self.config.tail_frames:
-            # Silero hears speech, or a real pause: webrtcvad decides again. Released by
-            # speech with no utterance open, the voiced run so far counts for its onset.
-            self._veto_holds = False
-            if held and voiced and not self._open:
-                self._voiced_run = self._raw_run - 1  # _step adds this frame
-        elif voiced and self._veto_armed:
-            # After the words: breath, crowd or hum, silence until a pause or speech.
-            self._veto_holds = True
-        return voiced and not self._veto_holds
 
     def _quietest_cut(self, frame_end: int) -> int:
         cfg = self.config

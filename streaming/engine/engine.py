@@ -37,7 +37,6 @@ from types import TracebackType
 
 from kettle.streaming.core.events import Done, Error, Event, Final, Partial
 from kettle.streaming.core.session import Session, SessionConfig
-from kettle.streaming.core.silero import speech_veto
 from kettle.streaming.engine.clock import Clock, MonotonicClock
 from kettle.streaming.engine.config import EngineConfig
 from kettle.streaming.engine.degrade import Degrader, Level
@@ -175,7 +174,7 @@ class Engine:
             config = dataclasses.replace(config, multilingual=True)
         if config.diarize and self.speakers is None:
             raise KettleError("diarize needs a speaker model (the engine has none)")
-        session = Session(config, session_id=stream_id, veto=speech_veto(self._decoder))
+        session = Session(config, session_id=stream_id)
         session.interval_hint_s = self._load.cadence_s
         stream = Stream(
             self._router, stream_id, session, self.config.event_queue_size, self.speakers

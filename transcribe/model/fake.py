@@ -102,10 +102,6 @@ class FakeDecoderStats:
 class FakeDecoder:
     """Deterministic Decoder. ``fail`` decides, per batch, whether the whole batch raises."""
 
-    # It reads synthetic tones as words, and Silero rightly calls tones no speech: its
-    # streams get no Silero veto (silero.speech_veto).
-    reads_tones = True
-
     def __init__(
         self,
         *,

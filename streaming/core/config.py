@@ -177,15 +177,17 @@ class SessionConfig:
         """Decodes hold earlier finals as context (see ``multilingual``)."""
         return self.context_s > 0 and (self.language is not None or not self.multilingual)
 
-    def utterance_settings(self, prompt_from: int = 0) -> UtteranceSettings:
+    def utterance_settings(self, prompt_from: int = 0, context_from: int = 0) -> UtteranceSettings:
         """What an utterance opened now is decoded with; ``prompt_from``: where the prompt
-        was set (finals before it are not part of the prompt)."""
+        was set (finals before it are not part of the prompt); ``context_from``: where its
+        request began (finals before it are neither context nor prompt)."""
         return UtteranceSettings(
             language=self.language,
             languages=self.languages,
             context_language=(self.language or "en") if self.context else None,
             prompt=self.prompt or "",
             prompt_from=prompt_from,
+            context_from=context_from,
             word_timestamps=self.word_timestamps,
         )
 

@@ -85,6 +85,7 @@ class ContextHistory:
         *,
         prompt: str | None = None,
         since: int = 0,
+        request_from: int = 0,
     ) -> Context:
         """The context of a window that ends at ``window_end`` for an utterance starting at
         ``utterance_start``: the latest run of whole finals that fits ``max_window`` (30 s), the
@@ -93,7 +94,8 @@ class ContextHistory:
         from the voice after it, ``voice`` being the utterance's. Its prompt is ``prompt``
         (None: the stream's initial one) and the older finals that start at ``since`` or
         later: a prompt set mid-stream conditions what follows as the first one conditioned
-        the stream's start."""
+        the stream's start. Finals that start before ``request_from`` (where the utterance's
+        request began) are neither its context nor its prompt."""
         start, texts, chars = utterance_start, [], 0
         max_chars = min(max_chars, self._max_chars)
         taken = 0
@@ -102,7 +104,8 @@ class ContextHistory:
                 if s.end > utterance_start:
                     continue  # not before this utterance (never happens in stream order)
                 if (
-                    (not s.sealed and start > s.end)
+                    s.start < request_from
+                    or (not s.sealed and start > s.end)
                     or s.language != language
                     or utterance_start - s.start > self._max_span
                     or window_end - s.start > max_window
@@ -121,17 +124,18 @@ class ContextHistory:
         # those after it, would prompt the model with the very text it is to judge.
         before = [s for s in self._spoken if s.end <= utterance_start]
         untaken = before[: len(before) - taken]
+        since = max(since, request_from)
         older = [s.text for s in (*self._forgotten, *untaken) if s.start >= since and s.text]
         first = self._prompt if prompt is None else prompt.strip()
         text = " ".join([first, *older]).strip()[-PROMPT_CHARS:]
         return Context(start, tuple(reversed(texts)), text)
 
-    def neighbour(self, utterance_start: int, within: int) -> Spoken | None:
+    def neighbour(self, utterance_start: int, within: int, *, since: int = 0) -> Spoken | None:
         """The stream's last final before an utterance if it ended at most ``within`` samples
-        before it."""
+        before it (and started at ``since`` or later: the utterance's request)."""
         for s in reversed(self._spoken):
             if s.end <= utterance_start:
-                return s if utterance_start - s.end <= within else None
+                return s if utterance_start - s.end <= within and s.start >= since else None
         return None
 
     def forget_before(self, earliest_start: int) -> None:

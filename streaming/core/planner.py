@@ -163,7 +163,7 @@ def _plan(
     window = MAX_WINDOW_SAMPLES if kind is DecodeKind.FINAL else cfg.partial_window
     context = history.context(
         utt.start, end, language, chars, utt.voice, cfg.max_voice_change, window,
-        prompt=settings.prompt, since=settings.prompt_from,
+        prompt=settings.prompt, since=settings.prompt_from, request_from=settings.context_from,
     )  # fmt: skip
     prefix = utt.agreement.stable_text
     return Plan(utt, kind, context.start, end, context, prefix, speculative, heard_end)

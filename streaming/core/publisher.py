@@ -159,7 +159,7 @@ class Publisher:
 
     def _neighbourhood(self, utt: Utterance) -> dict[str, bool]:
         """``usable``'s view of the final before ``utt``: adjacent, and forced mid-speech."""
-        near = self._history.neighbour(utt.start, ADJACENT)
+        near = self._history.neighbour(utt.start, ADJACENT, since=utt.settings.context_from)
         forced = near is not None and not near.sealed and near.end == utt.start
         return {"adjacent": near is not None, "forced": forced}
 

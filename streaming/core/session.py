@@ -255,10 +255,14 @@ class Session:
         self._segmenter.reconfigure(self._tuning.reconfigure(config, self._fed))
         self._pump()  # partials switched on may be due
 
-    def finalize(self) -> None:
+    def finalize(self, *, new_request: bool = False) -> None:
+        """End the open utterance now; with ``new_request``, what follows is a request of
+        its own (a Wyoming round): no earlier final is its context or prompt."""
         if self.stopping:
             return
         self._segments.apply(self._segmenter.finalize())
+        if new_request:
+            self._tuning.new_request(self._fed)
         if self.config.vad_events:
             self._events.append(Finalized(self._fed))
         self._pump()

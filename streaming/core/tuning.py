@@ -41,10 +41,15 @@ class Tuning:
         new = self.config.changed_to(config)
         prompt_from = self.settings.prompt_from if new.prompt == self.config.prompt else fed
         self.config = new
-        self.settings = new.utterance_settings(prompt_from)
+        self.settings = new.utterance_settings(prompt_from, self.settings.context_from)
         self.retunes += 1
         self.planner = new.planner_config()
         return new.segmenter_config()
+
+    def new_request(self, fed: int) -> None:
+        """The utterances opened from stream position ``fed`` on are a new request's: none
+        of the stream's earlier finals is their context or prompt."""
+        self.settings = dataclasses.replace(self.settings, prompt_from=fed, context_from=fed)
 
     def planner_now(self, hint_s: float | None) -> PlannerConfig:
         """The planner's config with the engine's partial cadence ``hint_s``, if it set a

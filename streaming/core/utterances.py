@@ -33,6 +33,9 @@ class UtteranceSettings:
     context_language: str | None  # the language context is matched in; None: no context
     prompt: str  # the previous-text prompt it starts from ("" for none)
     prompt_from: int  # stream position the prompt was set at: earlier finals are not in it
+    # Where the request it belongs to began (Session.finalize(new_request=True)): nothing
+    # before it is its context or its prompt, as at the stream's start.
+    context_from: int
     word_timestamps: bool
 
 

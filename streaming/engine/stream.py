@@ -124,10 +124,11 @@ class Stream:
         self._session.feed_audio(samples)
         self._sync()
 
-    def finalize(self) -> None:
+    def finalize(self, *, new_request: bool = False) -> None:
+        """Session.finalize."""
         if self._aborted:
             return
-        self._session.finalize()
+        self._session.finalize(new_request=new_request)
         self._sync()
 
     def set_keyterms(self, terms: tuple[str, ...]) -> None:

@@ -82,7 +82,11 @@ class FeedAudio:
 
 @dataclass(frozen=True)
 class Finalize:
-    pass
+    """The open utterance ends now (Session.finalize)."""
+
+    # What follows is a request of its own (a Wyoming round): no earlier final is its
+    # context or prompt.
+    new_request: bool = False
 
 
 @dataclass(frozen=True)

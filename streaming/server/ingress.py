@@ -111,9 +111,9 @@ class AudioIngress:
             if samples.size:
                 stream.feed_audio(samples)
 
-    def finalize(self) -> None:
+    def finalize(self, *, new_request: bool = False) -> None:
         for stream in self.streams:
-            stream.finalize()
+            stream.finalize(new_request=new_request)
 
     def switch_audio(self, audio: AudioSetup) -> None:
         """The audio fed from now on comes in ``audio``'s format (raw PCM, the same channel

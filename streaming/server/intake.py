@@ -83,7 +83,7 @@ class Intake:
                 self._feed(action.data)
         elif isinstance(action, Finalize):
             if self.state.open:
-                self.ingress.finalize()
+                self.ingress.finalize(new_request=action.new_request)
         elif isinstance(action, Reconfigure):
             # (No stream open yet: stream_setup() has the new settings.)
             self.ingress.apply(action, stopped=not self.state.open)

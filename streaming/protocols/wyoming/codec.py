@@ -207,7 +207,9 @@ class WyomingCodec:
         if self._life.awaiting_audio:
             current.waiting = set()  # no stream, no words: its transcript is empty
             return self._flush()
-        return [Finalize()]  # the round ends with the Finalized that answers it
+        # The round ends with the Finalized that answers it; the next round is a command
+        # of its own, decoded without this one's words as context.
+        return [Finalize(new_request=True)]
 
     def stream_setup(self) -> StreamSetup:
         return StreamSetup(self._audio or AudioSetup(), self._config)

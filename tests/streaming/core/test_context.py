@@ -81,3 +81,14 @@ def test_an_earlier_utterances_prompt_holds_only_the_finals_before_it() -> None:
     assert ctx.prompt == "zero."
     taken = h.context(3 * SR, 9 * SR, "en", 400)
     assert taken.finals == ("zero.",) and taken.prompt == ""
+
+
+def test_a_new_request_takes_no_final_before_it_as_context_prompt_or_neighbour() -> None:
+    h = history(Spoken(0, 2 * SR, "zero.", "en"), Spoken(2 * SR, 3 * SR, "one.", "en"))
+    assert h.context(3 * SR, 5 * SR, "en", 400).finals == ("zero.", "one.")
+    ctx = h.context(3 * SR, 5 * SR, "en", 400, request_from=2 * SR)
+    assert (ctx.finals, ctx.start, ctx.prompt) == (("one.",), 2 * SR, "")
+    ctx = h.context(3 * SR, 5 * SR, None, 400, request_from=3 * SR)  # no context: prompt only
+    assert (ctx.finals, ctx.start, ctx.prompt) == ((), 3 * SR, "")
+    assert h.neighbour(3 * SR, SR // 2) is not None
+    assert h.neighbour(3 * SR, SR // 2, since=3 * SR) is None

@@ -109,3 +109,20 @@ def test_a_longer_preroll_never_reaches_past_what_was_kept() -> None:
     events = seg.feed(TWO[SR // 2 : 2 * SR])
     (start,) = [e.start for e in events if isinstance(e, SpeechStart)]
     assert start == kept
+
+
+def test_after_a_finalize_that_ends_a_request_no_earlier_final_is_context_or_prompt() -> None:
+    # A plain finalize keeps the first final as the second utterance's context; one that ends
+    # a request (a Wyoming round) leaves the next request to start as a stream starts.
+    seen = {}
+    for new_request in (False, True):
+        run = Driven(SessionConfig())
+        run.feed(TWO[: int(3.6 * SR)])  # the first utterance has ended and is final
+        run.session.finalize(new_request=new_request)
+        run.feed(TWO[int(3.6 * SR) :])
+        run.session.stop()
+        run.settle()
+        assert len([e for e in run.events if isinstance(e, Final)]) == 2
+        seen[new_request] = {(r.context, r.prompt) for r in run.of_utterance(1)}
+    assert any(context for context, _ in seen[False])
+    assert seen[True] == {(None, None)}

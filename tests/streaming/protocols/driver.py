@@ -84,8 +84,8 @@ class SessionStream:
         self.session.feed_audio(samples)
         self._settle()
 
-    def finalize(self) -> None:
-        self.session.finalize()
+    def finalize(self, *, new_request: bool = False) -> None:
+        self.session.finalize(new_request=new_request)
         self._settle()
 
     def set_keyterms(self, terms: tuple[str, ...]) -> None:
@@ -184,7 +184,7 @@ class Driver:
                     self.ingress.feed(action.data, 0.0)
             elif isinstance(action, Finalize):
                 if not self.stopped:
-                    self.ingress.finalize()
+                    self.ingress.finalize(new_request=action.new_request)
             elif isinstance(action, Reconfigure):
                 self.ingress.apply(action, stopped=self.stopped)
             elif isinstance(action, Stop):

@@ -1,7 +1,7 @@
 """The Wyoming listener on the real tiny.en model: real clips (44.1 kHz stereo and 16 kHz mono,
 resampled and mixed down) as rounds on one connection, paced in real time through the
 library's AsyncTcpClient; words arrive before audio-stop, the final transcript is exactly the
-chunks, and no round loses its words (WER within 10 points of the same model offline)."""
+chunks, and no round loses its words (WER within 2 points of the same model offline)."""
 
 from __future__ import annotations
 
@@ -87,11 +87,8 @@ async def test_real_clips_stream_within_two_points_of_offline(
                 assert first < stopped, f"{clip.path.name}: no words before audio-stop"
     references = [clip.reference for clip in clips]
     offline = [transcribe_audio(load_audio(clip.path), tiny_decoder).text for clip in clips]
-    # A guard against lost or broken rounds, not the accuracy figure: that is
-    # benchmarks/bench_wyoming.py's (10 clips, real time, against wyoming-faster-whisper).
-    # Here it reads 5.9 % against offline's 1.3 % on this machine (JFK's "asked not", and
-    # fleurs-004's "as they are first ... and things like that" for "as dinosaurs ... and can
-    # fly"), where a `kettle serve` subprocess reads the same rounds right but for "asked": the
-    # in-process server's cadence differs. Another CPU rounds int8 differently, so the bound
-    # keeps its margin and catches a broken round.
-    assert wer_fn(references, streamed) <= wer_fn(references, offline) + 0.10, (streamed, offline)
+    # Each round is decoded as a request of its own (no earlier round's words as context): it
+    # reads 2.0 % against offline's 1.3 % on an AVX-512 Xeon (JFK's "asked not": partials
+    # agreed on "asked" before the final's "ask"). With the rounds in one context it read
+    # 2.0-4.6 % (fleurs-004's "and things like that" for "and can fly").
+    assert wer_fn(references, streamed) <= wer_fn(references, offline) + 0.02, (streamed, offline)

@@ -10,7 +10,8 @@ import pytest
 from kettle.streaming.protocols.base import CodecContext, Limits, ModelInfo
 from kettle.streaming.protocols.wyoming import frames
 from kettle.streaming.protocols.wyoming.codec import WyomingCodec
-from kettle.transcribe.model.fake import scripted_audio
+from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
+from kettle.transcribe.types import DecodeRequest, DecodeResult
 from wyoming.asr import Transcribe
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.event import Event
@@ -91,6 +92,32 @@ def test_several_rounds_on_one_connection() -> None:
         assert types(d)[-1] == "transcript-stop"
     assert types(d).count("transcript-start") == 3 and all(texts)
     assert len(d.streams) == 1  # one engine stream serves every round
+
+
+def test_a_round_is_decoded_in_its_own_context_never_in_an_earlier_rounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Satellites' commands are separate requests: the stream carries on, its context does not.
+    asked: list[DecodeRequest] = []
+    decode = FakeDecoder.decode_batch
+
+    def spy(self: FakeDecoder, requests: list[DecodeRequest]) -> list[DecodeResult]:
+        asked.extend(requests)
+        return decode(self, requests)
+
+    monkeypatch.setattr(FakeDecoder, "decode_batch", spy)
+    d = driver()
+    for _ in range(2):  # two utterances a round: ordinals 0, 1 and then 2, 3
+        d.binary(wire(Transcribe()))
+        send_round(d, pcm(SPEECH))
+        d.binary(wire(AudioStop()))
+    by_utterance: dict[int, set[tuple[str | None, str | None]]] = {}
+    for r in asked:
+        assert isinstance(r.stream_key, tuple)
+        by_utterance.setdefault(r.stream_key[1], set()).add((r.context, r.prompt))
+    assert any(context for context, _ in by_utterance[1])  # the round's first final
+    assert by_utterance[2] == {(None, None)}
+    assert any(context for context, _ in by_utterance[3])
 
 
 def test_a_new_format_at_the_next_audio_start_is_taken() -> None:

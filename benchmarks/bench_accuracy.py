@@ -309,7 +309,8 @@ def stream_config(method: str) -> Any:
     for key, value in fields.items():
         default = getattr(defaults, key)
         if default is None:  # an optional number (stable_max_no_speech=0.5), or "none"
-            typed[key] = None if value.lower() == "none" else float(value)
+            number = int if value.lstrip("-").isdigit() else float  # stable_agree_first=2
+            typed[key] = None if value.lower() == "none" else number(value)
             continue
         kind = type(default)
         typed[key] = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)

@@ -59,11 +59,12 @@ class Hypothesis:
 class Agreement:
     """Agreement buffer for one utterance."""
 
-    def __init__(self, holdback: int = 0, agree: int = 2) -> None:
-        if agree < 2:
+    def __init__(self, holdback: int = 0, agree: int = 2, *, first: int | None = None) -> None:
+        if agree < 2 or (first is not None and first < 2):
             raise ValueError("agreement needs at least two hypotheses")
         self._holdback = holdback
         self._agree = agree
+        self._first = first or agree  # for the first stable words
         self._stable: list[str] = []  # display forms, fixed once stable
         self._stable_norm: list[str] = []
         # Normalized words of the last ``agree - 1`` hypotheses, oldest first.
@@ -92,9 +93,10 @@ class Agreement:
         if not trusted:
             self._previous = []
             return Hypothesis(" ".join(words), self.stable_text)
-        if len(self._previous) == self._agree - 1:
+        need = self._agree if self._stable else self._first
+        if len(self._previous) >= need - 1:
             agreed = len(norm) - self._holdback
-            for previous in self._previous:
+            for previous in self._previous[len(self._previous) - (need - 1) :]:
                 agreed = min(
                     agreed,
                     common_prefix_len(previous, norm),
@@ -108,7 +110,7 @@ class Agreement:
                 # Words up to `agreed` are the same in both; their display form is fixed now.
                 self._stable.extend(words[len(self._stable) : agreed])
                 self._stable_norm.extend(norm[len(self._stable_norm) : agreed])
-        self._previous = [*self._previous, norm][-(self._agree - 1) :]
+        self._previous = [*self._previous, norm][-(max(self._agree, self._first) - 1) :]
         return Hypothesis(" ".join(words), self.stable_text)
 
     def finalize(self, text: str) -> str:

@@ -79,6 +79,10 @@ class SessionConfig:
     # come from a good hypothesis although its window ends mid-speech. Two greedy partials
     # agreeing locked in mistakes a beam search avoids (RESULTS.md, "bench_accuracy_levers").
     stable_agree: int = 3
+    # How many agree on the first stable words of a request's first utterance (None:
+    # ``stable_agree``): Wyoming's first transcript-chunk comes a partial sooner (2, with no
+    # loss at once on sets a-c; benchmarks/RESULTS.md, bench_wyoming).
+    stable_agree_first: int | None = None
     # The highest no-speech probability of a hypothesis whose words may become stable (None:
     # the stream policy's unsure bar, 0.3, nonspeech.STREAM). Wyoming sets 0.5, the bar at
     # which a decode yields no text at all: its first chunk comes sooner on quiet or noisy
@@ -150,6 +154,8 @@ class SessionConfig:
             )
         if not 2 <= self.stable_agree <= 10:
             raise ConfigError(f"stable_agree must be within 2..10, not {self.stable_agree}")
+        if self.stable_agree_first is not None and not 2 <= self.stable_agree_first <= 10:
+            raise ConfigError("stable_agree_first must be within 2..10 or None")
         if self.stable_max_no_speech is not None and not 0.0 <= self.stable_max_no_speech <= 1.0:
             raise ConfigError("stable_max_no_speech must be within 0..1 or None")
         if not 0 <= self.stable_holdback <= 10:

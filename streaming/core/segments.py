@@ -36,6 +36,8 @@ class SegmentDecisions:
         self._pause_events = config.pause_events
         self._holdback = config.stable_holdback
         self._agree = config.stable_agree
+        self._agree_first = config.stable_agree_first or config.stable_agree
+        self._request: int | None = None  # the request (context_from) of the last opened
         self._segmenter = segmenter
         self._utts = utts
         self._speakers = speakers
@@ -55,7 +57,11 @@ class SegmentDecisions:
     def _open(self, d: SpeechStart) -> None:
         # It is decoded with the settings of now (Tuning), until it closes.
         self._utts.next_start(d.start)
-        agreement = Agreement(self._holdback, self._agree)
+        # The first words of a request's first utterance may need fewer partials to agree.
+        request = self._tuning.settings.context_from
+        first = self._agree_first if request != self._request else None
+        self._request = request
+        agreement = Agreement(self._holdback, self._agree, first=first)
         self._utts.start(d.start, agreement, self._tuning.settings)
         if self._vad_events:
             self._emit(SpeechStarted(d.start, self._tuning.retunes))

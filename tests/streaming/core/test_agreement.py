@@ -52,6 +52,16 @@ def test_three_way_agreement_needs_every_one_of_the_last_three() -> None:
         Agreement(agree=1)
 
 
+def test_the_first_stable_words_may_need_fewer_agreeing_hypotheses_than_the_rest() -> None:
+    a = Agreement(agree=3, first=2)
+    assert a.update("the cat").stable == ""
+    assert a.update("the cat sat").stable == "the cat"  # two agree on the first words
+    assert a.update("the cat sat on").stable == "the cat"  # "on" is new: three are needed
+    assert a.update("the cat sat on the").stable == "the cat sat"  # three agree on "sat"
+    with pytest.raises(ValueError):
+        Agreement(agree=3, first=1)
+
+
 def test_an_untrusted_hypothesis_stabilizes_nothing_and_breaks_the_run() -> None:
     a = Agreement(holdback=0, agree=3)
     a.update("yeah that is")

@@ -8,7 +8,7 @@ import dataclasses
 
 import numpy as np
 from kettle.streaming.core.context import ContextHistory, Spoken
-from kettle.streaming.core.events import Event, Final, SpeechStarted
+from kettle.streaming.core.events import Event, Final, Partial, SpeechStarted
 from kettle.streaming.core.session import Session, SessionConfig
 from kettle.streaming.core.vad import EnergyClassifier, Segmenter, SegmenterConfig, SpeechStart
 from kettle.transcribe.model.fake import FakeDecoder, scripted_audio
@@ -126,3 +126,33 @@ def test_after_a_finalize_that_ends_a_request_no_earlier_final_is_context_or_pro
         seen[new_request] = {(r.context, r.prompt) for r in run.of_utterance(1)}
     assert any(context for context, _ in seen[False])
     assert seen[True] == {(None, None)}
+
+
+def first_stable_partial(run: Driven, ordinal: int) -> int:
+    """How many of the utterance's partials came before the first with stable words."""
+    number = {
+        e.start: i for i, e in enumerate(e for e in run.events if isinstance(e, SpeechStarted))
+    }
+    starts = [s for s, n in number.items() if n == ordinal]
+    partials = [e for e in run.events if isinstance(e, Partial) and e.start == starts[0]]
+    return next(i for i, p in enumerate(partials) if p.stable)
+
+
+def test_a_requests_first_words_may_take_fewer_agreeing_partials() -> None:
+    # Three utterances; a new request begins before the third.
+    long = scripted_audio([("silence", 1.0), ("voice", 4.0), ("silence", 1.0)])
+    config = SessionConfig(vad_events=True, stable_agree_first=2)
+    run, plain = Driven(config), Driven(dataclasses.replace(config, stable_agree_first=None))
+    for r in (run, plain):
+        r.feed(long)
+        r.feed(long)
+        r.session.finalize(new_request=True)
+        r.feed(long)
+        r.session.stop()
+        r.settle()
+    later = [first_stable_partial(plain, i) for i in range(3)]
+    assert [first_stable_partial(run, i) for i in range(3)] == [
+        later[0] - 1,
+        later[1],
+        later[2] - 1,
+    ]

@@ -599,6 +599,15 @@ def section_body(data_line: str, result: dict[str, Any], table: str, wb_table: s
         if t
         else ""
     )
+    firsts = [c["first_chunk_s"] for c in result["systems"].get("kettle", {}).get("per_clip", [])]
+    late = sum(1 for f in firsts if f is None or f > TARGET_FIRST_CHUNK_S)
+    per_clip = (
+        "kettle's first chunk per clip (s): "
+        + ", ".join("none" if f is None else f"{f:.2f}" for f in firsts)
+        + f" ({late} of {len(firsts)} over {TARGET_FIRST_CHUNK_S} s).\n\n"
+        if firsts
+        else ""
+    )
     wb = (
         "wyoming-bench stt (its own figures: times from the request, audio as fast as the "
         "socket takes it, its own normaliser; WER/CER/SAR in %):\n\n" + wb_table
@@ -611,7 +620,7 @@ def section_body(data_line: str, result: dict[str, Any], table: str, wb_table: s
         "connection, 100 ms chunks paced in real time. final: AudioStop sent -> Transcript; "
         f"first chunk: speech onset ({result['onset']}) -> first TranscriptChunk; WER: "
         "Whisper's normaliser, %. See the script's docstring.\n\n"
-        + table + "\n" + verdict + wb
+        + table + "\n" + verdict + per_clip + wb
     )  # fmt: skip
 
 

@@ -16,6 +16,7 @@ from bench_wyoming import (
     first_run,
     parse_wyoming_bench,
     pick_clips,
+    section_body,
     speech_onset,
     summarize,
     targets,
@@ -195,3 +196,15 @@ def test_parse_wyoming_bench_streaming_block_and_rows() -> None:
     rows = wb_rows({"kettle": {"wyoming_bench": {"modes": modes}}})
     assert rows[0]["ttft_median_ms"] == 40.5
     assert rows[0]["wer"] == "n/a"
+
+
+def test_the_section_lists_each_clips_first_chunk_and_counts_the_late_ones() -> None:
+    clips = [{"first_chunk_s": 1.2}, {"first_chunk_s": 2.91}, {"first_chunk_s": None}]
+    result = {
+        "threads": 2,
+        "onset": "o",
+        "targets": None,
+        "systems": {"kettle": {"per_clip": clips}},
+    }
+    body = section_body("Data", result, "| t |\n", "")
+    assert "first chunk per clip (s): 1.20, 2.91, none (2 of 3 over 2.5 s)." in body

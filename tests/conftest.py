@@ -44,6 +44,21 @@ SPEECH_DIR = REPO_ROOT / "tests" / "data" / "speech"
 SAMPLE_RATE = 16000
 
 
+@pytest.fixture(scope="session", autouse=True)
+def own_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Every test (and every `kettle serve` it starts) keeps kettle's cache in a folder of the
+    test session's own: a loaded test run must not leave the user's cost profile or
+    transcripts behind (one stored a decoder step 35x too slow in ~/.cache/kettle)."""
+    folder = tmp_path_factory.mktemp("kettle-cache")
+    old = os.environ.get("KETTLE_CACHE_DIR")
+    os.environ["KETTLE_CACHE_DIR"] = str(folder)
+    yield folder
+    if old is None:
+        os.environ.pop("KETTLE_CACHE_DIR", None)
+    else:
+        os.environ["KETTLE_CACHE_DIR"] = old
+
+
 def _eval_dir() -> Path:
     env = os.environ.get("KETTLE_EVAL_DIR")
     return Path(env) if env else SPEECH_DIR

@@ -1,6 +1,6 @@
 """The measured cost profile, kept on disk so start-up need not measure it again.
 
-Measuring a model's costs (``cost_probe``) takes 1.5-5 s of start-up on a 2-core CPU. The
+Measuring a model's costs (``cost_probe``) takes 2-5 s of start-up on a 2-core CPU. The
 result depends on the model, the device, the compute type, the thread count and the machine,
 so it is stored under a key of exactly those (``CostKey``) plus ``VERSION`` (bumped when the
 probe changes what it measures), one small JSON file per key in ``$KETTLE_CACHE_DIR/costs``.
@@ -25,7 +25,8 @@ from kettle.transcribe.model.costs import CostProfile
 
 logger = logging.getLogger(__name__)
 
-VERSION = 1  # bump when cost_probe measures differently: older files are then ignored
+VERSION = 2  # bump when cost_probe measures differently: older files are then ignored
+# (2: each timing the least of two runs; version 1 kept what a busy machine measured)
 
 
 @dataclass(frozen=True)

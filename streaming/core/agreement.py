@@ -1,7 +1,8 @@
 """LocalAgreement-n: the stable prefix of an utterance's successive hypotheses.
 
-A word becomes stable once ``agree`` successive hypotheses (2 by default) agree on it (and
-on everything before it); stable words never change afterwards. The last ``holdback`` words
+A word becomes stable once ``agree`` successive hypotheses (2 by default; ``first`` for the
+first stable words) agree on it (and on everything before it); stable words never change
+afterwards. The last ``holdback`` words
 of a hypothesis never become stable: they lie at the window's edge, where a greedy decode of
 a window that ends mid-word is least reliable, and a stable mistake is forced into the final.
 Words are compared as docs/protocol.md#partial defines them: lowercased, punctuation removed,
@@ -67,7 +68,7 @@ class Agreement:
         self._first = first or agree  # for the first stable words
         self._stable: list[str] = []  # display forms, fixed once stable
         self._stable_norm: list[str] = []
-        # Normalized words of the last ``agree - 1`` hypotheses, oldest first.
+        # Normalized words of the last ``max(agree, first) - 1`` hypotheses, oldest first.
         self._previous: list[list[str]] = []
 
     @property

@@ -2,9 +2,9 @@
 
 A word becomes stable once ``agree`` successive hypotheses (2 by default; ``first`` for the
 first stable words) agree on it (and on everything before it); stable words never change
-afterwards. The last ``holdback`` words
-of a hypothesis never become stable: they lie at the window's edge, where a greedy decode of
-a window that ends mid-word is least reliable, and a stable mistake is forced into the final.
+afterwards. The last ``holdback`` words of a hypothesis never become stable: they lie at the
+window's edge, where a greedy decode of a window that ends mid-word is least reliable, and a
+stable mistake is forced into the final.
 Words are compared as docs/protocol.md#partial defines them: lowercased, punctuation removed,
 apostrophes inside words kept.
 Every text this module hands out (a partial, the final) starts with the stable words, spliced

@@ -61,7 +61,7 @@ class LiveRequests:
         request = build_request(plan, config, self._session_id, rid, audio, keyterms)
         if plan.speculative:
             assert utt.end is None and state.hush_end is not None and state.speech_end is not None
-            utt.speculation.request(plan.end, state.hush_end, state.speech_end)
+            utt.speculation.request(plan.end, state.hush_end, state.speech_end, plan.heard_until)
         elif plan.kind is DecodeKind.PARTIAL:
             utt.last_partial_end = plan.end
         self._pending[rid] = Pending(plan)

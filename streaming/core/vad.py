@@ -189,7 +189,9 @@ class Pause:
 
 @dataclass(frozen=True)
 class Resume:
-    pass
+    """Speech is back in the open utterance, from ``start`` (its first voiced frame)."""
+
+    start: int
 
 
 @dataclass(frozen=True)
@@ -351,14 +353,15 @@ class Segmenter:
                 # A blip inside a pause does not resume; onset_frames voiced frames do.
                 self._resume_run += 1
                 if self._resume_run >= cfg.onset_frames:
+                    events.append(Resume(frame_end - self._resume_run * FRAME_SAMPLES))
                     self._paused = False
                     self._silence = 0
                     self._resume_run = 0
                     self._last_voiced_end = frame_end
-                    events.append(Resume())
             else:
                 if self._silence >= cfg.hush_frames:
-                    events.append(Resume())  # speech is back before the pause: hush over
+                    # Speech is back before the pause: the hush is over.
+                    events.append(Resume(frame_end - FRAME_SAMPLES))
                 self._silence = 0
                 self._last_voiced_end = frame_end
         else:

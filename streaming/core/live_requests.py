@@ -78,7 +78,8 @@ class LiveRequests:
 
     def superseded(self, utts: UtteranceTracker) -> str | None:
         """The id of the request in flight if it is no longer the most useful one: a partial
-        while a final is due, or a speculative final that speech resuming made void."""
+        while a final is due, or a speculative final that speech resuming made void or left
+        only a piece to make (worth its result if it runs already, not a wait if queued)."""
         rid = self.in_flight
         if rid is None:
             return None
@@ -88,6 +89,7 @@ class LiveRequests:
         utt = plan.utterance
         if plan.speculative and (
             utt.speculation.window_end != plan.end
+            or utt.speculation.resumed_at is not None
             or (utt.end is not None and not utt.speculation.matches(utt.end, utt.speech_end))
         ):
             return rid

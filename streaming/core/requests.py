@@ -9,9 +9,23 @@ from kettle.streaming.core.planner import Plan
 from kettle.streaming.core.refine import RefinePlan
 from kettle.streaming.core.speculation import fill_tail
 from kettle.transcribe.model import defaults, keyterms
-from kettle.transcribe.types import DecodeKind, DecodeRequest, Purpose
+from kettle.transcribe.model.prompts import MAX_LENGTH
+from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest, Purpose
 
 PARTIAL_MAX_TOKENS = defaults.PARTIAL_MAX_TOKENS
+# A final's new tokens, by its own audio: fast speech writes 4-5 tokens a second. A longer
+# hypothesis is a loop, and at beam width (or five samples in a fallback round) it ran to
+# Whisper's 224 tokens: 2.7 s of model time on a 0.2 s noise utterance, which every stream's
+# next final waited behind.
+FINAL_TOKENS_PER_S = 10
+FINAL_MIN_TOKENS = 16
+
+
+def final_token_cap(samples: int) -> int | None:
+    """The new tokens a final of ``samples`` of its own audio may generate (None: Whisper's
+    limit is lower)."""
+    cap = FINAL_MIN_TOKENS + -(-FINAL_TOKENS_PER_S * samples // SAMPLE_RATE)
+    return cap if cap < MAX_LENGTH // 2 else None
 
 
 def window_audio(buf: AudioBuffer, plan: Plan, speech_end: int | None) -> np.ndarray:
@@ -82,7 +96,9 @@ def build_request(
         languages=settings.languages,
         word_timestamps=final and (settings.word_timestamps or config.revisions),
         beam_size=config.final_beam_size if final else config.partial_beam_size,
-        max_new_tokens=None if final else PARTIAL_MAX_TOKENS,
+        max_new_tokens=final_token_cap(plan.end - plan.words_start)
+        if final
+        else PARTIAL_MAX_TOKENS,
         # Same window, same key: a decode over a window already encoded reuses it (a
         # window with a filled tail is not the heard one, so its key names the fill).
         cache_key=(session_id, utt.ordinal, plan.start, plan.end)

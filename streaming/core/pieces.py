@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from kettle.streaming.core.context import PROMPT_CHARS, Context
 from kettle.transcribe.types import SAMPLE_RATE, Word
 
-MIN_PAUSE = int(0.25 * SAMPLE_RATE)  # a shorter gap between words is no place to cut
+MIN_PAUSE = int(0.12 * SAMPLE_RATE)  # a shorter gap between words is no place to cut
+MAX_FORCED = int(3.0 * SAMPLE_RATE)  # EXPERIMENT: a longer last piece prompts instead
 LEAD = int(0.25 * SAMPLE_RATE)  # a window from a piece's end hears the next words' onset
 
 
@@ -64,7 +65,7 @@ def context(pieces: tuple[Piece, ...], base: Context, chars: int) -> Context:
     last = pieces[-1]
     earlier = [base.prompt, base.text, *(p.text for p in pieces[:-1])]
     forced: tuple[str, ...] = ()
-    if len(last.text) <= chars:
+    if len(last.text) <= chars and last.end - last.start <= MAX_FORCED:
         start, forced = last.start, (last.text,)
     else:
         start = last.end

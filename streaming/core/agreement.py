@@ -114,14 +114,6 @@ class Agreement:
         self._previous = [*self._previous, norm][-(max(self._agree, self._first) - 1) :]
         return Hypothesis(" ".join(words), self.stable_text)
 
-    def fix(self, text: str) -> list[str]:
-        """Make all of ``text`` (spliced to start with the stable words) stable: words a final
-        decode read before a pause (pieces.py). Returns the stable words."""
-        words = self.splice(split_words(text))
-        if len(words) > len(self._stable):
-            self._stable, self._stable_norm = words, normalized(words)
-        return list(self._stable)
-
     def finalize(self, text: str) -> str:
         """The final text: the model's, made to start with the stable words."""
         return " ".join(self.splice(split_words(text)))

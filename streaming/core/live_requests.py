@@ -61,7 +61,7 @@ class LiveRequests:
         request = build_request(plan, config, self._session_id, rid, audio, keyterms)
         if plan.speculative:
             assert utt.end is None and state.hush_end is not None and state.speech_end is not None
-            utt.speculation.request(plan.end, state.hush_end, state.speech_end, plan.heard_until)
+            utt.speculation.request(plan.end, state.hush_end, state.speech_end)
         elif plan.kind is DecodeKind.PARTIAL:
             utt.last_partial_end = plan.end
         self._pending[rid] = Pending(plan)
@@ -78,8 +78,7 @@ class LiveRequests:
 
     def superseded(self, utts: UtteranceTracker) -> str | None:
         """The id of the request in flight if it is no longer the most useful one: a partial
-        while a final is due, or a speculative final that speech resuming made void or left
-        only a piece to make (worth its result if it runs already, not a wait if queued)."""
+        while a final is due, or a speculative final that speech resuming made void."""
         rid = self.in_flight
         if rid is None:
             return None
@@ -89,7 +88,6 @@ class LiveRequests:
         utt = plan.utterance
         if plan.speculative and (
             utt.speculation.window_end != plan.end
-            or utt.speculation.resumed_at is not None
             or (utt.end is not None and not utt.speculation.matches(utt.end, utt.speech_end))
         ):
             return rid

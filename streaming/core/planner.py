@@ -21,9 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kettle.streaming.core import pieces as pieces_
 from kettle.streaming.core.context import Context, ContextHistory
-from kettle.streaming.core.pieces import Piece
 from kettle.streaming.core.utterances import Utterance, UtteranceTracker
 from kettle.transcribe.types import MAX_WINDOW_SAMPLES, DecodeKind, Purpose
 
@@ -73,23 +71,11 @@ class Plan:
     start: int  # window start (context included)
     end: int  # window end
     context: Context
-    prefix: str  # the utterance's stable words after its pieces, which the result starts with
+    prefix: str  # the utterance's stable words, which the result starts with
     speculative: bool = False
     # Where the heard audio ends when a speculative final's window runs past it (the rest
     # is filled from the pause; always before ``end``); None: the whole window was heard.
     heard_end: int | None = None
-    # The utterance's pieces the result continues (pieces.py): its text is theirs, then the
-    # result's.
-    pieces: tuple[Piece, ...] = ()
-
-    @property
-    def fixed_text(self) -> str:
-        return " ".join(p.text for p in self.pieces)
-
-    @property
-    def words_start(self) -> int:
-        """Where the audio of the result's own words begins."""
-        return self.pieces[-1].end if self.pieces else self.utterance.start
 
     @property
     def heard_until(self) -> int:
@@ -179,9 +165,5 @@ def _plan(
         utt.start, end, language, chars, utt.voice, cfg.max_voice_change, window,
         prompt=settings.prompt, since=settings.prompt_from, request_from=settings.context_from,
     )  # fmt: skip
-    if not utt.pieces or language is None:  # (decoded alone: the whole utterance, as before)
-        prefix = utt.agreement.stable_text
-        return Plan(utt, kind, context.start, end, context, prefix, speculative, heard_end)
-    context = pieces_.context(utt.pieces, context, chars)
-    prefix = " ".join(utt.agreement.stable_words[utt.fixed_count :])
-    return Plan(utt, kind, context.start, end, context, prefix, speculative, heard_end, utt.pieces)
+    prefix = utt.agreement.stable_text
+    return Plan(utt, kind, context.start, end, context, prefix, speculative, heard_end)

@@ -16,11 +16,10 @@ from kettle.streaming.core.context import ContextHistory, Spoken
 from kettle.streaming.core.events import Error, Event, Final, NoTranscript, Partial
 from kettle.streaming.core.guard import implausible
 from kettle.streaming.core.live_requests import Pending
-from kettle.streaming.core.pieces import Candidate
 from kettle.streaming.core.planner import Plan, PlannerConfig, plan_final
 from kettle.streaming.core.refine import Refinable
 from kettle.streaming.core.refine_lane import RefineLane
-from kettle.streaming.core.results import final_words, stream_words, usable
+from kettle.streaming.core.results import final_words, usable
 from kettle.streaming.core.speakers import Speakers
 from kettle.streaming.core.utterances import Utterance, UtteranceTracker
 from kettle.transcribe.model.nonspeech import STREAM as NONSPEECH
@@ -98,7 +97,6 @@ class Publisher:
                 if partials:
                     # Show the whole utterance's text now: the final will start with it.
                     self._show(utt, plan, result, speculative=True)
-                self._offer_piece(utt, plan, result)
                 return
             if utt.speculation.ready(utt.end, utt.speech_end) is None:
                 return  # the utterance ended elsewhere: the real final is asked for
@@ -128,32 +126,13 @@ class Publisher:
         else:
             self._resolve_empty(utt)
 
-    def _offer_piece(self, utt: Utterance, plan: Plan, result: DecodeResult) -> None:
-        """Keep a speculative final's reading of an open utterance as its next piece's
-        candidate (pieces.py); a piece at once if speech already came back."""
-        spec = utt.speculation
-        candidate = None
-        kept, model_words = usable(result, plan, **self._neighbourhood(utt, plan))
-        sure = NONSPEECH.sure_of_speech(result.no_speech_prob, self._stable_bar)
-        if kept and sure and not utt.alone and utt.settings.context_language is not None:
-            assert spec.speech_end is not None and spec.heard_until is not None
-            text = utt.agreement.finalize(f"{plan.fixed_text} {kept}")
-            words = stream_words(model_words, plan)
-            candidate = Candidate(plan.words_start, spec.speech_end, spec.heard_until, text, words)
-        if spec.resumed_at is None:
-            spec.candidate = candidate
-            return
-        if candidate is not None:
-            utt.add_piece(candidate, spec.resumed_at)
-        spec.invalidate()
-
     def _rejected(self, plan: Plan, result: DecodeResult) -> bool:
         """A decode in context that reads as a hallucination: the utterance is decoded
         alone from now on (the result is dropped, and a final asked for again)."""
         utt = plan.utterance
         if not plan.context.text or utt.alone:
             return False
-        if not implausible(result, (plan.end - plan.words_start) / SAMPLE_RATE):
+        if not implausible(result, (plan.end - utt.start) / SAMPLE_RATE):
             return False
         logger.info("%s: a decode in context looked hallucinated; decoding alone", self._session_id)
         utt.alone = True
@@ -167,29 +146,26 @@ class Publisher:
         """A new hypothesis of the open utterance: agreement, then a Partial if not empty.
         One the model doubts is speech shows its words but makes none stable: a stable word
         is forced into the final, and on babble the final found no speech."""
-        text = usable(result, plan, **self._neighbourhood(utt, plan))[0]
+        text = usable(result, plan, **self._neighbourhood(utt))[0]
         if not text and not utt.agreement.stable_text:
             return
         trusted = NONSPEECH.sure_of_speech(result.no_speech_prob, self._stable_bar)
-        hyp = utt.agreement.update(f"{plan.fixed_text} {text}", trusted=trusted)
+        hyp = utt.agreement.update(text, trusted=trusted)
         if not hyp.text:
             return
         number = self._utts.number(utt)
         utt.last_partial_text = hyp.text
         self._emit(Partial(number, utt.start, plan.heard_until, hyp.text, hyp.stable, speculative))
 
-    def _neighbourhood(self, utt: Utterance, plan: Plan) -> dict[str, bool]:
-        """``usable``'s view of the text before the plan's words: adjacent, and forced
-        mid-speech (a piece is adjacent, at a pause)."""
-        if plan.pieces:
-            return {"adjacent": True, "forced": False}
+    def _neighbourhood(self, utt: Utterance) -> dict[str, bool]:
+        """``usable``'s view of the final before ``utt``: adjacent, and forced mid-speech."""
         near = self._history.neighbour(utt.start, ADJACENT, since=utt.settings.context_from)
         forced = near is not None and not near.sealed and near.end == utt.start
         return {"adjacent": near is not None, "forced": forced}
 
     def _emit_final(self, utt: Utterance, result: DecodeResult, plan: Plan) -> None:
-        kept, model_words = usable(result, plan, **self._neighbourhood(utt, plan))
-        text = utt.agreement.finalize(f"{plan.fixed_text} {kept}")
+        kept, model_words = usable(result, plan, **self._neighbourhood(utt))
+        text = utt.agreement.finalize(kept)
         if not text:
             self._resolve_empty(utt)
             return

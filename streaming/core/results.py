@@ -41,13 +41,14 @@ def usable(
     return " ".join(tokens[i] for i in keep), words[: len(keep)]
 
 
-def stream_words(words: tuple[Word, ...], plan: Plan) -> tuple[Word, ...]:
-    """A result's words in absolute stream seconds (the result's are window-relative)."""
+def final_words(utt: Utterance, words: tuple[Word, ...], plan: Plan) -> tuple[Word, ...]:
+    """The final's words in absolute stream seconds (the result's are window-relative)."""
+    assert utt.end is not None
     offset = plan.start / SAMPLE_RATE
-    first = plan.words_start / SAMPLE_RATE
+    first = utt.start / SAMPLE_RATE
     # Alignment may stretch the first new word back into the context before it: no word
-    # starts before the audio of the result's own words does.
-    return tuple(
+    # of this utterance starts before the utterance does.
+    model = [
         Word(
             w.word,
             round(max(w.start + offset, first), 3),
@@ -55,11 +56,5 @@ def stream_words(words: tuple[Word, ...], plan: Plan) -> tuple[Word, ...]:
             w.probability,
         )
         for w in words
-    )
-
-
-def final_words(utt: Utterance, words: tuple[Word, ...], plan: Plan) -> tuple[Word, ...]:
-    """The final's words in absolute stream seconds: its pieces', then the result's."""
-    assert utt.end is not None
-    model = [w for piece in plan.pieces for w in piece.words] + list(stream_words(words, plan))
+    ]
     return splice_words(utt.agreement, model, utt.start / SAMPLE_RATE, utt.end / SAMPLE_RATE)

@@ -50,7 +50,7 @@ class SegmentDecisions:
             elif isinstance(d, Pause):
                 self._pause(d)
             elif isinstance(d, Resume):
-                self._resume(d)
+                self._resume()
             elif isinstance(d, SpeechEnd):
                 self._close(d, self._tuning.planner.final_tail)
 
@@ -74,19 +74,11 @@ class SegmentDecisions:
             tail = self._segmenter.config.tail_frames * FRAME_SAMPLES
             self._emit(Paused(utt.start, max(utt.start, d.end - tail), d.end))
 
-    def _resume(self, d: Resume) -> None:
-        utt = self._utts.open
-        if utt is not None:
-            # Speech is back: the pause's speculative final is not the final, but its words
-            # may make a piece (pieces.py), now or when its result comes.
-            spec = utt.speculation
-            if spec.candidate is not None:
-                utt.add_piece(spec.candidate, d.start)
-                spec.invalidate()
-            else:
-                spec.resume(d.start)
+    def _resume(self) -> None:
+        if self._utts.open is not None:
+            self._utts.open.speculation.invalidate()  # speech is back
             if self._pause_events:
-                self._emit(Resumed(utt.start, self._segmenter.position))
+                self._emit(Resumed(self._utts.open.start, self._segmenter.position))
 
     def _close(self, d: SpeechEnd, final_tail: int) -> None:
         # The final's window keeps the silence after the speech, up to ``final_tail``;

@@ -14,9 +14,7 @@ The path of an utterance:
 2. When the silence after the speech makes a pause (200 ms), the session asks for a
    speculative FINAL on the window the final will have if the endpoint confirms this pause
    (the part of its tail not heard yet is filled from the pause's own audio). If speech
-   resumes after a pause of 0.25 s or more, its words are fixed as a piece (``pieces``): later
-   decodes start at the last piece, with only its text forced; after a shorter pause the
-   result is discarded.
+   resumes, that result is discarded.
 3. At the endpoint (or max length, ``finalize()``, ``stop()``) the utterance closes at the
    segmenter's end position; the speculative result is used if it was decoded on the final's
    window, else a FINAL request goes out (``final_beam_size``, word timestamps, prefix =
@@ -36,7 +34,6 @@ The session holds the stream's state and runs the loop (decisions in, the next r
 each job is a module of its own: ``lifecycle`` (listening, finishing, done), ``tuning`` (the
 config and its changes mid-stream), ``segments``
 (the VAD's decisions applied to the utterances), ``utterances`` (tracking and numbering),
-``pieces`` (words fixed at an open utterance's pauses),
 ``planner`` (which request, which window), ``live_requests`` (ids, the plan of each request,
 the one in flight), ``requests`` (a plan's request), ``publisher`` (results into events),
 ``results`` (a result's usable text and words), ``speculation``, ``context`` (the stream's

@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from kettle.streaming.core.pieces import Candidate
 from kettle.transcribe.types import DecodeResult
 
 
@@ -44,29 +43,14 @@ class Speculation:
     # Set when a speculation of this pause failed: no second try, the endpoint asks for the
     # real final instead.
     given_up: bool = False
-    heard_until: int | None = None  # the end of the heard audio in its window
-    # Its words as a piece (pieces.py), once its result is in; and where speech came back,
-    # when it did before the result: the result then makes the piece.
-    candidate: Candidate | None = None
-    resumed_at: int | None = None
 
     @property
     def requested(self) -> bool:
         return self.window_end is not None or self.given_up
 
-    def request(self, window_end: int, target: int, speech_end: int, heard_until: int) -> None:
+    def request(self, window_end: int, target: int, speech_end: int) -> None:
         self.window_end, self.target, self.speech_end = window_end, target, speech_end
-        self.heard_until = heard_until
-        self.result = self.candidate = self.resumed_at = None
-
-    def resume(self, start: int) -> bool:
-        """Speech came back at ``start``: keep the speculation in flight if its result may
-        still make a piece (its window heard nothing of the speech back), else void it."""
-        if self.result is None and self.heard_until is not None and self.heard_until <= start:
-            self.resumed_at = start
-            return True
-        self.invalidate()
-        return False
+        self.result = None
 
     def accept(self, window_end: int, result: DecodeResult) -> bool:
         """Keep a speculative result if it is for the current speculation."""
@@ -86,7 +70,6 @@ class Speculation:
         the speech was silence either way (heard, or filled from what was heard)."""
         return (
             self.target is not None
-            and self.resumed_at is None
             and self.speech_end == speech_end
             and speech_end <= end <= self.target
         )
@@ -96,6 +79,6 @@ class Speculation:
         return self.result if self.matches(end, speech_end) else None
 
     def invalidate(self) -> None:
-        self.window_end = self.target = self.speech_end = self.heard_until = None
-        self.result = self.candidate = self.resumed_at = None
+        self.window_end = self.target = self.speech_end = None
+        self.result = None
         self.given_up = False

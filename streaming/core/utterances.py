@@ -16,7 +16,6 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from kettle.streaming.core.agreement import Agreement
-from kettle.streaming.core.pieces import Candidate, Piece, cut
 from kettle.streaming.core.speculation import Speculation
 from kettle.streaming.core.voice import Voice
 
@@ -62,27 +61,6 @@ class Utterance:
     voice: Voice | None = None  # voice signature (voice.py), once enough audio came
     voice_final: bool = False  # the signature covers all it will (no need to compute again)
     voice_end: int = 0  # where the audio of the last signature ended
-    pieces: tuple[Piece, ...] = ()  # its words fixed at its pauses (pieces.py)
-    fixed_count: int = 0  # how many of its stable words the pieces hold
-
-    @property
-    def decode_start(self) -> int:
-        """Where the words not yet fixed in a piece begin."""
-        return self.pieces[-1].end if self.pieces else self.start
-
-    def add_piece(self, candidate: Candidate, resumed_at: int) -> bool:
-        """Keep ``candidate`` as a piece, speech having come back at ``resumed_at``: its words
-        become stable (False, and nothing changes, when pieces.cut refuses)."""
-        end = cut(candidate, resumed_at)
-        if end is None:
-            return False
-        fixed = self.agreement.fix(candidate.text)
-        if len(fixed) <= self.fixed_count:
-            return False  # no new words: nothing to fix
-        text = " ".join(fixed[self.fixed_count :])
-        self.pieces += (Piece(candidate.start, end, text, candidate.words),)
-        self.fixed_count = len(fixed)
-        return True
 
 
 class UtteranceTracker:

@@ -189,9 +189,7 @@ class Pause:
 
 @dataclass(frozen=True)
 class Resume:
-    """Speech is back in the open utterance, from ``start`` (its first voiced frame)."""
-
-    start: int
+    pass
 
 
 @dataclass(frozen=True)
@@ -353,15 +351,14 @@ class Segmenter:
                 # A blip inside a pause does not resume; onset_frames voiced frames do.
                 self._resume_run += 1
                 if self._resume_run >= cfg.onset_frames:
-                    events.append(Resume(frame_end - self._resume_run * FRAME_SAMPLES))
                     self._paused = False
                     self._silence = 0
                     self._resume_run = 0
                     self._last_voiced_end = frame_end
+                    events.append(Resume())
             else:
                 if self._silence >= cfg.hush_frames:
-                    # Speech is back before the pause: the hush is over.
-                    events.append(Resume(frame_end - FRAME_SAMPLES))
+                    events.append(Resume())  # speech is back before the pause: hush over
                 self._silence = 0
                 self._last_voiced_end = frame_end
         else:

@@ -117,13 +117,3 @@ def test_stable_text_only_grows_and_prefixes_every_text(hyps: list[list[str]]) -
         previous = stable
     final = normalized(split_words(a.finalize(" ".join(hyps[-1]))))
     assert final[: len(previous)] == previous
-
-
-def test_fixed_words_become_stable_and_later_hypotheses_continue_them() -> None:
-    a = Agreement(holdback=1, agree=3)
-    a.update("the cat sat")
-    assert a.stable_words == []
-    assert a.fix("The cat sat, on the mat.") == ["The", "cat", "sat,", "on", "the", "mat."]
-    # A hypothesis that reads them otherwise is spliced to start with them.
-    assert a.update("the cat sat on a mat and purred").text == "The cat sat, on the mat. and purred"
-    assert a.fix("the cat") == a.stable_words  # fewer words than stable: nothing changes

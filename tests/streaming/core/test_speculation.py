@@ -30,7 +30,7 @@ def test_fill_tail_with_no_pause_to_mirror_holds_the_last_sample() -> None:
 def test_a_speculation_is_ready_for_its_speech_ended_anywhere_in_its_silence() -> None:
     spec = Speculation()
     result = DecodeResult(request_id="r", kind=DecodeKind.FINAL, text="hi", words=(), language="en")
-    spec.request(window_end=100, target=80, speech_end=60, heard_until=70)
+    spec.request(window_end=100, target=80, speech_end=60)
     assert spec.accept(100, result)
     assert spec.ready(80, 60) is result  # at its endpoint
     assert spec.ready(70, 60) is result  # finalized in the hush, before the pause

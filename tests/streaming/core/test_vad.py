@@ -87,7 +87,6 @@ def test_short_blip_in_a_pause_does_not_resume_but_speech_does() -> None:
     resumed = [("voice", 1.0), ("silence", 0.3), ("voice", 0.5), ("silence", 1.0)]
     events = run(Segmenter(SegmenterConfig(), EnergyClassifier()), scripted_audio(resumed))
     assert [type(e) for e in events] == [SpeechStart, Pause, Resume, Pause, SpeechEnd]
-    assert events[2] == Resume(int(1.3 * SR))  # where the voice came back
     end = events[-1]
     assert isinstance(end, SpeechEnd) and end.end == int((1.0 + 0.3 + 0.5 + 0.2) * SR)
 
@@ -190,7 +189,7 @@ def test_the_hush_comes_before_the_pause_and_speech_back_in_it_says_resume() -> 
     # 60 ms: the end the endpoint would give (200 ms of tail), though not heard yet.
     assert seg.hush_end == voice_end + 200 * 16 and not seg.paused
     events += seg.feed(scripted_audio([("voice", 0.1)]))
-    assert seg.hush_end is None and events[-1] == Resume(voice_end + 3 * FRAME_SAMPLES)
+    assert seg.hush_end is None and events[-1] == Resume()
     assert [type(e) for e in events] == [SpeechStart, Resume]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from kettle.streaming.core.audio_buffer import AudioBuffer
 from kettle.streaming.core.config import SessionConfig
@@ -24,7 +26,7 @@ FINAL_MIN_TOKENS = 16
 def final_token_cap(samples: int) -> int | None:
     """The new tokens a final of ``samples`` of its own audio may generate (None: Whisper's
     limit is lower)."""
-    cap = FINAL_MIN_TOKENS + -(-FINAL_TOKENS_PER_S * samples // SAMPLE_RATE)
+    cap = FINAL_MIN_TOKENS + math.ceil(FINAL_TOKENS_PER_S * samples / SAMPLE_RATE)
     return cap if cap < MAX_LENGTH // 2 else None
 
 

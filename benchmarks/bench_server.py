@@ -85,7 +85,8 @@ def serve_args(args: argparse.Namespace) -> list[str]:
     """`kettle serve`'s options for this benchmark's server."""
     return [
         *("--model", args.model, "--max-sessions", "64"),
-        *("--batch-size", str(args.batch_size), "--threads", str(args.threads)),
+        *("--batch-size", str(args.batch_size)),
+        *(() if args.threads is None else ("--threads", str(args.threads))),
         *(x for arg in getattr(args, "serve_arg", []) for x in arg.split()),
     ]
 
@@ -438,7 +439,9 @@ def main() -> int:
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--chunk-ms", type=int, default=100)
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument(
+        "--threads", type=int, default=None, help="kettle serve --threads (default: serve's)"
+    )
     parser.add_argument("--write", action="store_true", help="with --quick: still write results")
     parser.add_argument(
         "--protocols", action="store_true", help="per-protocol lags and uploads (see above)"

@@ -119,7 +119,11 @@ def register_transcribe(sub: Any) -> None:
         "--batch-size", type=positive_int, default=8, metavar="N", help="windows per batch (8)"
     )
     parser.add_argument(
-        "--threads", type=non_negative_int, default=0, metavar="N", help="CPU threads (0 = auto)"
+        "--threads",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="CPU threads, one single-threaded model replica each (0: every core)",
     )
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="(auto)")
     parser.add_argument(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from kettle.transcribe.model.generate import Generator
 from kettle.transcribe.model.job import Job
 from kettle.transcribe.model.models import resolve_model
 from kettle.transcribe.model.prompts import MAX_LENGTH, PROMPT_BUCKETS, PromptBuilder
+from kettle.transcribe.model.replicas import Replicas
 from kettle.transcribe.model.requests import RequestCheck, check_audio, check_int
 from kettle.transcribe.types import (
     DecodeKind,
@@ -52,6 +54,9 @@ __all__ = ["MAX_LENGTH", "PROMPT_BUCKETS", "CacheStats", "ModelConfig", "Whisper
 logger = logging.getLogger(__name__)
 
 _DEVICES = ("auto", "cpu", "cuda")
+# Replicas with ``threads`` 0: one per core up to here (a decode batch has 8 rows by default,
+# and each replica holds a copy of the weights).
+MAX_AUTO_REPLICAS = 8
 _COMPUTE_TYPES = (
     "auto",
     "default",
@@ -73,7 +78,7 @@ class ModelConfig:
     name: str = "tiny.en"
     device: str = "auto"
     compute_type: str = "auto"
-    threads: int = 0
+    threads: int = 0  # CPU threads in all (``layout``); 0: every core
     beam_size: int = defaults.BEAM_SIZE
     partial_max_new_tokens: int = defaults.PARTIAL_MAX_TOKENS
     encoder_cache_size: int = 32  # entries at most
@@ -135,6 +140,14 @@ class ModelConfig:
 
         return "cuda" if fw.cuda_device_count() > 0 else "cpu"
 
+    def layout(self, device: str) -> tuple[int, int]:
+        """(replicas, threads per replica). On a CPU, ``threads`` single-threaded replicas that
+        decode parts of a batch at once (0: one per core, at most ``MAX_AUTO_REPLICAS``;
+        replicas.py says why); elsewhere one replica, ``threads`` for its CPU-side work."""
+        if device != "cpu":
+            return 1, self.threads
+        return self.threads or min(os.cpu_count() or 1, MAX_AUTO_REPLICAS), 1
+
     def resolved_compute_type(self, device: str) -> str:
         if self.compute_type != "auto":
             return self.compute_type
@@ -163,13 +176,16 @@ class WhisperAdapter:
         path = resolve_model(config.name, verify=config.verify_checksum)
         device = config.resolved_device()
         compute_type = config.resolved_compute_type(device)
+        replicas, threads = config.layout(device)
         try:
             self._wm = fw.load_whisper(
-                str(path), device=device, compute_type=compute_type, threads=config.threads
-            )
+                str(path), device=device, compute_type=compute_type, threads=threads,
+                replicas=replicas,
+            )  # fmt: skip
         except Exception as exc:  # CTranslate2 raises RuntimeError/ValueError on bad files
             raise ModelError(f"could not load model '{config.name}' from {path}: {exc}") from exc
         self._ct2: Any = self._wm.model
+        self._replicas = Replicas(replicas)
         self._fw = fw
         self._device = device
         self._compute_type = compute_type
@@ -189,24 +205,30 @@ class WhisperAdapter:
             fw,
             FeatureComputer(int(self._ct2.n_mels), device=device),
             EncoderCache(config.encoder_cache_size, config.encoder_cache_bytes),
+            self._replicas,
         )
         self._prompts = PromptBuilder(
             self._wm, fw, multilingual=self._multilingual, model_name=config.name
         )
-        self._generate = Generator(self._ct2, fw, self._prompts, self._encoder.stack)
+        self._generate = Generator(
+            self._ct2, fw, self._prompts, self._encoder.stack, self._replicas
+        )
         self._fallback = FallbackPolicy(
             config.temperatures, config.beam_size, config.best_of, self._th
         )
-        self._aligner = WordAligner(self._wm, fw, self._prompts, self._encoder.stack, self._th)
+        self._aligner = WordAligner(
+            self._wm, fw, self._prompts, self._encoder.stack, self._th, self._replicas
+        )
         self._lock = threading.Lock()
         self._costs: CostProfile | None = None
         logger.info(
-            "loaded %s from %s on %s (%s, threads=%d)",
+            "loaded %s from %s on %s (%s, %d replica(s) of %d thread(s))",
             config.name,
             path,
             device,
             compute_type,
-            config.threads,
+            replicas,
+            threads,
         )
 
     # -- Decoder protocol ------------------------------------------------------------------

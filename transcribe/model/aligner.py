@@ -3,6 +3,7 @@ of the model (faster-whisper's add_word_timestamps), clipped to the window."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -11,10 +12,13 @@ from kettle.transcribe.model import decoding
 from kettle.transcribe.model.decoding import Thresholds
 from kettle.transcribe.model.job import Job
 from kettle.transcribe.model.prompts import PromptBuilder
+from kettle.transcribe.model.replicas import Replicas
 from kettle.transcribe.types import SAMPLE_RATE, Word
 
 HOP = 160
 N_FRAMES = 3000
+# A job, its segments as faster-whisper's aligner takes them, and its frame count.
+_Row = tuple[Job, list[dict[str, Any]], int]
 
 
 class WordAligner:
@@ -25,8 +29,10 @@ class WordAligner:
         prompts: PromptBuilder,
         stack: Callable[[Sequence[Job]], Any],
         thresholds: Thresholds,
+        replicas: Replicas | None = None,
     ) -> None:
         self._wm = wm
+        self._replicas = replicas or Replicas(1)
         self._fw = fw
         self._prompts = prompts
         self._stack = stack
@@ -58,19 +64,26 @@ class WordAligner:
                     ]
                 )
             frames = [min(N_FRAMES, max(1, math.ceil(j.audio.shape[0] / HOP))) for j in group]
-            self._wm.add_word_timestamps(
-                segments,
-                self._prompts.tokenizer(language, task),
-                self._stack(group),
-                frames,
-                self._fw.PREPEND_PUNCTUATIONS,
-                self._fw.APPEND_PUNCTUATIONS,
-                0.0,
-            )
+            rows = list(zip(group, segments, frames, strict=True))
+            tokenizer = self._prompts.tokenizer(language, task)
+            self._replicas.map(functools.partial(self._align_rows, tokenizer), rows)
             for job, seg in zip(group, segments, strict=True):
                 job.words = clean_words(
                     seg[-1].get("words") or [], job.audio.shape[0] / SAMPLE_RATE
                 )
+
+    def _align_rows(self, tokenizer: Any, rows: Sequence[_Row]) -> list[None]:
+        """Word times of one part of a batch, into its segments (faster-whisper fills them)."""
+        self._wm.add_word_timestamps(
+            [segments for _, segments, _ in rows],
+            tokenizer,
+            self._stack([job for job, _, _ in rows]),
+            [frames for _, _, frames in rows],
+            self._fw.PREPEND_PUNCTUATIONS,
+            self._fw.APPEND_PUNCTUATIONS,
+            0.0,
+        )
+        return [None] * len(rows)
 
 
 def clean_words(raw: list[dict[str, Any]], duration: float) -> tuple[Word, ...]:

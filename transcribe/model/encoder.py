@@ -17,13 +17,22 @@ import numpy as np
 from kettle.transcribe.model.encoder_cache import EncoderCache, window_key
 from kettle.transcribe.model.features import FeatureComputer
 from kettle.transcribe.model.job import Job
+from kettle.transcribe.model.replicas import Replicas
 from kettle.transcribe.types import DecodeKind, encoder_frames
 
 
 class Encoder:
-    def __init__(self, ct2: Any, fw: Any, features: FeatureComputer, cache: EncoderCache) -> None:
+    def __init__(
+        self,
+        ct2: Any,
+        fw: Any,
+        features: FeatureComputer,
+        cache: EncoderCache,
+        replicas: Replicas | None = None,
+    ) -> None:
         self._ct2 = ct2
         self._fw = fw
+        self._replicas = replicas or Replicas(1)
         self.features = features
         self.cache = cache
         self._released: set[Hashable] = set()
@@ -98,13 +107,16 @@ class Encoder:
             computed = self.features.batch([groups[i][0].audio for i in todo], frames)
             for i, row in zip(todo, computed, strict=True):
                 feats[i] = row
-        batch = np.stack([f for f in feats if f is not None])
-        encoded = self._fw.to_numpy(self._ct2.encode(self._fw.storage(batch), to_cpu=True))
+        encoded = self._replicas.map(self._encode_rows, [f for f in feats if f is not None])
         for key, waiting, row in zip(keys, groups, encoded, strict=True):
             row = np.ascontiguousarray(row)
             self.cache.put(key, row)
             for job in waiting:
                 job.encoded = row
+
+    def _encode_rows(self, rows: Sequence[np.ndarray]) -> list[np.ndarray]:
+        batch = self._fw.storage(np.stack(rows))
+        return list(self._fw.to_numpy(self._ct2.encode(batch, to_cpu=True)))
 
     def _apply_releases(self) -> None:
         with self._released_lock:

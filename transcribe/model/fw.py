@@ -69,10 +69,15 @@ def cuda_device_count() -> int:
 ONEDNN_CACHE_CAPACITY = 16
 
 
-def load_whisper(path: str, *, device: str, compute_type: str, threads: int) -> WhisperModel:
-    """A faster-whisper model over a local CTranslate2 folder (never touches the network)."""
+def load_whisper(
+    path: str, *, device: str, compute_type: str, threads: int, replicas: int = 1
+) -> WhisperModel:
+    """A faster-whisper model over a local CTranslate2 folder (never touches the network):
+    ``replicas`` copies that run at once (CTranslate2's inter_threads), ``threads`` each."""
     os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(ONEDNN_CACHE_CAPACITY))
-    return WhisperModel(path, device=device, compute_type=compute_type, cpu_threads=threads)
+    return WhisperModel(
+        path, device=device, compute_type=compute_type, cpu_threads=threads, num_workers=replicas
+    )
 
 
 def storage(array: np.ndarray) -> Any:

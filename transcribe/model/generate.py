@@ -3,6 +3,7 @@ into hypotheses, grouped so every call has <|startoftranscript|> at one position
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -10,16 +11,23 @@ from kettle.transcribe.model import decoding
 from kettle.transcribe.model.decoding import Hypothesis
 from kettle.transcribe.model.job import Job
 from kettle.transcribe.model.prompts import MAX_LENGTH, PromptBuilder
+from kettle.transcribe.model.replicas import Replicas
 
 
 class Generator:
     def __init__(
-        self, ct2: Any, fw: Any, prompts: PromptBuilder, stack: Callable[[Sequence[Job]], Any]
+        self,
+        ct2: Any,
+        fw: Any,
+        prompts: PromptBuilder,
+        stack: Callable[[Sequence[Job]], Any],
+        replicas: Replicas | None = None,
     ) -> None:
         self._ct2 = ct2
         self._fw = fw
         self._prompts = prompts
         self._stack = stack
+        self._replicas = replicas or Replicas(1)
 
     def __call__(
         self,
@@ -51,20 +59,21 @@ class Generator:
                 }
             else:
                 kwargs = {"beam_size": beam_size}
-            raw = self._ct2.generate(
-                self._stack(sub),
-                [j.prompt for j in sub],
-                max_length=max(limits),
+            kwargs.update(
+                max_length=max(limits),  # the group's: each part stops where the whole would
                 return_scores=True,
                 return_no_speech_prob=True,
                 suppress_blank=True,
                 suppress_tokens=self._prompts.suppress_tokens(),
-                **kwargs,
             )
+            raw = self._replicas.map(functools.partial(self._run, kwargs), sub)
             for k, job, cap, res in zip(members, sub, sub_caps, raw, strict=True):
                 budget = None if cap is None else job.n_prefix + cap
                 out[k] = self._hypothesis(job, res, temperature, budget)
         return [out[k] for k in range(len(jobs))]
+
+    def _run(self, kwargs: dict[str, Any], jobs: Sequence[Job]) -> list[Any]:
+        return list(self._ct2.generate(self._stack(jobs), [j.prompt for j in jobs], **kwargs))
 
     def _hypothesis(self, job: Job, res: Any, temperature: float, budget: int | None) -> Hypothesis:
         tok = self._prompts.tokenizer(job.language, job.task)

@@ -11,7 +11,7 @@ import pytest
 import soundfile as sf
 from kettle.transcribe.errors import ConfigError, DecodeError
 from kettle.transcribe.model import decoding
-from kettle.transcribe.model.adapter import ModelConfig, WhisperAdapter
+from kettle.transcribe.model.adapter import MAX_AUTO_REPLICAS, ModelConfig, WhisperAdapter
 from kettle.transcribe.model.decoding import Hypothesis, Thresholds
 from kettle.transcribe.model.features import FeatureComputer
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest, encoder_frames
@@ -95,6 +95,14 @@ def test_model_config_resolves_auto() -> None:
     assert cfg.resolved_compute_type("cpu") == "int8"
     assert cfg.resolved_compute_type("cuda") == "int8_float16"
     assert ModelConfig(device="cpu").resolved_device() == "cpu"
+
+
+def test_model_config_layout_is_single_threaded_replicas_on_a_cpu() -> None:
+    assert ModelConfig(threads=2).layout("cpu") == (2, 1)
+    assert ModelConfig(threads=1).layout("cpu") == (1, 1)
+    replicas, threads = ModelConfig().layout("cpu")  # 0: one per core, bounded
+    assert threads == 1 and 1 <= replicas <= MAX_AUTO_REPLICAS
+    assert ModelConfig(threads=4).layout("cuda") == (1, 4)
 
 
 def _hyp(text: str = "hello", lp: float = -0.3, ns: float = 0.1, cr: float = 1.2) -> Hypothesis:
@@ -317,7 +325,11 @@ def test_fallback_retries_failed_finals_together(
     monkeypatch.setattr(adapter._generate, "_ct2", Spy())
     audios = [speech[1][0], speech[2][0]]
     results = adapter.decode_batch([DecodeRequest(audio=a, kind=F) for a in audios])
-    assert calls == [(2, 0.0), (2, 0.5), (2, 1.0)]
+    # Each round takes both finals at once (on two replicas, a part each), rounds in order.
+    rows: dict[float, int] = {}
+    for n, temperature in calls:
+        rows[temperature] = rows.get(temperature, 0) + n
+    assert list(rows.items()) == [(0.0, 2), (0.5, 2), (1.0, 2)]
     for r in results:
         assert r.text and r.temperature in (0.0, 0.5, 1.0)
 

@@ -284,8 +284,7 @@ def espeak(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., np.ndarray
 
 @pytest.fixture(scope="session")
 def tiny_decoder() -> WhisperAdapter:
-    """The real tiny.en adapter (int8, two single-threaded replicas on a CPU), loaded once per
-    test session."""
+    """The real tiny.en adapter (int8, 2 threads), loaded once per test session."""
     from kettle.transcribe.model.adapter import ModelConfig, WhisperAdapter
 
     return WhisperAdapter(ModelConfig(name="tiny.en", threads=2))

@@ -236,12 +236,7 @@ def register_serve(sub: Any) -> None:
         help="upload bodies held at once, being read or transcribed, all together (429 "
         "beyond; default: --max-uploads times --max-upload-mb)",
     )
-    parser.add_argument(
-        "--threads",
-        type=non_negative_int,
-        default=0,
-        help="model CPU threads, one single-threaded model replica each (default 0: every core)",
-    )
+    parser.add_argument("--threads", type=non_negative_int, default=0, help="model CPU threads")
     parser.add_argument(
         "--batch-size",
         type=positive_int,

@@ -60,10 +60,7 @@ def register_simulate(sub: Any) -> None:
         help="max decode batch (default 8)",
     )
     parser.add_argument(
-        "--threads",
-        type=non_negative_int,
-        default=0,
-        help="model CPU threads, one single-threaded model replica each (default 0: every core)",
+        "--threads", type=non_negative_int, default=0, help="CPU threads for the model"
     )
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument(

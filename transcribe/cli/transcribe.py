@@ -11,6 +11,7 @@ import argparse
 import functools
 import json
 import logging
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -48,6 +49,8 @@ from kettle.transcribe.types import Decoder, DecodeRequest, DecodeResult
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "tiny.en"
+# Replicas when --threads is 0: one per core, up to a batch's 8 rows (they share the weights).
+MAX_FILE_REPLICAS = 8
 
 EPILOG = """\
 output:
@@ -190,7 +193,12 @@ def load_decoder(name: str, threads: int, device: str, beam_size: int) -> Decode
     """The Whisper adapter for ``kettle transcribe``'s options (module level: Ray pickles it)."""
     from kettle.transcribe.model.adapter import ModelConfig, WhisperAdapter
 
-    config = ModelConfig(name=name, device=device, threads=threads, beam_size=beam_size)
+    # One single-threaded replica per thread asked for (per core for 0), each decoding a part
+    # of every batch (replicas.py; benchmarks/RESULTS.md, bench_cli).
+    replicas = threads or min(os.cpu_count() or 1, MAX_FILE_REPLICAS)
+    config = ModelConfig(
+        name=name, device=device, threads=1, replicas=replicas, beam_size=beam_size
+    )
     return WhisperAdapter(config)
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import threading
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -54,9 +53,6 @@ __all__ = ["MAX_LENGTH", "PROMPT_BUCKETS", "CacheStats", "ModelConfig", "Whisper
 logger = logging.getLogger(__name__)
 
 _DEVICES = ("auto", "cpu", "cuda")
-# Replicas with ``threads`` 0: one per core up to here (a decode batch has 8 rows by default,
-# and each replica holds a copy of the weights).
-MAX_AUTO_REPLICAS = 8
 _COMPUTE_TYPES = (
     "auto",
     "default",
@@ -78,7 +74,10 @@ class ModelConfig:
     name: str = "tiny.en"
     device: str = "auto"
     compute_type: str = "auto"
-    threads: int = 0  # CPU threads in all (``layout``); 0: every core
+    threads: int = 0  # CPU threads of each replica; 0: CTranslate2's choice
+    # Model replicas on a CPU that decode parts of one batch at once (replicas.py says when
+    # that pays: the file pipeline runs one single-threaded replica per core).
+    replicas: int = 1
     beam_size: int = defaults.BEAM_SIZE
     partial_max_new_tokens: int = defaults.PARTIAL_MAX_TOKENS
     encoder_cache_size: int = 32  # entries at most
@@ -106,6 +105,7 @@ class ModelConfig:
                 f"got {self.compute_type!r}"
             )
         check_int("threads", self.threads, 0, 1024)
+        check_int("replicas", self.replicas, 1, 64)
         check_int("beam_size", self.beam_size, 1, 64)
         check_int("partial_max_new_tokens", self.partial_max_new_tokens, 1, MAX_LENGTH // 2)
         check_int("encoder_cache_size", self.encoder_cache_size, 0, 100_000)
@@ -141,12 +141,8 @@ class ModelConfig:
         return "cuda" if fw.cuda_device_count() > 0 else "cpu"
 
     def layout(self, device: str) -> tuple[int, int]:
-        """(replicas, threads per replica). On a CPU, ``threads`` single-threaded replicas that
-        decode parts of a batch at once (0: one per core, at most ``MAX_AUTO_REPLICAS``;
-        replicas.py says why); elsewhere one replica, ``threads`` for its CPU-side work."""
-        if device != "cpu":
-            return 1, self.threads
-        return self.threads or min(os.cpu_count() or 1, MAX_AUTO_REPLICAS), 1
+        """(replicas, threads per replica): ``replicas`` on a CPU, one on a GPU."""
+        return (self.replicas if device == "cpu" else 1), self.threads
 
     def resolved_compute_type(self, device: str) -> str:
         if self.compute_type != "auto":
@@ -307,6 +303,7 @@ class WhisperAdapter:
             device=self._device,
             compute_type=self._compute_type,
             threads=self._config.threads,
+            replicas=self._config.layout(self._device)[0],
             machine=cost_cache.machine_id(str(getattr(self._fw.ctranslate2, "__version__", "?"))),
         )
 

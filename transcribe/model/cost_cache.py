@@ -25,9 +25,7 @@ from kettle.transcribe.model.costs import CostProfile
 
 logger = logging.getLogger(__name__)
 
-# Bump when cost_probe measures differently: older files are then ignored (3: on a CPU,
-# ``threads`` counts single-threaded replicas, replicas.py).
-VERSION = 3
+VERSION = 2  # bump when cost_probe measures differently: older files are then ignored
 # (2: each timing the least of two runs; version 1 kept what a busy machine measured)
 
 
@@ -36,8 +34,9 @@ class CostKey:
     model: str  # the model's name and the identity of its weights file
     device: str
     compute_type: str
-    threads: int  # as configured (0: every core; ModelConfig.layout)
+    threads: int  # as configured (0: the library's default for this machine)
     machine: str  # CPU model and count, and the inference library's version
+    replicas: int = 1  # model replicas that share each batch (ModelConfig.replicas)
     version: int = VERSION
 
     def digest(self) -> str:

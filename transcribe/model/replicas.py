@@ -1,12 +1,14 @@
 """A batch split across the model's CPU replicas, decoded at once.
 
-On a CPU, kettle loads the model as N replicas of one thread each (CTranslate2's
-``inter_threads``), not one replica on N threads: a decode steps token by token through small
-matrices, and each step's parallel regions cost more to synchronise than they save (on a
-2-core Xeon, a 12 s window's 31 tokens at beam 5 took 127 ms on one thread, 507 ms on two).
-The cores are used by giving each replica a part of the batch: concurrent calls from several
-Python threads run on different replicas (CTranslate2 releases the GIL), and every row's
-result is the one it would have alone.
+The file pipeline loads the model as one single-threaded replica per core (CTranslate2's
+``inter_threads``, which share one copy of the weights), not as one replica on every core: a
+decode steps token by token through small matrices, and each step's parallel regions can
+cost more to synchronise than they save (on a 2-core Xeon, a 12 s window's 31 tokens at beam
+5 took 145 ms on one thread, 535 ms on two). The cores are used by giving each replica a
+part of the batch: concurrent calls from several Python threads run on different replicas
+(CTranslate2 releases the GIL), and every row is decoded on its own window as it would be
+in any batch. The live server keeps one replica (benchmarks/RESULTS.md, rejected
+experiments: its batches are small and its event loop needs the GIL).
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 import soundfile as sf
 from kettle.transcribe.errors import ConfigError, DecodeError
 from kettle.transcribe.model import decoding
-from kettle.transcribe.model.adapter import MAX_AUTO_REPLICAS, ModelConfig, WhisperAdapter
+from kettle.transcribe.model.adapter import ModelConfig, WhisperAdapter
 from kettle.transcribe.model.decoding import Hypothesis, Thresholds
 from kettle.transcribe.model.features import FeatureComputer
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest, encoder_frames
@@ -72,6 +73,7 @@ def _noise(kind: str, seconds: float, amplitude: float, seed: int = 0) -> np.nda
         {"device": "tpu"},
         {"compute_type": "int3"},
         {"threads": -1},
+        {"replicas": 0},
         {"beam_size": 0},
         {"partial_max_new_tokens": 0},
         {"partial_max_new_tokens": 500},
@@ -97,12 +99,10 @@ def test_model_config_resolves_auto() -> None:
     assert ModelConfig(device="cpu").resolved_device() == "cpu"
 
 
-def test_model_config_layout_is_single_threaded_replicas_on_a_cpu() -> None:
-    assert ModelConfig(threads=2).layout("cpu") == (2, 1)
-    assert ModelConfig(threads=1).layout("cpu") == (1, 1)
-    replicas, threads = ModelConfig().layout("cpu")  # 0: one per core, bounded
-    assert threads == 1 and 1 <= replicas <= MAX_AUTO_REPLICAS
-    assert ModelConfig(threads=4).layout("cuda") == (1, 4)
+def test_model_config_layout_has_replicas_on_a_cpu_only() -> None:
+    assert ModelConfig(threads=1, replicas=2).layout("cpu") == (2, 1)
+    assert ModelConfig().layout("cpu") == (1, 0)  # one replica, CTranslate2's threads
+    assert ModelConfig(threads=4, replicas=2).layout("cuda") == (1, 4)
 
 
 def _hyp(text: str = "hello", lp: float = -0.3, ns: float = 0.1, cr: float = 1.2) -> Hypothesis:
@@ -203,6 +203,40 @@ def test_partials_greedy_batched_match_one_by_one(
     refs = [ref for _, ref in speech]
     assert wer_fn(refs, [r.text for r in batched]) <= 0.10
     assert wer_fn(refs, [r.text for r in single]) <= 0.10
+
+
+@pytest.mark.slow
+def test_two_replicas_read_a_batch_as_one_does(
+    tiny_decoder: WhisperAdapter, speech: list[tuple[np.ndarray, str]], wer_fn: Any
+) -> None:
+    # Each replica decodes two of the four finals, on two threads at once (replicas.py).
+    two = WhisperAdapter(ModelConfig(threads=1, replicas=2))
+    calls: list[tuple[str, int]] = []
+    real = two._generate._ct2
+
+    class Spy:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def generate(self, features: Any, prompts: list[list[int]], **kw: Any) -> Any:
+            calls.append((threading.current_thread().name, len(prompts)))
+            return real.generate(features, prompts, **kw)
+
+    two._generate._ct2 = Spy()
+    requests = [
+        DecodeRequest(audio=a, kind=F, request_id=i, word_timestamps=True)
+        for i, (a, _) in enumerate(speech)
+    ]
+    split = two.decode_batch(requests)
+    whole = tiny_decoder.decode_batch(requests)
+    assert sorted(n for _, n in calls) == [2, 2] and len({t for t, _ in calls}) == 2
+    assert [r.request_id for r in split] == [0, 1, 2, 3]
+    # Other batch shapes for the model, which may round a token the other way (the CPU
+    # decides); the four utterances share no words, so a mixed-up row fails by far.
+    for a, b in zip(split, whole, strict=True):
+        assert a.text and word_edits(a.text, b.text) <= TOKEN_FLIP_WORD_EDITS, (a.text, b.text)
+        assert a.words and "".join(w.word for w in a.words).strip() == a.text
+    assert wer_fn([ref for _, ref in speech], [r.text for r in split]) <= 0.06
 
 
 @pytest.mark.slow
@@ -325,11 +359,7 @@ def test_fallback_retries_failed_finals_together(
     monkeypatch.setattr(adapter._generate, "_ct2", Spy())
     audios = [speech[1][0], speech[2][0]]
     results = adapter.decode_batch([DecodeRequest(audio=a, kind=F) for a in audios])
-    # Each round takes both finals at once (on two replicas, a part each), rounds in order.
-    rows: dict[float, int] = {}
-    for n, temperature in calls:
-        rows[temperature] = rows.get(temperature, 0) + n
-    assert list(rows.items()) == [(0.0, 2), (0.5, 2), (1.0, 2)]
+    assert calls == [(2, 0.0), (2, 0.5), (2, 1.0)]
     for r in results:
         assert r.text and r.temperature in (0.0, 0.5, 1.0)
 

@@ -122,9 +122,12 @@ def main() -> int:
         audios["eval_10min"] = (join(long_clips), long_refs)
 
     compute = "int8" if args.device == "cpu" else "int8_float16"
+    # As `kettle transcribe --threads N` loads it: N single-threaded replicas on a CPU.
+    cpu = args.device == "cpu"
     kettle_model = WhisperAdapter(
-        ModelConfig(name=args.model, device=args.device, threads=args.threads,
-                    beam_size=args.beam_size, compute_type=compute)
+        ModelConfig(name=args.model, device=args.device, threads=1 if cpu else args.threads,
+                    replicas=args.threads if cpu else 1, beam_size=args.beam_size,
+                    compute_type=compute)
     )  # fmt: skip
     fw_model = fw.WhisperModel(
         str(resolve_model(args.model)),

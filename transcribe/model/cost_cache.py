@@ -39,8 +39,16 @@ class CostKey:
     replicas: int = 1  # model replicas that share each batch (ModelConfig.replicas)
     version: int = VERSION
 
+    def fields(self) -> dict[str, object]:
+        """The key as stored; one replica's without ``replicas``, as before replicas existed,
+        so a server's profiles stored then still serve."""
+        out = dataclasses.asdict(self)
+        if self.replicas == 1:
+            del out["replicas"]
+        return out
+
     def digest(self) -> str:
-        text = json.dumps(dataclasses.asdict(self), sort_keys=True)
+        text = json.dumps(self.fields(), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
@@ -73,7 +81,7 @@ def load(folder: Path, key: CostKey) -> CostProfile | None:
     path = path_for(folder, key)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("key") != dataclasses.asdict(key):
+        if data.get("key") != key.fields():
             return None
         return CostProfile.from_dict(data["profile"])
     except FileNotFoundError:
@@ -85,7 +93,7 @@ def load(folder: Path, key: CostKey) -> CostProfile | None:
 
 def store(folder: Path, key: CostKey, profile: CostProfile) -> None:
     """Write atomically (a reader never sees half a file); failures are only logged."""
-    data = {"key": dataclasses.asdict(key), "profile": profile.to_dict()}
+    data = {"key": key.fields(), "profile": profile.to_dict()}
     tmp: str | None = None
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -20,9 +20,20 @@ def test_a_stored_profile_comes_back_for_its_key_only(tmp_path: Path) -> None:
     assert cost_cache.load(tmp_path, KEY) is None
     cost_cache.store(tmp_path, KEY, PROFILE)
     assert cost_cache.load(tmp_path, KEY) == PROFILE
-    for change in ({"threads": 4}, {"compute_type": "float32"}, {"machine": "other"}):
+    changes = ({"threads": 4}, {"replicas": 2}, {"compute_type": "float32"}, {"machine": "o"})
+    for change in changes:
         assert cost_cache.load(tmp_path, dataclasses.replace(KEY, **change)) is None
     assert [p.suffix for p in tmp_path.iterdir()] == [".json"]  # no temporary file left
+
+
+def test_a_profile_stored_before_replicas_existed_still_serves_one_replica(
+    tmp_path: Path,
+) -> None:
+    cost_cache.store(tmp_path, KEY, PROFILE)
+    path = cost_cache.path_for(tmp_path, KEY)
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    assert "replicas" not in stored["key"]  # as every file written before replicas reads
+    assert cost_cache.load(tmp_path, KEY) == PROFILE
 
 
 def test_a_profile_of_an_older_probe_is_ignored(tmp_path: Path) -> None:

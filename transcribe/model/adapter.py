@@ -434,7 +434,11 @@ def without_repeats(text: str, words: tuple[Word, ...]) -> tuple[str, tuple[Word
     shows words the model repeated and the audio did not say."""
     tokens = text.split()
     keep = repeats.repeat_cut(tokens)
-    if len(keep) == len(tokens):
-        return text, words
     kept_words = tuple(words[i] for i in repeats.repeat_cut([w.word for w in words]))
-    return (" " if text[:1].isspace() else "") + " ".join(tokens[i] for i in keep), kept_words
+    if len(keep) < len(tokens):
+        return (" " if text[:1].isspace() else "") + " ".join(tokens[i] for i in keep), kept_words
+    if len(kept_words) < len(words):
+        # A loop inside one spaced token ("Y-Y-Y-Y-Y") shows in the aligned words ("Y", "-Y",
+        # ...): the text is what the kept words say.
+        return "".join(w.word for w in kept_words), kept_words
+    return text, words

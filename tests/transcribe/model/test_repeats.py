@@ -67,3 +67,14 @@ def test_a_results_words_lose_the_same_repeats_as_its_text() -> None:
     assert cut == " So my fellow Americans ask"
     assert [w.word.strip() for w in cut_words] == cut.split()
     assert without_repeats(" ask not", words[:2]) == (" ask not", words[:2])
+
+
+def test_a_loop_inside_one_spaced_token_is_cut_by_its_words() -> None:
+    # A 0.36 s fragment posted alone came back "Y-Y-Y-Y-Y", one token to a split on spaces;
+    # its aligned words ("Y", "-Y", ...) show the loop, and the text follows them.
+    words = tuple(
+        Word(w, i * 0.05, i * 0.05 + 0.04, 0.5) for i, w in enumerate([" Y"] + ["-Y"] * 4)
+    )
+    # (" Y" keeps its space when compared, so the "-Y" run is the loop: one "-Y" stays.)
+    assert without_repeats(" Y-Y-Y-Y-Y", words) == (" Y-Y", words[:2])
+    assert without_repeats(" Y-Y-Y-Y-Y", ()) == (" Y-Y-Y-Y-Y", ())  # no words: nothing seen

@@ -109,10 +109,10 @@ def main() -> int:
     args = parser.parse_args()
     data_line = _results.require_eval_set(EVAL)
 
-    from kettle.transcribe.cli.transcribe import FAST_OPTIONS
+    from kettle.transcribe.cli.transcribe import FAST_OPTIONS, file_model_config
     from kettle.transcribe.files.pipeline import PipelineConfig, transcribe_audio
     from kettle.transcribe.model import fw
-    from kettle.transcribe.model.adapter import ModelConfig, WhisperAdapter
+    from kettle.transcribe.model.adapter import WhisperAdapter
     from kettle.transcribe.model.models import resolve_model
 
     clips, refs = load_eval(args.quick)
@@ -123,12 +123,9 @@ def main() -> int:
 
     compute = "int8" if args.device == "cpu" else "int8_float16"
     # As `kettle transcribe --threads N` loads it: N single-threaded replicas on a CPU.
-    cpu = args.device == "cpu"
     kettle_model = WhisperAdapter(
-        ModelConfig(name=args.model, device=args.device, threads=1 if cpu else args.threads,
-                    replicas=args.threads if cpu else 1, beam_size=args.beam_size,
-                    compute_type=compute)
-    )  # fmt: skip
+        file_model_config(args.model, args.threads, args.device, args.beam_size)
+    )
     fw_model = fw.WhisperModel(
         str(resolve_model(args.model)),
         device=args.device,

@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from kettle.transcribe.audio.read import RawFormat
 from kettle.transcribe.cli.args import (
@@ -45,6 +45,9 @@ from kettle.transcribe.speakers.clusters import DEFAULT_MAX_SPEAKERS
 from kettle.transcribe.speakers.encoder import SpeakerEncoder
 from kettle.transcribe.transcript import Transcript
 from kettle.transcribe.types import Decoder, DecodeRequest, DecodeResult
+
+if TYPE_CHECKING:
+    from kettle.transcribe.model.adapter import ModelConfig
 
 log = logging.getLogger(__name__)
 
@@ -189,17 +192,21 @@ def register_transcribe(sub: Any) -> None:
 FAST_OPTIONS: dict[str, Any] = {"windows": WindowConfig(max_window_s=30.0), "recover_depth": 0}
 
 
+def file_model_config(name: str, threads: int, device: str, beam_size: int) -> ModelConfig:
+    """How ``kettle transcribe`` loads a model: one single-threaded replica per thread asked
+    for (per core for 0), each decoding a part of every batch (replicas.py;
+    benchmarks/RESULTS.md, bench_cli)."""
+    from kettle.transcribe.model.adapter import ModelConfig
+
+    replicas = threads or min(os.cpu_count() or 1, MAX_FILE_REPLICAS)
+    return ModelConfig(name=name, device=device, threads=1, replicas=replicas, beam_size=beam_size)
+
+
 def load_decoder(name: str, threads: int, device: str, beam_size: int) -> Decoder:
     """The Whisper adapter for ``kettle transcribe``'s options (module level: Ray pickles it)."""
-    from kettle.transcribe.model.adapter import ModelConfig, WhisperAdapter
+    from kettle.transcribe.model.adapter import WhisperAdapter
 
-    # One single-threaded replica per thread asked for (per core for 0), each decoding a part
-    # of every batch (replicas.py; benchmarks/RESULTS.md, bench_cli).
-    replicas = threads or min(os.cpu_count() or 1, MAX_FILE_REPLICAS)
-    config = ModelConfig(
-        name=name, device=device, threads=1, replicas=replicas, beam_size=beam_size
-    )
-    return WhisperAdapter(config)
+    return WhisperAdapter(file_model_config(name, threads, device, beam_size))
 
 
 class _LazyDecoder:

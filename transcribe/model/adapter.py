@@ -303,7 +303,7 @@ class WhisperAdapter:
             device=self._device,
             compute_type=self._compute_type,
             threads=self._config.threads,
-            replicas=self._config.layout(self._device)[0],
+            replicas=self._replicas.count,
             machine=cost_cache.machine_id(str(getattr(self._fw.ctranslate2, "__version__", "?"))),
         )
 

@@ -283,3 +283,9 @@ def test_timed_formats_align_every_window_and_txt_only_where_text_is_short(
         assert all(r.words_below_chars_per_s == gate for r in first_pass)
     # srt cues are cut at words, so every window is aligned; txt needs no times.
     assert asked["srt"] == [True, True] and asked["txt"] == [False, False]
+
+
+def test_files_load_one_single_threaded_replica_per_thread() -> None:
+    assert tcli.file_model_config("tiny.en", 3, "cpu", 5).layout("cpu") == (3, 1)
+    replicas, threads = tcli.file_model_config("tiny.en", 0, "cpu", 5).layout("cpu")  # all cores
+    assert threads == 1 and 1 <= replicas <= tcli.MAX_FILE_REPLICAS

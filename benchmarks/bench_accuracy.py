@@ -308,7 +308,7 @@ def stream_config(method: str) -> Any:
     typed: dict[str, Any] = {}
     for key, value in fields.items():
         default = getattr(defaults, key)
-        if default is None:  # an optional number (stable_max_no_speech=0.5), or "none"
+        if default is None or value.lower() == "none":  # an optional number, or "none"
             number = int if value.lstrip("-").isdigit() else float  # stable_agree_first=2
             typed[key] = None if value.lower() == "none" else number(value)
             continue

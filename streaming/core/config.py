@@ -53,6 +53,9 @@ class SessionConfig:
     # Silence after the last voiced frame at which the speculative final is asked for
     # (vad.SegmenterConfig.hush_ms; at most the 200 ms that make a pause).
     hush_ms: int = 60
+    # Partials of an utterance this long wait while Silero hears no speech at the window's
+    # end, so a speculative final never queues behind one (end_check.py); None: never.
+    partial_end_check_s: float | None = 6.0
     # Text the first utterance is conditioned on (names, vocabulary); later ones get the
     # stream's previous finals.
     prompt: str | None = None
@@ -139,6 +142,10 @@ class SessionConfig:
             raise ConfigError(f"context_s must be within 0..30, not {self.context_s}")
         if not (0 <= self.context_chars <= 400 and 0 <= self.partial_context_chars <= 400):
             raise ConfigError("context_chars and partial_context_chars must be within 0..400")
+        if self.partial_end_check_s is not None and not 0.0 <= self.partial_end_check_s <= 30.0:
+            raise ConfigError(
+                f"partial_end_check_s must be within 0..30 or None, not {self.partial_end_check_s}"
+            )
         if not 0 <= self.final_tail_ms <= 2000:
             raise ConfigError(f"final_tail_ms must be within 0..2000, not {self.final_tail_ms}")
         if not 0.0 <= self.voice_gate <= 10.0:

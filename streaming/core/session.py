@@ -34,7 +34,8 @@ The session holds the stream's state and runs the loop (decisions in, the next r
 each job is a module of its own: ``lifecycle`` (listening, finishing, done), ``tuning`` (the
 config and its changes mid-stream), ``segments``
 (the VAD's decisions applied to the utterances), ``utterances`` (tracking and numbering),
-``planner`` (which request, which window), ``live_requests`` (ids, the plan of each request,
+``planner`` (which request, which window), ``end_check`` (a long utterance's partial waits
+while its speech may be ending), ``live_requests`` (ids, the plan of each request,
 the one in flight), ``requests`` (a plan's request), ``publisher`` (results into events),
 ``results`` (a result's usable text and words), ``speculation``, ``context`` (the stream's
 recent finals), ``agreement`` (stable words and splicing), ``speakers`` (voice signatures and
@@ -52,6 +53,7 @@ from kettle.streaming.core import retention
 from kettle.streaming.core.audio_buffer import AudioBuffer, as_mono_float32
 from kettle.streaming.core.config import SessionConfig
 from kettle.streaming.core.context import ContextHistory
+from kettle.streaming.core.end_check import EndCheck, SpeechProbe
 from kettle.streaming.core.events import Done, Event, Finalized
 from kettle.streaming.core.lifecycle import Lifecycle, Move, SessionState
 from kettle.streaming.core.live_requests import LiveRequests
@@ -81,6 +83,7 @@ class Session:
         *,
         session_id: str = "session",
         classifier: FrameClassifier | None = None,
+        speech_probe: SpeechProbe | None = None,
     ) -> None:
         self._tuning = Tuning(config or SessionConfig())
         self.session_id = session_id
@@ -114,6 +117,7 @@ class Session:
             stable_max_no_speech=self.config.stable_max_no_speech,
         )  # fmt: skip
         self._backoff = 1.0
+        self._end_check = EndCheck.of(self.config.partial_end_check_s, speech_probe)
         # Set by the engine: a longer partial interval than the config's (from the measured
         # decode cost, or stretched under load); math.inf pauses partials.
         self.interval_hint_s: float | None = None
@@ -327,6 +331,8 @@ class Session:
                 self._speakers.update_voice(self._utts, self._segmenter.position)
             state, planner = self._stream_state(), self._tuning.planner_now(self.interval_hint_s)
             plan = plan_next(self._utts, self._history, state, planner)
+            if plan is not None and not EndCheck.lets(self._end_check, plan, self._buf):
+                plan = None  # a long partial waits while the speech may be ending
             if plan is not None:
                 request = self._live.ask(plan, state, self._buf, self.config, self.keyterms)
                 self._requests.append(request)

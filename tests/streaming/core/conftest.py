@@ -106,11 +106,22 @@ def drive(
 def stream_events(decoder: Any, audio: np.ndarray, config: SessionConfig) -> list[Event]:
     """Play audio into a session in 20 ms chunks, decoding each request at once (the decodes
     happen at the audio positions a real-time stream would have them at); every event."""
-    session = Session(config, session_id="m")
+    return play(Session(config, session_id="m"), decoder, audio)
+
+
+def play(
+    session: Session,
+    decoder: Any,
+    audio: np.ndarray,
+    seen: Callable[[DecodeRequest], None] | None = None,
+) -> list[Event]:
+    """``stream_events`` on a session of one's own; ``seen`` gets each request first."""
     events: list[Event] = []
 
     def settle() -> None:
         while requests := session.poll_requests():
+            for request in requests if seen is not None else ():
+                seen(request)
             for result in decoder.decode_batch(requests):
                 session.on_result(result)
         events.extend(session.poll_events())

@@ -24,9 +24,9 @@ from kettle.streaming.core.vad import EnergyClassifier
 from kettle.transcribe.audio.read import load_audio
 from kettle.transcribe.errors import ConfigError
 from kettle.transcribe.model.fake import FakeDecoder
-from kettle.transcribe.types import DecodeKind
+from kettle.transcribe.types import DecodeKind, DecodeRequest
 
-from tests.streaming.core.conftest import ALONE, SR
+from tests.streaming.core.conftest import ALONE, SR, play
 
 LONG = 6 * SR
 CHECKED = SessionConfig(**{**ALONE.__dict__, "partial_end_check_s": 6.0})
@@ -51,23 +51,15 @@ def voiced(seconds: float, *, seed: int = 0) -> np.ndarray:
 
 
 def requests_of(session: Session, audio: np.ndarray) -> list[tuple[DecodeKind, int]]:
-    """Feed ``audio`` in 20 ms chunks, then stop, decoding every request at once with a fake
-    model: (kind, window end) of each request."""
-    decoder, out = FakeDecoder(), []
+    """Play ``audio`` into ``session`` (``play``: 20 ms chunks, then stop, each request decoded
+    at once by a fake model): (kind, window end) of each request."""
+    out: list[tuple[DecodeKind, int]] = []
 
-    def settle() -> None:
-        while requests := session.poll_requests():
-            for r in requests:
-                assert isinstance(r.cache_key, tuple)
-                out.append((r.kind, int(r.cache_key[3])))
-            for result in decoder.decode_batch(requests):
-                session.on_result(result)
+    def seen(request: DecodeRequest) -> None:
+        assert isinstance(request.cache_key, tuple)
+        out.append((request.kind, int(request.cache_key[3])))
 
-    for i in range(0, len(audio), 320):
-        session.feed_audio(audio[i : i + 320])
-        settle()
-    session.stop()
-    settle()
+    play(session, FakeDecoder(), audio, seen)
     return out
 
 

@@ -120,8 +120,9 @@ def play(
 
     def settle() -> None:
         while requests := session.poll_requests():
-            for request in requests if seen is not None else ():
-                seen(request)
+            if seen is not None:
+                for request in requests:
+                    seen(request)
             for result in decoder.decode_batch(requests):
                 session.on_result(result)
         events.extend(session.poll_events())

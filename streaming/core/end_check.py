@@ -62,11 +62,6 @@ class EndCheck:
             return None
         return cls(int(seconds * SAMPLE_RATE), probe or silero_probe)
 
-    @staticmethod
-    def lets(check: EndCheck | None, plan: Plan, buf: AudioBuffer) -> bool:
-        """Whether ``plan`` may go out now (always, with no check)."""
-        return check is None or not check.holds(plan, buf)
-
     def holds(self, plan: Plan, buf: AudioBuffer) -> bool:
         """Whether ``plan``, a long utterance's partial whose audio ends with no speech, waits."""
         if plan.kind is not DecodeKind.PARTIAL:

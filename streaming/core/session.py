@@ -331,7 +331,7 @@ class Session:
                 self._speakers.update_voice(self._utts, self._segmenter.position)
             state, planner = self._stream_state(), self._tuning.planner_now(self.interval_hint_s)
             plan = plan_next(self._utts, self._history, state, planner)
-            if plan is not None and not EndCheck.lets(self._end_check, plan, self._buf):
+            if plan is not None and self._end_check and self._end_check.holds(plan, self._buf):
                 plan = None  # a long partial waits while the speech may be ending
             if plan is not None:
                 request = self._live.ask(plan, state, self._buf, self.config, self.keyterms)

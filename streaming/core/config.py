@@ -100,13 +100,6 @@ class SessionConfig:
     # 0.81 s) but cost set a 1.6 WER points and single clips (set c) 2.4, over offline + 1
     # (RESULTS.md, "bench_accuracy_levers", session 11): so 5.
     final_beam_size: int = defaults.BEAM_SIZE
-    # A partial of an utterance with this many stable words decodes greedily (None: never).
-    # Its stable words are forced, and CTranslate2 steps a forced token through every beam
-    # row, so a long utterance's partial at beam 3 paid for its whole text three times over;
-    # the few words after them agree no worse greedily. From 4 words set c lost a point
-    # (RESULTS.md, rejected experiments); finals stay at their beam (greedy from 8 words
-    # cost set c 0.5 points).
-    partial_greedy_from_words: int | None = 8
     # Context stops where the voice changes: at an earlier final whose voice differs from the
     # utterance's by more than this (voice.change: 1 is the measured boundary); 0: no gate.
     voice_gate: float = 1.1
@@ -125,15 +118,6 @@ class SessionConfig:
     # window's language, and then no context is used, since the earlier utterances would
     # decide the language.
     multilingual: bool = False
-
-    def beam_size(self, kind: DecodeKind, prefix: str) -> int:
-        """The beam of a decode of this kind whose utterance's stable words are ``prefix``."""
-        if kind is DecodeKind.FINAL:
-            return self.final_beam_size
-        greedy_from = self.partial_greedy_from_words
-        if greedy_from is not None and len(prefix.split()) >= greedy_from:
-            return 1
-        return self.partial_beam_size
 
     def encode_min_s(self, kind: DecodeKind) -> float | None:
         """A request's ``encode_min_s`` for this kind: None (Whisper's 30 s) from 30 s on."""
@@ -175,11 +159,6 @@ class SessionConfig:
             raise ConfigError(
                 f"partial_beam_size must be within 1..10, not {self.partial_beam_size}"
             )
-        if (
-            self.partial_greedy_from_words is not None
-            and not 0 <= self.partial_greedy_from_words <= 200
-        ):
-            raise ConfigError("partial_greedy_from_words must be within 0..200 or None")
         if not 2 <= self.stable_agree <= 10:
             raise ConfigError(f"stable_agree must be within 2..10, not {self.stable_agree}")
         if self.stable_agree_first is not None and not 2 <= self.stable_agree_first <= 10:

@@ -97,7 +97,7 @@ def build_request(
         language=settings.language,
         languages=settings.languages,
         word_timestamps=final and (settings.word_timestamps or config.revisions),
-        beam_size=config.beam_size(plan.kind, plan.prefix),
+        beam_size=config.final_beam_size if final else config.partial_beam_size,
         max_new_tokens=final_token_cap(plan.end - utt.start) if final else PARTIAL_MAX_TOKENS,
         # Same window, same key: a decode over a window already encoded reuses it (a
         # window with a filled tail is not the heard one, so its key names the fill).

@@ -28,16 +28,13 @@ NOTICE_INTERVAL_S = 5.0  # docs/protocol.md#error: overloaded at most once every
 SKIPPING = "the server is skipping partials for now; finals follow"
 MIN_RECHECK_S = 0.05  # while degraded, the load is looked at again at least this far apart
 
-# What one stream's partial typically decodes, for the cadence: a few seconds of speech, on
-# a partial's encoder length (SessionConfig.partial_encode_s): priced on 30 s, the cadence
-# came out four times too slow once the profile priced real windows by their length.
+# What one stream's partial typically decodes, for the cadence: a few seconds of speech.
 TYPICAL_PARTIAL = DecodeRequest(
     audio=np.zeros(3 * SAMPLE_RATE, dtype=np.float32),
     kind=DecodeKind.PARTIAL,
     purpose=Purpose.PARTIAL,
     beam_size=1,
     max_new_tokens=PARTIAL_MAX_TOKENS,
-    encode_min_s=5.0,
 )
 
 

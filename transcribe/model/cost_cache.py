@@ -25,9 +25,8 @@ from kettle.transcribe.model.costs import CostProfile
 
 logger = logging.getLogger(__name__)
 
-VERSION = 3  # bump when cost_probe measures differently: older files are then ignored
-# (3: the encoder per window length too; 2: each timing the least of two runs; version 1
-# kept what a busy machine measured)
+VERSION = 2  # bump when cost_probe measures differently: older files are then ignored
+# (2: each timing the least of two runs; version 1 kept what a busy machine measured)
 
 
 @dataclass(frozen=True)

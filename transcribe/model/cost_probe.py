@@ -1,9 +1,8 @@
 """Measure what the model costs on this device (start-up, about a second on a 2-core CPU).
 
-The encoder is timed at batch sizes 1 and 2 on 30 s (and 8 where two cost clearly less than
-twice one: a GPU), and on one window of 5 and 15 s (live windows' lengths); the decoder
-greedy over 1 and 8 rows with end-of-text suppressed, so it generates exactly as many tokens
-as asked, the difference of two lengths giving the cost per token.
+The encoder is timed at batch sizes 1 and 2 (and 8 where two cost clearly less than twice
+one: a GPU); the decoder greedy over 1 and 8 rows with end-of-text suppressed, so it generates
+exactly as many tokens as asked, the difference of two lengths giving the cost per token.
 Each timing is the least of ``REPEATS`` runs: whatever else the machine does only adds time,
 and a profile measured under load is kept (cost_cache) and paces every later start (a
 busy test run once stored a decoder step 35x too slow, and partials came 0.6 s apart, not 0.5).
@@ -22,7 +21,6 @@ from kettle.transcribe.model.costs import CostProfile
 from kettle.transcribe.model.prompts import PromptBuilder
 
 N_FRAMES = 3000
-WINDOW_FRAMES = (500, 1500)  # 5 s and 15 s: a partial's and a long final's encoder input
 REPEATS = 2
 
 
@@ -41,11 +39,11 @@ def measure(ct2: Any, fw: Any, prompts: PromptBuilder, device: str) -> CostProfi
     rng = np.random.default_rng(0)
     n_mels = int(ct2.n_mels)
 
-    def features(n: int, frames: int = N_FRAMES) -> Any:
-        return fw.storage((rng.standard_normal((n, n_mels, frames)) * 0.1).astype(np.float32))
+    def features(n: int) -> Any:
+        return fw.storage((rng.standard_normal((n, n_mels, N_FRAMES)) * 0.1).astype(np.float32))
 
-    def encode_s(n: int, frames: int = N_FRAMES) -> float:
-        storage = features(n, frames)
+    def encode_s(n: int) -> float:
+        storage = features(n)
         return fastest(lambda: ct2.encode(storage, to_cpu=False))[0]
 
     # A warm-up (first calls allocate), whose output feeds the decoder.
@@ -53,7 +51,6 @@ def measure(ct2: Any, fw: Any, prompts: PromptBuilder, device: str) -> CostProfi
     enc = {n: encode_s(n) for n in (1, 2)}
     if enc[2] < 1.5 * enc[1]:
         enc[8] = encode_s(8)
-    lengths = {f: encode_s(1, f) for f in WINDOW_FRAMES} | {N_FRAMES: enc[1]}
     tok = prompts.tokenizer("en")
     prompt = [*list(tok.sot_sequence), tok.no_timestamps]
     suppress = [*prompts.suppress_tokens(), tok.eot]
@@ -77,9 +74,4 @@ def measure(ct2: Any, fw: Any, prompts: PromptBuilder, device: str) -> CostProfi
             timing.append((len(res[0].sequences_ids[0]), seconds))
         (n0, s0), (n1, s1) = timing
         steps[rows] = max(0.0, (s1 - s0) / max(1, n1 - n0))
-    return CostProfile(
-        tuple(enc.items()),
-        tuple(steps.items()),
-        device=device,
-        encode_frames_s=tuple(lengths.items()),
-    )
+    return CostProfile(tuple(enc.items()), tuple(steps.items()), device=device)

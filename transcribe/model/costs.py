@@ -1,8 +1,7 @@
 """What one model call costs on this device: measured once at start-up, then predicted.
 
-``CostProfile`` holds the measurements (encoder seconds per batch size on 30 s and per window
-length, decoder seconds per generated token per number of rows decoded together; a beam of 5
-over b windows is 5b rows)
+``CostProfile`` holds the measurements (encoder seconds per batch size, decoder seconds per
+generated token per number of rows decoded together; a beam of 5 over b windows is 5b rows)
 and predicts by piecewise-linear interpolation, extrapolating linearly past the last point.
 Pure data: the adapter measures (``WhisperAdapter.measure_costs``), the scheduler predicts.
 """
@@ -17,19 +16,14 @@ from typing import Any
 
 @dataclass(frozen=True)
 class CostProfile:
-    encode_s: tuple[tuple[int, float], ...]  # (batch size, seconds of one pass on 30 s)
+    encode_s: tuple[tuple[int, float], ...]  # (batch size, seconds of one encoder pass)
     step_s: tuple[tuple[int, float], ...]  # (rows, seconds per generated token)
     device: str = "cpu"
-    # (encoder frames, seconds of one window's pass): a live window encodes on 5-15 s, where
-    # one pass costs a tenth to a quarter of 30 s's (attention grows with the square of the
-    # length). Without it every window costs 30 s's, and batching partials looked like a
-    # loss on a CPU where it halves their cost (RESULTS.md, bench_capacity). Empty: unmeasured.
-    encode_frames_s: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("encode_s", "step_s", "encode_frames_s"):
+        for name in ("encode_s", "step_s"):
             points = getattr(self, name)
-            if (name != "encode_frames_s" and not points) or any(n < 1 or s < 0 for n, s in points):
+            if not points or any(n < 1 or s < 0 for n, s in points):
                 raise ValueError(f"{name} needs points (n >= 1, seconds >= 0)")
             object.__setattr__(self, name, tuple(sorted(points)))
 
@@ -39,35 +33,14 @@ class CostProfile:
     def step(self, rows: int) -> float:
         return _interpolate(self.step_s, rows)
 
-    def encode_windows(self, frames: Sequence[int]) -> float:
-        """Seconds to encode windows of these lengths (encoder frames) in one batch: each
-        window's own pass where lengths were measured, else 30 s's batch pass."""
-        if not frames:
-            return 0.0
-        if not self.encode_frames_s:
-            return self.encode(len(frames))
-        return sum(_interpolate(self.encode_frames_s, f) for f in frames)
-
-    def batch(
-        self,
-        sizes: Sequence[int],
-        *,
-        beam: int = 1,
-        encoded: int | None = None,
-        frames: Sequence[int] | None = None,
-    ) -> float:
+    def batch(self, sizes: Sequence[int], *, beam: int = 1, encoded: int | None = None) -> float:
         """Seconds for one batch whose requests generate ``sizes`` tokens each (the batch
-        runs as long as its longest), ``encoded`` of them needing the encoder (default all),
-        on ``frames`` encoder frames each (default Whisper's 30 s)."""
+        runs as long as its longest), ``encoded`` of them needing the encoder (default all)."""
         if not sizes:
             return 0.0
         n = len(sizes)
         enc = n if encoded is None else encoded
-        if frames is None:
-            encode = self.encode(enc) if enc else 0.0
-        else:
-            encode = self.encode_windows(sorted(frames, reverse=True)[:enc])
-        return encode + max(sizes) * self.step(n * max(1, beam))
+        return (self.encode(enc) if enc else 0.0) + max(sizes) * self.step(n * max(1, beam))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CostProfile:
@@ -76,9 +49,6 @@ class CostProfile:
             encode_s=tuple((int(n), float(s)) for n, s in data["encode_s"].items()),
             step_s=tuple((int(n), float(s)) for n, s in data["step_s"].items()),
             device=str(data.get("device", "cpu")),
-            encode_frames_s=tuple(
-                (int(n), float(s)) for n, s in data.get("encode_frames_s", {}).items()
-            ),
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -86,7 +56,6 @@ class CostProfile:
             "device": self.device,
             "encode_s": {str(n): round(s, 5) for n, s in self.encode_s},
             "step_s": {str(n): round(s, 6) for n, s in self.step_s},
-            "encode_frames_s": {str(n): round(s, 5) for n, s in self.encode_frames_s},
         }
 
 

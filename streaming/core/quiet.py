@@ -75,13 +75,7 @@ class QuietTracker:
             return None
         return cls(chunks, probe or SileroStream())
 
-    def feed(self, audio: np.ndarray, end: int) -> None:
-        """Read ``audio``, which ends at stream position ``end``. After a gap (audio the
-        session did not give it) it starts afresh there: no speech heard yet."""
-        start = end - audio.shape[0]
-        if start != self._read + self._rest.shape[0]:
-            self._rest = self._rest[:0]
-            self._read, self.speech_end, self.quiet = start, None, 0
+    def feed(self, audio: np.ndarray) -> None:
         buf = np.concatenate([self._rest, audio]) if self._rest.shape[0] else audio
         whole = buf.shape[0] // CHUNK_SAMPLES
         for i in range(whole):

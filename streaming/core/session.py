@@ -73,7 +73,6 @@ from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest, Deco
 __all__ = ["PARTIAL_MAX_TOKENS", "Session", "SessionConfig"]
 
 MAX_BACKOFF = 8.0
-ROOM_CADENCE = 2.0  # see Session._model_has_room
 
 
 class Session:
@@ -247,9 +246,9 @@ class Session:
             return
         self._buf.append(audio)
         self._fed += len(audio)
-        if self._quiet is not None and (self._model_has_room or self._quiet_standing):
-            self._quiet.feed(audio, self._fed)  # Silero's CPU only where its ends are used
-        self._void_quiet()
+        if self._quiet is not None:
+            self._quiet.feed(audio)
+            self._void_quiet()
         self._segments.apply(self._segmenter.feed(audio))
         retention.trim(self._buf, self._history, self._segmenter, self._utts, self._refine)
         self._pump()
@@ -358,11 +357,6 @@ class Session:
                 self._requests.append(refinement)
         self._maybe_done()
 
-    @property
-    def _quiet_standing(self) -> bool:
-        utt = self._utts.open
-        return utt is not None and utt.speculation.quiet
-
     def _void_quiet(self) -> None:
         """A speculation from Silero's end of speech is void once Silero hears speech again,
         or once webrtcvad has not ended the utterance within its target."""
@@ -389,15 +383,13 @@ class Session:
 
     @property
     def _model_has_room(self) -> bool:
-        """Whether the engine's partial cadence is within ``ROOM_CADENCE`` times the config's
-        own (one stream: 0.1-0.4 s; eight on this 2-core EPYC: 0.9-1.5 s). Under load a
-        speculative final waits for idle model time holding the stream's one request, and
-        Silero's ends inside speech (0.3 per speech second) cost partials and its reading
-        CPU: on ``bench_server --capacity`` 8 streams got 0.40-0.52 partials per speech
-        second against 0.65-0.79 without it. So Silero is read, and its ends ask, only while
-        the model has room; webrtcvad's hush always asks."""
+        """Whether the engine's partial cadence is the config's own. Under load a speculative
+        final waits for idle model time holding the stream's one request, and Silero's ends
+        inside speech (0.3 per speech second) then cost partials: on ``bench_server
+        --capacity`` 8 streams got 0.52 partials per speech second against 0.79 without
+        them. So Silero's ends ask only while the model has room; webrtcvad's hush always."""
         hint = self.interval_hint_s
-        return hint is None or hint <= ROOM_CADENCE * self.config.partial_interval_s
+        return hint is None or hint <= self.config.partial_interval_s
 
     def _maybe_done(self) -> None:
         """After stop, once nothing is left to decode: Done, the session's last event."""

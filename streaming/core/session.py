@@ -378,18 +378,8 @@ class Session:
             silence_frames=seg.silence_frames,
             backoff=self._backoff,
             stopping=self.stopping,
-            quiet_end=self._quiet.ended(since=0) if self._quiet and self._model_has_room else None,
+            quiet_end=self._quiet.ended(since=0) if self._quiet is not None else None,
         )
-
-    @property
-    def _model_has_room(self) -> bool:
-        """Whether the engine's partial cadence is the config's own. Under load a speculative
-        final waits for idle model time holding the stream's one request, and Silero's ends
-        inside speech (0.3 per speech second) then cost partials: on ``bench_server
-        --capacity`` 8 streams got 0.52 partials per speech second against 0.79 without
-        them. So Silero's ends ask only while the model has room; webrtcvad's hush always."""
-        hint = self.interval_hint_s
-        return hint is None or hint <= self.config.partial_interval_s
 
     def _maybe_done(self) -> None:
         """After stop, once nothing is left to decode: Done, the session's last event."""

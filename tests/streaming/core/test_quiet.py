@@ -183,20 +183,3 @@ def test_silero_as_a_stream_hears_jfks_end_soon_after_it() -> None:
     assert 10.3 * SR <= last_end <= 10.9 * SR
     assert heard_at - last_end <= (QUIET_CHUNKS + 1) * CHUNK_SAMPLES
     assert len(ends) >= 2
-
-
-def test_under_load_only_webrtcvads_hush_asks() -> None:
-    # The engine's cadence past the config's interval: the model is shared, and a
-    # speculation from Silero's end would hold the stream's one request while it waits.
-    session = Session(CONFIG, classifier=EnergyClassifier(), chunk_probe=Chunks((0, 2 * SR)))
-    session.interval_hint_s = CONFIG.partial_interval_s * 2
-    requests: list[DecodeRequest] = []
-    audio = np.concatenate([voiced(2.8), np.zeros(SR, np.float32)])
-    play(session, FakeDecoder(), audio, requests.append)
-    speculative = [r for r in requests if r.purpose is Purpose.SPECULATIVE]
-    assert speculative and all(window_end(r) > int(2.8 * SR) for r in speculative)
-    session = Session(CONFIG, classifier=EnergyClassifier(), chunk_probe=Chunks((0, 2 * SR)))
-    session.interval_hint_s = CONFIG.partial_interval_s  # the config's own cadence: room
-    requests.clear()
-    play(session, FakeDecoder(), audio, requests.append)
-    assert window_end(next(r for r in requests if r.purpose is Purpose.SPECULATIVE)) < 2.8 * SR

@@ -170,7 +170,7 @@ def test_a_bad_setting_is_refused() -> None:
 def test_silero_as_a_stream_hears_jfks_end_soon_after_it() -> None:
     jfk = load_audio(Path(__file__).parents[2] / "data" / "jfk.flac")
     tracker = QuietTracker(QUIET_CHUNKS, SileroStream())
-    ends: list[tuple[int, int]] = []
+    ends = []
     audio = np.concatenate([jfk, np.zeros(SR, np.float32)])
     for i in range(0, audio.shape[0], 320):
         tracker.feed(audio[i : i + 320])

@@ -53,11 +53,6 @@ class SessionConfig:
     # Silence after the last voiced frame at which the speculative final is asked for
     # (vad.SegmenterConfig.hush_ms; at most the 200 ms that make a pause).
     hush_ms: int = 60
-    # Silero VAD, run on the stream, also asks for the speculative final once this many 32 ms
-    # chunks after speech read below 0.5 (quiet.py): webrtcvad hears voice in the breath
-    # after the last word, and its hush came 0.5-0.8 s late on a fifth of bench_ttfs's
-    # turns. None: webrtcvad's hush only.
-    quiet_chunks: int | None = 3
     # Partials of an utterance this long wait while Silero hears no speech at the window's
     # end, so a speculative final never queues behind one (end_check.py); None: never.
     partial_end_check_s: float | None = 6.0
@@ -147,8 +142,6 @@ class SessionConfig:
             raise ConfigError(f"context_s must be within 0..30, not {self.context_s}")
         if not (0 <= self.context_chars <= 400 and 0 <= self.partial_context_chars <= 400):
             raise ConfigError("context_chars and partial_context_chars must be within 0..400")
-        if self.quiet_chunks is not None and not 1 <= self.quiet_chunks <= 30:
-            raise ConfigError(f"quiet_chunks must be within 1..30 or None, not {self.quiet_chunks}")
         if self.partial_end_check_s is not None and not 0.0 <= self.partial_end_check_s <= 30.0:
             raise ConfigError(
                 f"partial_end_check_s must be within 0..30 or None, not {self.partial_end_check_s}"

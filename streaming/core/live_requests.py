@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from kettle.streaming.core.audio_buffer import AudioBuffer
 from kettle.streaming.core.config import SessionConfig
 from kettle.streaming.core.planner import Plan, StreamState
-from kettle.streaming.core.quiet import HOLD_SAMPLES
 from kettle.streaming.core.requests import build_request, window_audio
 from kettle.streaming.core.utterances import Utterance, UtteranceTracker
 from kettle.transcribe.types import DecodeKind, DecodeRequest
@@ -58,14 +57,9 @@ class LiveRequests:
         """The request for ``plan`` (planned on ``state``), now in flight."""
         rid = self.new_id()
         utt = plan.utterance
-        speech_end = state.quiet_end if plan.quiet else state.speech_end
-        audio = window_audio(buf, plan, speech_end)
+        audio = window_audio(buf, plan, state.speech_end)
         request = build_request(plan, config, self._session_id, rid, audio, keyterms)
-        if plan.quiet:
-            assert utt.end is None and state.quiet_end is not None
-            target = state.quiet_end + HOLD_SAMPLES
-            utt.speculation.request(plan.end, target, state.quiet_end, quiet=True)
-        elif plan.speculative:
+        if plan.speculative:
             assert utt.end is None and state.hush_end is not None and state.speech_end is not None
             utt.speculation.request(plan.end, state.hush_end, state.speech_end)
         elif plan.kind is DecodeKind.PARTIAL:

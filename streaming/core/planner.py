@@ -12,9 +12,6 @@ Order. Finals of closed utterances come first, oldest first. Then, in an open ut
 - at a pause long enough for the final's tail, a speculative FINAL on the window the final
   will have if the endpoint confirms the pause (ready, or nearly, when the endpoint comes),
   as soon as the pause begins, the tail not heard yet filled from the pause's own audio;
-- else, once Silero hears the speech end while webrtcvad still hears voice (quiet.py), a
-  speculative FINAL on the speech up to there and the final's tail; partials wait while
-  it stands;
 - else, every ``partial_interval`` of new audio, a PARTIAL on the utterance so far, unless
   silence is starting (a pause, and its speculative final, may be near) or the utterance is
   near its maximum length (stable words must lie before any cut the segmenter may choose).
@@ -65,8 +62,6 @@ class StreamState:
     silence_frames: int
     backoff: float
     stopping: bool
-    # Where Silero heard the speech end (quiet.QuietTracker.ended), None while it goes on.
-    quiet_end: int | None = None
 
 
 @dataclass(frozen=True)
@@ -78,8 +73,6 @@ class Plan:
     context: Context
     prefix: str  # the utterance's stable words, which the result starts with
     speculative: bool = False
-    # A speculative final asked at Silero's end of speech, not at webrtcvad's hush.
-    quiet: bool = False
     # Where the heard audio ends when a speculative final's window runs past it (the rest
     # is filled from the pause; always before ``end``); None: the whole window was heard.
     heard_end: int | None = None
@@ -102,12 +95,11 @@ def final_window_end(utt: Utterance) -> int:
     return max(utt.end, utt.window_limit if utt.window_limit is not None else utt.end)
 
 
-def plan_final(utt: Utterance, history: ContextHistory, cfg: PlannerConfig) -> Plan:
-    """A closed utterance's final; on its speculation's window if that stands for it (a
-    speculation from Silero's end holds less of the audio after the speech)."""
-    spec = utt.speculation
-    end = spec.window_end if spec.quiet and spec.window_end is not None else final_window_end(utt)
-    return _plan(utt, DecodeKind.FINAL, end, history, cfg)
+def plan_final(
+    utt: Utterance, history: ContextHistory, cfg: PlannerConfig, *, speculative: bool = False
+) -> Plan:
+    end = final_window_end(utt)
+    return _plan(utt, DecodeKind.FINAL, end, history, cfg, speculative=speculative)
 
 
 def plan_next(
@@ -122,17 +114,6 @@ def plan_next(
         return None
     if state.hush_end is not None and state.hush_end > utt.start:
         return _plan_pause(utt, history, state, cfg)
-    spec = utt.speculation
-    if spec.quiet and spec.requested:
-        return None  # Silero heard the speech end: partials wait while that stands
-    if (
-        cfg.speculative_final
-        and state.quiet_end is not None
-        and state.quiet_end > utt.start
-        and not spec.requested
-        and spec.quiet_tried != state.quiet_end
-    ):
-        return _plan_quiet(utt, history, state, cfg, state.quiet_end)
     if not cfg.partials:
         return None
     first = utt.last_partial_end <= utt.start
@@ -166,18 +147,6 @@ def _plan_pause(
     )
 
 
-def _plan_quiet(
-    utt: Utterance, history: ContextHistory, state: StreamState, cfg: PlannerConfig, end: int
-) -> Plan:
-    """A speculative final on the speech up to Silero's ``end`` and the final's tail."""
-    window_end = end + cfg.final_tail
-    heard_end = state.position if state.position < window_end else None
-    return _plan(
-        utt, DecodeKind.FINAL, window_end, history, cfg,
-        speculative=True, quiet=True, heard_end=heard_end,
-    )  # fmt: skip
-
-
 def _plan(
     utt: Utterance,
     kind: DecodeKind,
@@ -186,7 +155,6 @@ def _plan(
     cfg: PlannerConfig,
     *,
     speculative: bool = False,
-    quiet: bool = False,
     heard_end: int | None = None,
 ) -> Plan:
     chars = cfg.final_context_chars if kind is DecodeKind.FINAL else cfg.partial_context_chars
@@ -198,4 +166,4 @@ def _plan(
         prompt=settings.prompt, since=settings.prompt_from, request_from=settings.context_from,
     )  # fmt: skip
     prefix = utt.agreement.stable_text
-    return Plan(utt, kind, context.start, end, context, prefix, speculative, quiet, heard_end)
+    return Plan(utt, kind, context.start, end, context, prefix, speculative, heard_end)

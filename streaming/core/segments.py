@@ -76,9 +76,7 @@ class SegmentDecisions:
 
     def _resume(self) -> None:
         if self._utts.open is not None:
-            spec = self._utts.open.speculation
-            if not spec.quiet:  # Silero's own ear voids a speculation from its end
-                spec.invalidate()  # speech is back
+            self._utts.open.speculation.invalidate()  # speech is back
             if self._pause_events:
                 self._emit(Resumed(self._utts.open.start, self._segmenter.position))
 

@@ -59,7 +59,6 @@ from kettle.streaming.core.lifecycle import Lifecycle, Move, SessionState
 from kettle.streaming.core.live_requests import LiveRequests
 from kettle.streaming.core.planner import HOLD_PARTIAL_FRAMES, StreamState, plan_next
 from kettle.streaming.core.publisher import Publisher
-from kettle.streaming.core.quiet import ChunkProbe, QuietTracker
 from kettle.streaming.core.refine import RefineStats
 from kettle.streaming.core.refine_lane import RefineLane
 from kettle.streaming.core.requests import PARTIAL_MAX_TOKENS
@@ -85,7 +84,6 @@ class Session:
         session_id: str = "session",
         classifier: FrameClassifier | None = None,
         speech_probe: SpeechProbe | None = None,
-        chunk_probe: ChunkProbe | None = None,
     ) -> None:
         self._tuning = Tuning(config or SessionConfig())
         self.session_id = session_id
@@ -120,13 +118,6 @@ class Session:
         )  # fmt: skip
         self._backoff = 1.0
         self._end_check = EndCheck.of(self.config.partial_end_check_s, speech_probe)
-        # Silero's end of speech, a sooner trigger for the speculative final where webrtcvad
-        # ends late (quiet.py); a session given its own classifier (a test's, for clean
-        # audio) has no late ends to correct, and gets it only with a ``chunk_probe``.
-        quiet = self.config.quiet_chunks if self.config.speculative_final else None
-        if classifier is not None and chunk_probe is None:
-            quiet = None
-        self._quiet = QuietTracker.of(quiet, chunk_probe)
         # Set by the engine: a longer partial interval than the config's (from the measured
         # decode cost, or stretched under load); math.inf pauses partials.
         self.interval_hint_s: float | None = None
@@ -246,9 +237,6 @@ class Session:
             return
         self._buf.append(audio)
         self._fed += len(audio)
-        if self._quiet is not None:
-            self._quiet.feed(audio)
-            self._void_quiet()
         self._segments.apply(self._segmenter.feed(audio))
         retention.trim(self._buf, self._history, self._segmenter, self._utts, self._refine)
         self._pump()
@@ -357,17 +345,6 @@ class Session:
                 self._requests.append(refinement)
         self._maybe_done()
 
-    def _void_quiet(self) -> None:
-        """A speculation from Silero's end of speech is void once Silero hears speech again,
-        or once webrtcvad has not ended the utterance within its target."""
-        utt = self._utts.open
-        if utt is None or not utt.speculation.quiet or self._quiet is None:
-            return
-        spec = utt.speculation
-        assert spec.speech_end is not None and spec.target is not None
-        if self._quiet.spoke_after(spec.speech_end) or self._fed > spec.target:
-            spec.invalidate()
-
     def _stream_state(self) -> StreamState:
         seg = self._segmenter
         return StreamState(
@@ -378,7 +355,6 @@ class Session:
             silence_frames=seg.silence_frames,
             backoff=self._backoff,
             stopping=self.stopping,
-            quiet_end=self._quiet.ended(since=0) if self._quiet is not None else None,
         )
 
     def _maybe_done(self) -> None:

@@ -11,10 +11,6 @@ speculation can fill it with the pause's own audio (``fill_tail``): the endpoint
 confirms that what really came there was silence too, and a window that ends in room tone
 reads as one that ends in room tone; zeros would read as a cut (tiny.en misreads words at a
 window's hard edge).
-
-A speculation may also start at Silero's end of speech (``quiet``, quiet.py) while webrtcvad
-still hears voice: it stands for any end of the utterance up to its ``target`` (the session
-voids it once Silero hears speech again).
 """
 
 from __future__ import annotations
@@ -47,23 +43,14 @@ class Speculation:
     # Set when a speculation of this pause failed: no second try, the endpoint asks for the
     # real final instead.
     given_up: bool = False
-    # Asked at Silero's end of speech (quiet.py), not at webrtcvad's hush.
-    quiet: bool = False
-    # The Silero end last asked for (kept when void: one try per end).
-    quiet_tried: int | None = None
 
     @property
     def requested(self) -> bool:
         return self.window_end is not None or self.given_up
 
-    def request(
-        self, window_end: int, target: int, speech_end: int, *, quiet: bool = False
-    ) -> None:
+    def request(self, window_end: int, target: int, speech_end: int) -> None:
         self.window_end, self.target, self.speech_end = window_end, target, speech_end
         self.result = None
-        self.quiet = quiet
-        if quiet:
-            self.quiet_tried = speech_end
 
     def accept(self, window_end: int, result: DecodeResult) -> bool:
         """Keep a speculative result if it is for the current speculation."""
@@ -80,13 +67,12 @@ class Speculation:
         """Whether an utterance that ended at ``end``, its last voiced frame ending at
         ``speech_end``, is the one speculated: the same speech, ended anywhere in the silence
         up to the endpoint (a finalize in the hush ends it early). The window's audio past
-        the speech was silence either way (heard, or filled from what was heard). A ``quiet``
-        one matches any end from Silero's end up to its target, whatever webrtcvad heard."""
-        if self.target is None or self.speech_end is None:
-            return False
-        if self.quiet:
-            return self.speech_end <= end <= self.target
-        return self.speech_end == speech_end and speech_end <= end <= self.target
+        the speech was silence either way (heard, or filled from what was heard)."""
+        return (
+            self.target is not None
+            and self.speech_end == speech_end
+            and speech_end <= end <= self.target
+        )
 
     def ready(self, end: int, speech_end: int) -> DecodeResult | None:
         """The result, if it was speculated for this utterance (``matches``)."""
@@ -96,4 +82,3 @@ class Speculation:
         self.window_end = self.target = self.speech_end = None
         self.result = None
         self.given_up = False
-        self.quiet = False

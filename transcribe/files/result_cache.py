@@ -128,6 +128,18 @@ class ResultCache:
         self._local.conn = conn
         return conn
 
+    def contains(self, key: str) -> bool:
+        """Whether ``key`` has an entry (which ``get`` may still find damaged)."""
+        conn = self._conn()
+        if conn is None:
+            return False
+        try:
+            row = conn.execute("SELECT 1 FROM results WHERE key = ?", (key,)).fetchone()
+        except sqlite3.Error as exc:
+            log.warning("result cache read failed: %s", exc)
+            return False
+        return row is not None
+
     def get(self, key: str) -> Transcript | None:
         conn = self._conn()
         if conn is None:

@@ -37,7 +37,7 @@ def fake(monkeypatch) -> dict[str, int]:
     """The fake model, speech spans from the script, and the pitch encoder (loads counted)."""
     loads = {"speakers": 0}
     decoder = FakeDecoder(name="tiny.en")
-    monkeypatch.setattr(tcli._LazyDecoder, "_load", lambda self: decoder)
+    monkeypatch.setattr(tcli._LazyDecoder, "_new", lambda self: decoder)
     monkeypatch.setattr(windows, "speech_spans", lambda audio, config: _voiced_spans(audio))
 
     def encoder() -> PitchSpeakerEncoder:
@@ -118,7 +118,7 @@ def test_max_speakers_out_of_range_is_a_usage_error(tmp_path: Path, fake) -> Non
 
 
 def test_a_missing_speaker_model_is_one_clear_line(tmp_path: Path, capsys, monkeypatch) -> None:
-    monkeypatch.setattr(tcli._LazyDecoder, "_load", lambda self: FakeDecoder(name="tiny.en"))
+    monkeypatch.setattr(tcli._LazyDecoder, "_new", lambda self: FakeDecoder(name="tiny.en"))
     monkeypatch.setattr(speaker_encoder, "available", lambda: False)
     wav = _two_voices(tmp_path / "talk.wav")
     rc = main(["transcribe", str(wav), "--diarize"])

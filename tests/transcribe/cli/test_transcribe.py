@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +45,7 @@ def fake_model(monkeypatch) -> dict[str, int]:
         loads["n"] += 1
         return fake
 
-    monkeypatch.setattr(tcli._LazyDecoder, "_load", load)
+    monkeypatch.setattr(tcli._LazyDecoder, "_new", load)
     # Tones are not speech to Silero: treat all audio as speech with the fake model.
     monkeypatch.setattr(windows, "speech_spans", lambda audio, config: [(0, len(audio))])
     return loads
@@ -181,6 +182,30 @@ def test_cache_second_run_does_not_decode(tmp_path: Path, fake_model, _own_cache
     assert (_own_cache / "results.sqlite").exists()
 
 
+def test_the_model_loads_on_its_own_thread_while_the_audio_is_cut(
+    tmp_path: Path, monkeypatch, _own_cache: Path
+) -> None:
+    a = speechlike(tmp_path / "a.wav")
+    events: list[str] = []
+
+    def load(self: tcli._LazyDecoder) -> FakeDecoder:
+        events.append(f"load on {threading.current_thread().name}")
+        return FakeDecoder(name="tiny.en")
+
+    def spans(audio: np.ndarray, config: object) -> list[tuple[int, int]]:
+        events.append("cut")
+        return [(0, len(audio))]
+
+    monkeypatch.setattr(tcli._LazyDecoder, "_new", load)
+    monkeypatch.setattr(windows, "speech_spans", spans)
+    assert main(["transcribe", str(a), "-o", str(tmp_path / "o")]) == 0
+    assert len(events) == 2 and "cut" in events
+    assert next(e for e in events if e != "cut").startswith("load on kettle-load")
+    events.clear()
+    assert main(["transcribe", str(a), "-o", str(tmp_path / "o")]) == 0  # cached: no load
+    assert events == []
+
+
 def test_cache_cap_from_the_command_line_and_environment(
     tmp_path: Path, capsys, monkeypatch, fake_model, _own_cache: Path
 ) -> None:
@@ -255,7 +280,7 @@ def test_fast_packs_longer_windows_and_skips_recovery(tmp_path: Path, monkeypatc
     seen: dict[str, list[float]] = {}
     for mode in ("default", "fast"):
         fake = FakeDecoder(name="tiny.en")
-        monkeypatch.setattr(tcli._LazyDecoder, "_load", lambda self, fake=fake: fake)
+        monkeypatch.setattr(tcli._LazyDecoder, "_new", lambda self, fake=fake: fake)
         flags = ["--fast"] if mode == "fast" else []
         rc = main(["transcribe", str(audio), "-o", str(tmp_path / mode), "--no-cache", *flags])
         assert rc == 0
@@ -274,7 +299,7 @@ def test_timed_formats_align_every_window_and_txt_only_where_text_is_short(
     asked: dict[str, list[bool]] = {}
     for fmt in ("txt", "srt"):
         fake = FakeDecoder(name="tiny.en")
-        monkeypatch.setattr(tcli._LazyDecoder, "_load", lambda self, fake=fake: fake)
+        monkeypatch.setattr(tcli._LazyDecoder, "_new", lambda self, fake=fake: fake)
         out = tmp_path / fmt
         assert main(["transcribe", str(audio), "-o", str(out), "-f", fmt, "--no-cache"]) == 0
         first_pass = [r for r in fake.requests_seen if r.encode_min_s is not None]

@@ -30,10 +30,11 @@ def test_key_depends_on_content_model_and_options() -> None:
 
 def test_round_trip_and_counts(tmp_path: Path) -> None:
     with ResultCache(tmp_path / "c.sqlite") as cache:
-        assert cache.get("k") is None
+        assert cache.get("k") is None and not cache.contains("k")
         cache.put("k", _transcript(3))
+        assert cache.contains("k") and not cache.contains("other")
         assert cache.get("k") == _transcript(3)
-        assert (cache.hits, cache.misses) == (1, 1)
+        assert (cache.hits, cache.misses) == (1, 1)  # contains counts neither
         assert len(cache) == 1
     with ResultCache(tmp_path / "c.sqlite") as again:  # persists across instances
         assert again.get("k") == _transcript(3)
@@ -57,7 +58,7 @@ def test_unusable_location_disables_without_failing(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
     cache = ResultCache(blocker / "sub" / "c.sqlite")  # parent is a file
-    assert cache.get("k") is None
+    assert cache.get("k") is None and not cache.contains("k")
     cache.put("k", _transcript(1))  # no exception
     assert len(cache) == 0
 

@@ -39,6 +39,13 @@ def beam_of(request: DecodeRequest) -> int:
     return FINAL_BEAM if request.kind is DecodeKind.FINAL else 1
 
 
+def _raw(profile: CostProfile, requests: Sequence[DecodeRequest]) -> float:
+    """The profile's seconds for one batch of these requests (before the observed factor)."""
+    return profile.batch(
+        [expected_tokens(r) for r in requests], beam=max(beam_of(r) for r in requests)
+    )
+
+
 class CostModel:
     """``profiles``: the measured profile of the model that serves each kind (finals may run
     on a different model than partials)."""
@@ -57,10 +64,7 @@ class CostModel:
         if profile is None:
             per = self._per_request.get(kind)
             return None if per is None else per * len(requests)
-        raw = profile.batch(
-            [expected_tokens(r) for r in requests], beam=max(beam_of(r) for r in requests)
-        )
-        return raw * self._factor.get(kind, 1.0)
+        return _raw(profile, requests) * self._factor.get(kind, 1.0)
 
     def charge(self, request: DecodeRequest) -> float:
         """What serving a request costs its owner's fair share: predicted decode seconds
@@ -85,9 +89,7 @@ class CostModel:
         self._per_request[kind] = per if old is None else 0.7 * old + 0.3 * per
         profile = self.profiles.get(kind)
         if profile is not None:
-            raw = profile.batch(
-                [expected_tokens(r) for r in requests], beam=max(beam_of(r) for r in requests)
-            )
+            raw = _raw(profile, requests)
             if raw > 0:
                 # Wide bounds: a profile measured on a busy machine can be 30x off.
                 ratio = min(100.0, max(0.01, seconds / raw))

@@ -16,6 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from kettle.streaming.core.planner import PlannerConfig
+from kettle.streaming.core.tail import TailConfig
 from kettle.streaming.core.utterances import UtteranceSettings
 from kettle.streaming.core.vad import SegmenterConfig
 from kettle.transcribe.errors import ConfigError
@@ -56,6 +57,11 @@ class SessionConfig:
     # Partials of an utterance this long wait while Silero hears no speech at the window's
     # end, so a speculative final never queues behind one (end_check.py); None: never.
     partial_end_check_s: float | None = 6.0
+    # A long utterance's later decodes (partials and finals) start near its last stable words,
+    # this many seconds before the window's end at least, the earlier stable words as prompt
+    # (tail.py): a decode's cost grows with its window's tokens. None: every decode holds its
+    # whole utterance.
+    tail_window_s: float | None = 4.0
     # Text the first utterance is conditioned on (names, vocabulary); later ones get the
     # stream's previous finals.
     prompt: str | None = None
@@ -124,6 +130,9 @@ class SessionConfig:
         seconds = self.final_encode_s if kind is DecodeKind.FINAL else self.partial_encode_s
         return seconds if seconds < 30 else None
 
+    def tail_config(self) -> TailConfig | None:
+        return None if self.tail_window_s is None else TailConfig(min_s=self.tail_window_s)
+
     def __post_init__(self) -> None:
         if self.language is not None and not (
             isinstance(self.language, str)
@@ -142,6 +151,10 @@ class SessionConfig:
             raise ConfigError(f"context_s must be within 0..30, not {self.context_s}")
         if not (0 <= self.context_chars <= 400 and 0 <= self.partial_context_chars <= 400):
             raise ConfigError("context_chars and partial_context_chars must be within 0..400")
+        if self.tail_window_s is not None and not 1.0 <= self.tail_window_s <= 30.0:
+            raise ConfigError(
+                f"tail_window_s must be within 1..30 or None, not {self.tail_window_s}"
+            )
         if self.partial_end_check_s is not None and not 0.0 <= self.partial_end_check_s <= 30.0:
             raise ConfigError(
                 f"partial_end_check_s must be within 0..30 or None, not {self.partial_end_check_s}"
@@ -227,4 +240,5 @@ class SessionConfig:
             partial_context_chars=self.partial_context_chars,
             max_voice_change=(self.voice_gate or None) if context else None,
             partial_window=encoder_window_limit(self.encode_min_s(DecodeKind.PARTIAL)),
+            tail=self.tail_config(),
         )

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kettle.streaming.core.context import Context, ContextHistory
+from kettle.streaming.core.context import PROMPT_CHARS, Context, ContextHistory
+from kettle.streaming.core.tail import TailConfig, choose_cut, lead_text
 from kettle.streaming.core.utterances import Utterance, UtteranceTracker
-from kettle.transcribe.types import MAX_WINDOW_SAMPLES, DecodeKind, Purpose
+from kettle.transcribe.types import MAX_WINDOW_SAMPLES, DecodeKind, Purpose, Word
 
 HOLD_PARTIAL_FRAMES = 6  # 120 ms of silence and partials wait for the pause
 
@@ -49,6 +50,8 @@ class PlannerConfig:
     # least that much audio anyway (SessionConfig.partial_encode_s), so context up to there
     # costs no encoder time.
     partial_window: int = MAX_WINDOW_SAMPLES
+    # Tail windows for long utterances (tail.py); None: every decode holds its utterance.
+    tail: TailConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,9 @@ class Plan:
     # Where the heard audio ends when a speculative final's window runs past it (the rest
     # is filled from the pause; always before ``end``); None: the whole window was heard.
     heard_end: int | None = None
+    # The stable words before a tail window (tail.py), absolute seconds: its result is made
+    # whole with them; () when the window holds the whole utterance.
+    lead: tuple[Word, ...] = ()
 
     @property
     def heard_until(self) -> int:
@@ -166,4 +172,15 @@ def _plan(
         prompt=settings.prompt, since=settings.prompt_from, request_from=settings.context_from,
     )  # fmt: skip
     prefix = utt.agreement.stable_text
-    return Plan(utt, kind, context.start, end, context, prefix, speculative, heard_end)
+    cut = None
+    if cfg.tail is not None and not utt.alone:
+        stable_count = utt.agreement.stable_count
+        cut = choose_cut(utt.stable_timed, stable_count, utt.start, end, cfg.tail)
+    if cut is None:
+        return Plan(utt, kind, context.start, end, context, prefix, speculative, heard_end)
+    # The stable words before the cut are the prompt's end, the rest are forced.
+    lead = lead_text(cut.lead)
+    prompt = f"{context.prompt} {' '.join(context.finals)} {lead}".strip()[-PROMPT_CHARS:]
+    forced = " ".join(utt.agreement.stable_words[len(cut.lead) :])
+    tail_context = Context(cut.start, (), prompt)
+    return Plan(utt, kind, cut.start, end, tail_context, forced, speculative, heard_end, cut.lead)

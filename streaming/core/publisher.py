@@ -21,6 +21,7 @@ from kettle.streaming.core.refine import Refinable
 from kettle.streaming.core.refine_lane import RefineLane
 from kettle.streaming.core.results import final_words, usable
 from kettle.streaming.core.speakers import Speakers
+from kettle.streaming.core.tail import learn, restore
 from kettle.streaming.core.utterances import Utterance, UtteranceTracker
 from kettle.transcribe.model.nonspeech import STREAM as NONSPEECH
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeResult, Word
@@ -66,7 +67,9 @@ class Publisher:
             ready = utt.speculation.ready(utt.end, utt.speech_end)
             if ready is not None:
                 self._utts.take(utt)
-                self._emit_final(utt, ready, plan_final(utt, self._history, planner))
+                # Its words are timed from the speculative window's start.
+                plan = utt.speculation.plan or plan_final(utt, self._history, planner)
+                self._emit_final(utt, ready, plan)
             elif utt.end <= utt.start:
                 self._utts.take(utt)
                 self._resolve_empty(utt)
@@ -79,6 +82,7 @@ class Publisher:
         utt = pending.utterance
         if utt is not self._utts.open:
             return False  # the utterance closed meanwhile; its final supersedes this
+        result = restore(result, pending.plan.lead, pending.plan.start)
         if self._rejected(pending.plan, result):
             return False
         self._show(utt, pending.plan, result)
@@ -88,10 +92,11 @@ class Publisher:
         """A final's result, or a speculative final's (shown as a partial with ``partials``
         while the utterance is open)."""
         utt, plan = pending.utterance, pending.plan
+        result = restore(result, plan.lead, plan.start)
         if self._rejected(plan, result):
             return  # the planner asks again, without context
         if plan.speculative:
-            if not utt.speculation.accept(plan.end, result):
+            if not utt.speculation.accept(plan.end, result, plan):
                 return  # speech resumed: discarded
             if utt.end is None:
                 if partials:
@@ -153,6 +158,9 @@ class Publisher:
         hyp = utt.agreement.update(text, trusted=trusted)
         if not hyp.text:
             return
+        if result.words and trusted:
+            stable = utt.agreement.stable_words
+            utt.stable_timed = learn(utt.stable_timed, stable, result.words, plan.start)
         number = self._utts.number(utt)
         utt.last_partial_text = hyp.text
         self._emit(Partial(number, utt.start, plan.heard_until, hyp.text, hyp.stable, speculative))

@@ -10,6 +10,7 @@ from kettle.streaming.core.config import SessionConfig
 from kettle.streaming.core.planner import Plan
 from kettle.streaming.core.refine import RefinePlan
 from kettle.streaming.core.speculation import fill_tail
+from kettle.streaming.core.tail import wants_times
 from kettle.transcribe.model import defaults, keyterms
 from kettle.transcribe.model.prompts import MAX_LENGTH
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeRequest, Purpose
@@ -86,6 +87,7 @@ def build_request(
     utt = plan.utterance
     settings = utt.settings
     final = plan.kind is DecodeKind.FINAL
+    tail = config.tail_config()
     return DecodeRequest(
         audio=audio,
         kind=plan.kind,
@@ -96,7 +98,8 @@ def build_request(
         hotwords=keyterms.hotwords(terms),
         language=settings.language,
         languages=settings.languages,
-        word_timestamps=final and (settings.word_timestamps or config.revisions),
+        word_timestamps=(final and (settings.word_timestamps or config.revisions))
+        or (tail is not None and wants_times(plan.end - utt.start, tail)),
         beam_size=config.final_beam_size if final else config.partial_beam_size,
         max_new_tokens=final_token_cap(plan.end - utt.start) if final else PARTIAL_MAX_TOKENS,
         # Same window, same key: a decode over a window already encoded reuses it (a

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from kettle.streaming.core.agreement import Agreement
 from kettle.streaming.core.speculation import Speculation
 from kettle.streaming.core.voice import Voice
+from kettle.transcribe.types import Word
 
 ENDPOINTS_KEPT = 256  # end-decision positions kept for latency measurement (simulate)
 
@@ -61,6 +62,9 @@ class Utterance:
     voice: Voice | None = None  # voice signature (voice.py), once enough audio came
     voice_final: bool = False  # the signature covers all it will (no need to compute again)
     voice_end: int = 0  # where the audio of the last signature ended
+    # Times of the first stable words (absolute seconds), as far as a hypothesis with word
+    # timestamps read them: where a tail window may start (tail.py).
+    stable_timed: list[Word] = field(default_factory=list)
 
 
 class UtteranceTracker:

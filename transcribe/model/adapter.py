@@ -362,7 +362,11 @@ class WhisperAdapter:
                     self._prompts.build(job)
                 self._decode_active(group)
                 self._aligner.align(
-                    [j for j in group if j.chosen is not None and j.request.wants_words(j.chosen.text)]
+                    [
+                        j
+                        for j in group
+                        if j.chosen is not None and j.request.wants_words(j.chosen.text)
+                    ]
                 )
             for job in active:
                 results[job.index] = self._result(job)

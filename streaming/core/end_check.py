@@ -89,3 +89,15 @@ class EndCheck:
             return False
         probabilities = self.probe(buf.slice(end - LOOK_SAMPLES, end))
         return bool(np.max(probabilities[-TAIL_CHUNKS:]) < SPEECH_PROBABILITY)
+
+
+def speech_after(buf: AudioBuffer, start: int, end: int, probe: SpeechProbe) -> bool:
+    """Whether Silero hears speech in [``start``, ``end``): a chunk there at its threshold,
+    read after ``LOOK_SAMPLES`` before ``start`` (Silero, started afresh, settles by then)."""
+    chunks = (end - start) // CHUNK_SAMPLES
+    if chunks <= 0:
+        return False
+    begin = max(0, end - chunks * CHUNK_SAMPLES - LOOK_SAMPLES)
+    begin = end - (end - begin) // CHUNK_SAMPLES * CHUNK_SAMPLES
+    probabilities = probe(buf.slice(begin, end))
+    return bool(np.max(probabilities[-chunks:]) >= SPEECH_PROBABILITY)

@@ -173,7 +173,7 @@ def _plan(
     )  # fmt: skip
     prefix = utt.agreement.stable_text
     cut = None
-    if cfg.tail is not None and not utt.alone:
+    if cfg.tail is not None and not (utt.alone or utt.whole):
         stable_count = utt.agreement.stable_count
         cut = choose_cut(utt.stable_timed, stable_count, utt.start, end, cfg.tail)
     if cut is None:

@@ -108,6 +108,15 @@ class Publisher:
         if self._utts.take(utt):
             self._emit_final(utt, result, plan)
 
+    def decode_whole(self, pending: Pending) -> None:
+        """A tail window's final fell short (Silero hears speech after its last word): the
+        utterance is decoded whole from now on, and the final asked for again."""
+        utt = pending.utterance
+        logger.info("%s: a tail window's final fell short; decoding it whole", self._session_id)
+        utt.whole = True
+        if pending.plan.speculative:
+            utt.speculation.invalidate()
+
     def failure(self, pending: Pending, message: str) -> None:
         """A live request failed for good."""
         utt = pending.utterance

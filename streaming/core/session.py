@@ -53,7 +53,7 @@ from kettle.streaming.core import retention
 from kettle.streaming.core.audio_buffer import AudioBuffer, as_mono_float32
 from kettle.streaming.core.config import SessionConfig
 from kettle.streaming.core.context import ContextHistory
-from kettle.streaming.core.end_check import EndCheck, SpeechProbe
+from kettle.streaming.core.end_check import EndCheck, SpeechProbe, silero_probe, speech_after
 from kettle.streaming.core.events import Done, Event, Finalized
 from kettle.streaming.core.lifecycle import Lifecycle, Move, SessionState
 from kettle.streaming.core.live_requests import LiveRequests
@@ -64,6 +64,7 @@ from kettle.streaming.core.refine_lane import RefineLane
 from kettle.streaming.core.requests import PARTIAL_MAX_TOKENS
 from kettle.streaming.core.segments import SegmentDecisions
 from kettle.streaming.core.speakers import Speakers
+from kettle.streaming.core.tail import fell_short
 from kettle.streaming.core.tuning import Tuning
 from kettle.streaming.core.utterances import UtteranceTracker
 from kettle.streaming.core.vad import FRAME_SAMPLES, FrameClassifier, Segmenter
@@ -118,6 +119,8 @@ class Session:
         )  # fmt: skip
         self._backoff = 1.0
         self._end_check = EndCheck.of(self.config.partial_end_check_s, speech_probe)
+        probe = speech_probe or silero_probe
+        self._speech_in = functools.partial(speech_after, self._buf, probe=probe)
         # Set by the engine: a longer partial interval than the config's (from the measured
         # decode cost, or stretched under load); math.inf pauses partials.
         self.interval_hint_s: float | None = None
@@ -290,6 +293,10 @@ class Session:
         elif pending.kind is DecodeKind.PARTIAL:
             if self._publisher.partial(pending, result) and self._backoff > 1.0:
                 self._backoff = max(1.0, self._backoff / 2)
+        elif fell_short(
+            result, pending.plan.lead, pending.plan.start, pending.plan.heard_until, self._speech_in
+        ):
+            self._publisher.decode_whole(pending)
         else:
             self._publisher.final(pending, result, partials=self.config.partials)
         self._pump()

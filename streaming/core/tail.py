@@ -15,7 +15,7 @@ made whole again with them (``restore``) before anything reads it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kettle.streaming.core.agreement import normalized
@@ -55,6 +55,27 @@ def choose_cut(
             return None
         return Cut(start, tuple(timed[:j]))
     return None
+
+
+# A tail final's last word may end this much before Silero stops hearing speech (word times
+# from cross-attention are approximate).
+SHORT_SLACK_S = 0.15
+
+
+def fell_short(
+    result: DecodeResult,
+    lead: Sequence[Word],
+    window_start: int,
+    heard_end: int,
+    speech_in: Callable[[int, int], bool],
+) -> bool:
+    """Whether a tail window's final stopped before its speech did: ``speech_in(a, b)`` (Silero)
+    hears speech after its last word. A tail window ends early on its last word more often
+    than a whole one (it has its prompt but not its audio): such a final is decoded whole."""
+    if not lead or result.error is not None or not result.words:
+        return False
+    last_end = window_start + int((result.words[-1].end + SHORT_SLACK_S) * SAMPLE_RATE)
+    return speech_in(last_end, heard_end)
 
 
 def wants_times(samples: int, cfg: TailConfig) -> bool:

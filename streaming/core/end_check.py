@@ -91,13 +91,22 @@ class EndCheck:
         return bool(np.max(probabilities[-TAIL_CHUNKS:]) < SPEECH_PROBABILITY)
 
 
-def speech_after(buf: AudioBuffer, start: int, end: int, probe: SpeechProbe) -> bool:
-    """Whether Silero hears speech in [``start``, ``end``): a chunk there at its threshold,
-    read after ``LOOK_SAMPLES`` before ``start`` (Silero, started afresh, settles by then)."""
+def speech_after(
+    buf: AudioBuffer,
+    start: int,
+    end: int,
+    probe: SpeechProbe,
+    *,
+    threshold: float = SPEECH_PROBABILITY,
+    min_chunks: int = 1,
+) -> bool:
+    """Whether Silero hears speech in [``start``, ``end``): ``min_chunks`` chunks there at
+    ``threshold`` or above, read after ``LOOK_SAMPLES`` before ``start`` (Silero, started
+    afresh, settles by then)."""
     chunks = (end - start) // CHUNK_SAMPLES
-    if chunks <= 0:
+    if chunks < min_chunks:
         return False
     begin = max(0, end - chunks * CHUNK_SAMPLES - LOOK_SAMPLES)
     begin = end - (end - begin) // CHUNK_SAMPLES * CHUNK_SAMPLES
-    probabilities = probe(buf.slice(begin, end))
-    return bool(np.max(probabilities[-chunks:]) >= SPEECH_PROBABILITY)
+    probabilities = probe(buf.slice(begin, end))[-chunks:]
+    return int(np.count_nonzero(probabilities >= threshold)) >= min_chunks

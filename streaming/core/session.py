@@ -64,7 +64,7 @@ from kettle.streaming.core.refine_lane import RefineLane
 from kettle.streaming.core.requests import PARTIAL_MAX_TOKENS
 from kettle.streaming.core.segments import SegmentDecisions
 from kettle.streaming.core.speakers import Speakers
-from kettle.streaming.core.tail import fell_short
+from kettle.streaming.core.tail import SHORT_CHUNKS, SHORT_PROBABILITY, fell_short
 from kettle.streaming.core.tuning import Tuning
 from kettle.streaming.core.utterances import UtteranceTracker
 from kettle.streaming.core.vad import FRAME_SAMPLES, FrameClassifier, Segmenter
@@ -120,7 +120,13 @@ class Session:
         self._backoff = 1.0
         self._end_check = EndCheck.of(self.config.partial_end_check_s, speech_probe)
         probe = speech_probe or silero_probe
-        self._speech_in = functools.partial(speech_after, self._buf, probe=probe)
+        self._speech_in = functools.partial(
+            speech_after,
+            self._buf,
+            probe=probe,
+            threshold=SHORT_PROBABILITY,
+            min_chunks=SHORT_CHUNKS,
+        )
         # Set by the engine: a longer partial interval than the config's (from the measured
         # decode cost, or stretched under load); math.inf pauses partials.
         self.interval_hint_s: float | None = None

@@ -57,9 +57,14 @@ def choose_cut(
     return None
 
 
-# A tail final's last word may end this much before Silero stops hearing speech (word times
-# from cross-attention are approximate).
+# A tail final fell short where Silero hears a word after its last one: SHORT_CHUNKS of its
+# 32 ms chunks at SHORT_PROBABILITY or more, from SHORT_SLACK_S after that word's end. Word
+# times from cross-attention end early, and a word's decay or a breath reads 0.5-0.8 for a
+# few chunks (bench_ttfs's turns, issue 40: the finals that had lost words read 0.9 for 0.3 s
+# and more; complete ones at most 0.8 for 0.1 s past the slack).
 SHORT_SLACK_S = 0.15
+SHORT_PROBABILITY = 0.8
+SHORT_CHUNKS = 6
 
 
 def fell_short(

@@ -126,7 +126,7 @@ def test_a_wait_reads_silero_a_chunk_at_a_time_and_ends_after_max_hold() -> None
 
 def test_no_check_when_switched_off() -> None:
     probe = Probe(0.0)
-    config = SessionConfig(**{**ALONE.__dict__, "partial_end_check_s": None})
+    config = SessionConfig(**{**ALONE.__dict__, "partial_end_check_s": None, "tail_window_s": None})
     session = Session(config, classifier=EnergyClassifier(), speech_probe=probe)
     assert [e for e in partial_ends(requests_of(session, voiced(8.0, seed=2))) if e > LONG]
     assert not probe.calls

@@ -101,12 +101,12 @@ def speech_after(
     min_chunks: int = 1,
 ) -> bool:
     """Whether Silero hears speech in [``start``, ``end``): ``min_chunks`` chunks there at
-    ``threshold`` or above, read after ``LOOK_SAMPLES`` before ``start`` (Silero, started
-    afresh, settles by then)."""
+    ``threshold`` or above (all of them where fewer fit, two at least), read after
+    ``LOOK_SAMPLES`` before ``start`` (Silero, started afresh, settles by then)."""
     chunks = (end - start) // CHUNK_SAMPLES
-    if chunks < min_chunks:
+    if chunks < min(min_chunks, 2):
         return False
     begin = max(0, end - chunks * CHUNK_SAMPLES - LOOK_SAMPLES)
     begin = end - (end - begin) // CHUNK_SAMPLES * CHUNK_SAMPLES
     probabilities = probe(buf.slice(begin, end))[-chunks:]
-    return int(np.count_nonzero(probabilities >= threshold)) >= min_chunks
+    return int(np.count_nonzero(probabilities >= threshold)) >= min(min_chunks, chunks)

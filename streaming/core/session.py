@@ -56,7 +56,7 @@ from kettle.streaming.core.context import ContextHistory
 from kettle.streaming.core.end_check import EndCheck, SpeechProbe, silero_probe, speech_after
 from kettle.streaming.core.events import Done, Event, Finalized
 from kettle.streaming.core.lifecycle import Lifecycle, Move, SessionState
-from kettle.streaming.core.live_requests import LiveRequests
+from kettle.streaming.core.live_requests import LiveRequests, Pending
 from kettle.streaming.core.planner import HOLD_PARTIAL_FRAMES, StreamState, plan_next
 from kettle.streaming.core.publisher import Publisher
 from kettle.streaming.core.refine import RefineStats
@@ -299,13 +299,16 @@ class Session:
         elif pending.kind is DecodeKind.PARTIAL:
             if self._publisher.partial(pending, result) and self._backoff > 1.0:
                 self._backoff = max(1.0, self._backoff / 2)
-        elif fell_short(
-            result, pending.plan.lead, pending.plan.start, pending.plan.heard_until, self._speech_in
-        ):
+        elif self._fell_short(pending, result):
             self._publisher.decode_whole(pending)
         else:
             self._publisher.final(pending, result, partials=self.config.partials)
         self._pump()
+
+    def _fell_short(self, pending: Pending, result: DecodeResult) -> bool:
+        plan = pending.plan
+        partial = pending.utterance.last_partial_text
+        return fell_short(result, plan.lead, plan.start, plan.heard_until, self._speech_in, partial)
 
     def on_dropped(self, request_id: Hashable, *, overloaded: bool = False) -> None:
         """The engine did not run a request: the scheduler skipped it, or a partial failed.

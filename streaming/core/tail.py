@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kettle.streaming.core.agreement import normalized
+from kettle.streaming.core.agreement import normalized, split_words
 from kettle.transcribe.types import SAMPLE_RATE, DecodeResult, Word
 
 
@@ -58,7 +58,8 @@ def choose_cut(
 
 
 # A tail final fell short where Silero hears a word after its last one: SHORT_CHUNKS of its
-# 32 ms chunks at SHORT_PROBABILITY or more, from SHORT_SLACK_S after that word's end. Word
+# 32 ms chunks at SHORT_PROBABILITY or more, from SHORT_SLACK_S after that word's end (all of
+# them if fewer were heard: a speculative final's audio ends 60 ms after the speech). Word
 # times from cross-attention end early, and a word's decay or a breath reads 0.5-0.8 for a
 # few chunks (bench_ttfs's turns, issue 40: the finals that had lost words read 0.9 for 0.3 s
 # and more; complete ones at most 0.8 for 0.1 s past the slack).
@@ -73,14 +74,34 @@ def fell_short(
     window_start: int,
     heard_end: int,
     speech_in: Callable[[int, int], bool],
+    partial: str = "",
 ) -> bool:
-    """Whether a tail window's final stopped before its speech did: ``speech_in(a, b)`` (Silero)
-    hears speech after its last word. A tail window ends early on its last word more often
-    than a whole one (it has its prompt but not its audio): such a final is decoded whole."""
-    if not lead or result.error is not None or not result.words:
+    """Whether a tail window's final stopped before its speech did: ``speech_in(a, b)``
+    (Silero) hears speech after its last word, or the utterance's last ``partial`` read words
+    after the final's last two. A tail window ends early on its last word more often than a
+    whole one (it has its prompt but not its audio), and cross-attention may stretch the word
+    before over the lost one, so that Silero hears nothing after it: such a final is decoded
+    whole."""
+    if not lead or result.error is not None:
+        return False
+    if outrun(result.text, partial):
+        return True
+    if not result.words:
         return False
     last_end = window_start + int((result.words[-1].end + SHORT_SLACK_S) * SAMPLE_RATE)
     return speech_in(last_end, heard_end)
+
+
+def outrun(final: str, partial: str) -> bool:
+    """Whether ``partial`` goes on after the last place it says ``final``'s last two words."""
+    said, heard = normalized(split_words(final)), normalized(split_words(partial))
+    last = said[-2:]
+    if not last or not heard:
+        return False
+    for i in range(len(heard) - len(last), -1, -1):
+        if heard[i : i + len(last)] == last:
+            return i + len(last) < len(heard)
+    return False
 
 
 def wants_times(samples: int, cfg: TailConfig) -> bool:

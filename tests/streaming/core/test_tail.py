@@ -12,6 +12,7 @@ from kettle.streaming.core.tail import (
     choose_cut,
     fell_short,
     learn,
+    outrun,
     restore,
     wants_times,
 )
@@ -106,6 +107,20 @@ def test_a_tail_final_fell_short_where_silero_hears_speech_after_its_last_word(
     assert len(asked) == 1
 
 
+def test_a_tail_final_fell_short_where_the_last_partial_read_on_after_its_last_words() -> None:
+    assert outrun("in his power to do for", "prudently in his power to do for them. These are")
+    assert not outrun("to do for them.", "in his power to do for them.")
+    assert not outrun("to do for them.", "in his power to do")  # the partial was behind
+    assert not outrun("something else", "in his power to do for them")  # no common end
+    assert not outrun("", "words") and not outrun("words", "")
+    result = DecodeResult("r", DecodeKind.FINAL, "to do for", (Word(" for", 3.0, 3.2, 0.9),))
+    lead = (Word(" in", 0.0, 0.2, 0.9),)
+    never = lambda a, b: False  # noqa: E731 (Silero hears nothing after "for")
+    assert fell_short(result, lead, 0, 4 * SR, never, "in his power to do for them.")
+    assert not fell_short(result, lead, 0, 4 * SR, never, "in his power to do for")
+    assert not fell_short(result, (), 0, 4 * SR, never, "in his power to do for them.")
+
+
 def test_partials_ask_for_word_times_a_second_before_a_cut_can_pay() -> None:
     assert not wants_times(int(4.9 * SR), CFG)
     assert wants_times(5 * SR, CFG)
@@ -127,9 +142,9 @@ WHOLE = SessionConfig(**{**TAIL.__dict__, "tail_window_s": None})
 
 class ScriptDecoder:
     """A model that hears ``SCRIPT``'s words (absolute times) that end inside a request's
-    window (its cache key names it), timed from the window's start, from its forced prefix on; ``drop_last_in_tail``: a tail window's
-    final (one that starts after the speech) leaves out its last word, as tiny.en sometimes
-    does."""
+    window (its cache key names it), timed from the window's start, from its forced prefix
+    on; ``drop_last_in_tail``: a tail window's final (one that starts after the speech)
+    leaves out its last word, as tiny.en sometimes does."""
 
     def __init__(self, *, drop_last_in_tail: bool = False) -> None:
         self.drop_last_in_tail = drop_last_in_tail

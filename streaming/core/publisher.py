@@ -21,7 +21,7 @@ from kettle.streaming.core.refine import Refinable
 from kettle.streaming.core.refine_lane import RefineLane
 from kettle.streaming.core.results import final_words, usable
 from kettle.streaming.core.speakers import Speakers
-from kettle.streaming.core.tail import learn, restore
+from kettle.streaming.core.tail import fell_short, learn, restore
 from kettle.streaming.core.utterances import Utterance, UtteranceTracker
 from kettle.transcribe.model.nonspeech import STREAM as NONSPEECH
 from kettle.transcribe.types import SAMPLE_RATE, DecodeKind, DecodeResult, Word
@@ -47,6 +47,7 @@ class Publisher:
         vad_events: bool,
         revisions: bool,
         stable_max_no_speech: float | None = None,
+        speech_in: Callable[[int, int], bool] | None = None,
     ) -> None:
         self._session_id = session_id
         self._utts = utts
@@ -58,6 +59,10 @@ class Publisher:
         self._vad_events = vad_events
         self._revisions = revisions
         self._stable_bar = stable_max_no_speech
+        # Whether Silero hears speech between two stream positions (a tail final's check).
+        self._speech_in = speech_in
+        # The plan of each open or unresolved utterance's accepted speculative final, by ordinal.
+        self._speculated: dict[int, Plan] = {}
 
     def resolve_ready(self, planner: PlannerConfig) -> None:
         """Close the utterances at the head of the queue that need no decode."""
@@ -67,8 +72,9 @@ class Publisher:
             ready = utt.speculation.ready(utt.end, utt.speech_end)
             if ready is not None:
                 self._utts.take(utt)
-                # Its words are timed from the speculative window's start.
-                plan = utt.speculation.plan or plan_final(utt, self._history, planner)
+                # Its words are timed from the speculative window's start (a tail window's
+                # may differ from the final's).
+                plan = self._speculated.get(utt.ordinal) or plan_final(utt, self._history, planner)
                 self._emit_final(utt, ready, plan)
             elif utt.end <= utt.start:
                 self._utts.take(utt)
@@ -92,12 +98,15 @@ class Publisher:
         """A final's result, or a speculative final's (shown as a partial with ``partials``
         while the utterance is open)."""
         utt, plan = pending.utterance, pending.plan
+        if self._fell_short(pending, result):
+            return  # the planner asks again, for the whole utterance
         result = restore(result, plan.lead, plan.start)
         if self._rejected(plan, result):
             return  # the planner asks again, without context
         if plan.speculative:
-            if not utt.speculation.accept(plan.end, result, plan):
+            if not utt.speculation.accept(plan.end, result):
                 return  # speech resumed: discarded
+            self._speculated[utt.ordinal] = plan
             if utt.end is None:
                 if partials:
                     # Show the whole utterance's text now: the final will start with it.
@@ -108,14 +117,20 @@ class Publisher:
         if self._utts.take(utt):
             self._emit_final(utt, result, plan)
 
-    def decode_whole(self, pending: Pending) -> None:
-        """A tail window's final fell short (Silero hears speech after its last word): the
-        utterance is decoded whole from now on, and the final asked for again."""
-        utt = pending.utterance
+    def _fell_short(self, pending: Pending, result: DecodeResult) -> bool:
+        """A tail window's final that fell short (tail.fell_short): the utterance is decoded
+        whole from now on, and the final asked for again."""
+        utt, plan = pending.utterance, pending.plan
+        if self._speech_in is None:
+            return False
+        start, end, partial = plan.start, plan.heard_until, utt.last_partial_text
+        if not fell_short(result, plan.lead, start, end, self._speech_in, partial):
+            return False
         logger.info("%s: a tail window's final fell short; decoding it whole", self._session_id)
         utt.whole = True
-        if pending.plan.speculative:
+        if plan.speculative:
             utt.speculation.invalidate()
+        return True
 
     def failure(self, pending: Pending, message: str) -> None:
         """A live request failed for good."""
@@ -192,6 +207,7 @@ class Publisher:
 
     def _publish(self, utt: Utterance, text: str, words: tuple[Word, ...], language: str) -> None:
         assert utt.end is not None
+        self._speculated.pop(utt.ordinal, None)
         number = self._utts.published(utt)
         self._speakers.published(number, utt)
         self._history.add(Spoken(utt.start, utt.end, text, language, utt.sealed, utt.voice))
@@ -200,6 +216,7 @@ class Publisher:
             self._refine.published(Refinable(number, utt.start, utt.end, text, words, language))
 
     def _resolve_empty(self, utt: Utterance) -> None:
+        self._speculated.pop(utt.ordinal, None)
         language = utt.settings.context_language
         if utt.end is not None and utt.end > utt.start and language:
             # Read as nothing: cut mid-speech (a finalize every 100 ms), or a short word the

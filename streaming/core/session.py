@@ -56,7 +56,7 @@ from kettle.streaming.core.context import ContextHistory
 from kettle.streaming.core.end_check import EndCheck, SpeechProbe, silero_probe, speech_after
 from kettle.streaming.core.events import Done, Event, Finalized
 from kettle.streaming.core.lifecycle import Lifecycle, Move, SessionState
-from kettle.streaming.core.live_requests import LiveRequests, Pending
+from kettle.streaming.core.live_requests import LiveRequests
 from kettle.streaming.core.planner import HOLD_PARTIAL_FRAMES, StreamState, plan_next
 from kettle.streaming.core.publisher import Publisher
 from kettle.streaming.core.refine import RefineStats
@@ -64,7 +64,7 @@ from kettle.streaming.core.refine_lane import RefineLane
 from kettle.streaming.core.requests import PARTIAL_MAX_TOKENS
 from kettle.streaming.core.segments import SegmentDecisions
 from kettle.streaming.core.speakers import Speakers
-from kettle.streaming.core.tail import SHORT_CHUNKS, SHORT_PROBABILITY, fell_short
+from kettle.streaming.core.tail import SHORT_CHUNKS, SHORT_PROBABILITY
 from kettle.streaming.core.tuning import Tuning
 from kettle.streaming.core.utterances import UtteranceTracker
 from kettle.streaming.core.vad import FRAME_SAMPLES, FrameClassifier, Segmenter
@@ -112,21 +112,21 @@ class Session:
         self._segments = SegmentDecisions(
             self._tuning, self._segmenter, self._utts, self._speakers, emit
         )
-        self._publisher = Publisher(
-            session_id, self._utts, self._history, self._speakers, self._refine, emit,
-            vad_events=self.config.vad_events, revisions=self.config.revisions,
-            stable_max_no_speech=self.config.stable_max_no_speech,
-        )  # fmt: skip
-        self._backoff = 1.0
-        self._end_check = EndCheck.of(self.config.partial_end_check_s, speech_probe)
         probe = speech_probe or silero_probe
-        self._speech_in = functools.partial(
+        speech_in = functools.partial(
             speech_after,
             self._buf,
             probe=probe,
             threshold=SHORT_PROBABILITY,
             min_chunks=SHORT_CHUNKS,
         )
+        self._publisher = Publisher(
+            session_id, self._utts, self._history, self._speakers, self._refine, emit,
+            vad_events=self.config.vad_events, revisions=self.config.revisions,
+            stable_max_no_speech=self.config.stable_max_no_speech, speech_in=speech_in,
+        )  # fmt: skip
+        self._backoff = 1.0
+        self._end_check = EndCheck.of(self.config.partial_end_check_s, speech_probe)
         # Set by the engine: a longer partial interval than the config's (from the measured
         # decode cost, or stretched under load); math.inf pauses partials.
         self.interval_hint_s: float | None = None
@@ -299,16 +299,9 @@ class Session:
         elif pending.kind is DecodeKind.PARTIAL:
             if self._publisher.partial(pending, result) and self._backoff > 1.0:
                 self._backoff = max(1.0, self._backoff / 2)
-        elif self._fell_short(pending, result):
-            self._publisher.decode_whole(pending)
         else:
             self._publisher.final(pending, result, partials=self.config.partials)
         self._pump()
-
-    def _fell_short(self, pending: Pending, result: DecodeResult) -> bool:
-        plan = pending.plan
-        partial = pending.utterance.last_partial_text
-        return fell_short(result, plan.lead, plan.start, plan.heard_until, self._speech_in, partial)
 
     def on_dropped(self, request_id: Hashable, *, overloaded: bool = False) -> None:
         """The engine did not run a request: the scheduler skipped it, or a partial failed.

@@ -16,13 +16,9 @@ window's hard edge).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 from kettle.transcribe.types import DecodeResult
-
-if TYPE_CHECKING:  # planner imports utterances, which imports this module
-    from kettle.streaming.core.planner import Plan
 
 
 def fill_tail(window: np.ndarray, silence: int, missing: int) -> np.ndarray:
@@ -44,7 +40,6 @@ class Speculation:
     target: int | None = None  # the utterance end (its endpoint's) it is for
     speech_end: int | None = None  # the last voiced frame's end when it was asked for
     result: DecodeResult | None = None
-    plan: Plan | None = None  # the plan ``result`` decoded (its window's start, its lead)
     # Set when a speculation of this pause failed: no second try, the endpoint asks for the
     # real final instead.
     given_up: bool = False
@@ -55,14 +50,13 @@ class Speculation:
 
     def request(self, window_end: int, target: int, speech_end: int) -> None:
         self.window_end, self.target, self.speech_end = window_end, target, speech_end
-        self.result = self.plan = None
+        self.result = None
 
-    def accept(self, window_end: int, result: DecodeResult, plan: Plan | None = None) -> bool:
-        """Keep a speculative result, and the plan it decoded, if it is for the current
-        speculation."""
+    def accept(self, window_end: int, result: DecodeResult) -> bool:
+        """Keep a speculative result if it is for the current speculation."""
         if self.window_end != window_end:
             return False  # voided meanwhile
-        self.result, self.plan = result, plan
+        self.result = result
         return True
 
     def fail(self) -> None:
@@ -86,5 +80,5 @@ class Speculation:
 
     def invalidate(self) -> None:
         self.window_end = self.target = self.speech_end = None
-        self.result = self.plan = None
+        self.result = None
         self.given_up = False

@@ -126,10 +126,8 @@ class Publisher:
         start, end, partial = plan.start, plan.heard_until, utt.last_partial_text
         if not fell_short(result, plan.lead, start, end, self._speech_in, partial):
             return False
-        logger.info("%s: a tail window's final fell short; decoding it whole", self._session_id)
         utt.whole = True
-        if plan.speculative:
-            utt.speculation.invalidate()
+        self._ask_again(plan, "a tail window's final fell short; decoding it whole")
         return True
 
     def failure(self, pending: Pending, message: str) -> None:
@@ -163,11 +161,15 @@ class Publisher:
             return False
         if not implausible(result, (plan.end - utt.start) / SAMPLE_RATE):
             return False
-        logger.info("%s: a decode in context looked hallucinated; decoding alone", self._session_id)
         utt.alone = True
-        if plan.speculative:
-            utt.speculation.invalidate()
+        self._ask_again(plan, "a decode in context looked hallucinated; decoding alone")
         return True
+
+    def _ask_again(self, plan: Plan, why: str) -> None:
+        """Drop ``plan``'s result: the planner asks for the utterance's decode again."""
+        logger.info("%s: %s", self._session_id, why)
+        if plan.speculative:
+            plan.utterance.speculation.invalidate()
 
     def _show(
         self, utt: Utterance, plan: Plan, result: DecodeResult, *, speculative: bool = False

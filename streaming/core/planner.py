@@ -180,7 +180,7 @@ def _plan(
         return Plan(utt, kind, context.start, end, context, prefix, speculative, heard_end)
     # The stable words before the cut are the prompt's end, the rest are forced.
     lead = lead_text(cut.lead)
-    prompt = f"{context.prompt} {' '.join(context.finals)} {lead}".strip()[-PROMPT_CHARS:]
+    prompt = f"{context.prompt} {context.text} {lead}".strip()[-PROMPT_CHARS:]
     forced = " ".join(utt.agreement.stable_words[len(cut.lead) :])
     tail_context = Context(cut.start, (), prompt)
     return Plan(utt, kind, cut.start, end, tail_context, forced, speculative, heard_end, cut.lead)

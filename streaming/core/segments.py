@@ -77,6 +77,9 @@ class SegmentDecisions:
     def _resume(self) -> None:
         if self._utts.open is not None:
             self._utts.open.speculation.invalidate()  # speech is back
+            # A tail final that fell short in the pause (tail.py) spoke for that pause only:
+            # the utterance's later decodes may use tail windows again.
+            self._utts.open.whole = False
             if self._pause_events:
                 self._emit(Resumed(self._utts.open.start, self._segmenter.position))
 

@@ -59,7 +59,8 @@ class Utterance:
     decided_at: int | None = None  # stream position when the end was decided
     end_reason: str | None = None  # the segmenter's SpeechEnd reason
     alone: bool = False  # a decode in context went wrong: decode this one without context
-    whole: bool = False  # a tail window's final fell short (tail.py): decode it whole
+    # A tail window's final fell short (tail.py): decode it whole, until speech resumes.
+    whole: bool = False
     voice: Voice | None = None  # voice signature (voice.py), once enough audio came
     voice_final: bool = False  # the signature covers all it will (no need to compute again)
     voice_end: int = 0  # where the audio of the last signature ended

@@ -181,8 +181,14 @@ def finals_of(events: list[Event]) -> list[Final]:
     return [e for e in events if isinstance(e, Final)]
 
 
+def window(r: DecodeRequest) -> tuple[float, float]:
+    """A request's window in stream seconds (its cache key names it)."""
+    assert isinstance(r.cache_key, tuple)
+    return r.cache_key[2] / SR, r.cache_key[3] / SR
+
+
 def starts(decoder: ScriptDecoder, kind: DecodeKind) -> list[float]:
-    return [r.cache_key[2] / SR for r in decoder.requests if r.kind is kind]  # type: ignore[index]
+    return [window(r)[0] for r in decoder.requests if r.kind is kind]
 
 
 def test_a_long_utterances_later_decodes_start_near_its_last_stable_words() -> None:
@@ -194,18 +200,18 @@ def test_a_long_utterances_later_decodes_start_near_its_last_stable_words() -> N
     assert final.text == " ".join(w for w, _, _ in SCRIPT)
     # Word times are the script's, in stream seconds, the lead's included.
     assert [round(w.start, 2) for w in final.words] == [round(s, 2) for _, s, _ in SCRIPT]
-    tails = [r for r in decoder.requests if r.cache_key[2] > SPEECH[0] * SR + SR]  # type: ignore[index]
+    tails = [r for r in decoder.requests if window(r)[0] > SPEECH[0] + 1]
     assert tails and any(r.kind is DecodeKind.FINAL for r in tails)
     for r in tails:
-        start = r.cache_key[2] / SR  # type: ignore[index]
-        assert r.cache_key[3] / SR - start >= 4.0  # type: ignore[index]
+        start, end = window(r)
+        assert end - start >= 4.0
         lead = [w for w, s, _ in SCRIPT if s < start]
         assert r.prompt is not None and r.prompt.endswith(" ".join(lead))
         assert r.prefix is not None and r.prefix.split()[0] == f"w{len(lead)}"
     # Partials of a long utterance ask for word times, so that stable words get theirs.
     long_partials = [
-        r for r in decoder.requests if r.kind is DecodeKind.PARTIAL and r.cache_key[3] >= 6 * SR
-    ]  # type: ignore[index]
+        r for r in decoder.requests if r.kind is DecodeKind.PARTIAL and window(r)[1] >= 6
+    ]
     assert long_partials and all(r.word_timestamps for r in long_partials)
 
 
@@ -235,3 +241,23 @@ def test_a_tail_final_that_fell_short_is_decoded_whole(speech_after: bool) -> No
     else:  # nothing heard after the last word: the tail final stands
         assert final.text == " ".join(words[:-1])
         assert finals[-1] > SPEECH[0] + 1
+
+
+def test_a_speculative_tail_final_that_fell_short_in_a_pause_speaks_for_that_pause_only() -> None:
+    # A 0.3 s pause at 8 s: its speculative final is a tail window that drops its last word
+    # and Silero hears speech after it, so it is asked again whole; speech then resumes, and
+    # the utterance's later partials start near their stable words again.
+    decoder = ScriptDecoder(drop_last_in_tail=True)
+    session = Session(
+        TAIL, classifier=EnergyClassifier(), speech_probe=lambda a: np.full(len(a) // 512, 0.9)
+    )
+    audio = long_utterance()
+    audio[8 * SR : int(8.3 * SR)] = 0.0
+    (final,) = finals_of(play(session, decoder, audio))
+    assert final.text == " ".join(w for w, _, _ in SCRIPT)
+    tail_start = SPEECH[0] + 1
+    in_pause = [window(r) for r in decoder.requests if r.kind is DecodeKind.FINAL]
+    assert [start > tail_start for start, end in in_pause if end < 9] == [True, False]
+    partials = [r for r in decoder.requests if r.kind is DecodeKind.PARTIAL]
+    later = [start for start, end in map(window, partials) if end > 10]
+    assert later and all(start > tail_start for start in later)

@@ -27,6 +27,10 @@ the end of speech, as Pipecat's VAD does; the others leave the end to the server
   is what Pipecat's ``AssemblyAISTTService`` (``format_turns=True`` by default) hands on as
   its transcript, so the agent waits for it. The unformatted one's time is kept beside it.
 
+``run_conversation`` streams every turn on one connection instead, ``gap_s`` of silence
+after each (an agent speaking its reply), the stop after each turn as above: a voice agent
+keeps its connection for the whole call, and each turn then has the ones before it.
+
 "Reaches the end of speech": the message's audio ends at most ``END_SLACK_S`` before the
 end of speech by the client's VAD (the server's VAD and word times differ from Silero's).
 """
@@ -38,7 +42,7 @@ import base64
 import json
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -345,3 +349,100 @@ async def run_turn(base: str, surface: Surface, turn: Turn) -> Outcome:
         extra["unformatted_ttfs_s"] = round(extra.pop("unformatted_at") - speech_end, 4)
     ttfs = None if arrived is None else arrived - speech_end
     return Outcome(turn.name, ttfs, " ".join(f for f in finals if f), interims, extra)
+
+
+def join_turns(turns: Sequence[Turn], gap_s: float) -> tuple[np.ndarray, list[float]]:
+    """``turns`` as one stream, ``gap_s`` of silence after each: its audio and each turn's
+    start on its clock (seconds)."""
+    gap = np.zeros(int(gap_s * SR), np.float32)
+    starts, pieces, at = [], [], 0.0
+    for turn in turns:
+        starts.append(at)
+        pieces += [turn.audio.astype(np.float32, copy=False), gap]
+        at += (turn.audio.shape[0] + gap.shape[0]) / SR
+    return np.concatenate(pieces) if pieces else gap, starts
+
+
+async def run_conversation(
+    base: str, surface: Surface, turns: Sequence[Turn], gap_s: float
+) -> list[Outcome]:
+    """One connection for all ``turns`` (``join_turns``), the stop ``STOP_S`` after each
+    turn's speech; each turn's final timed from its own end of speech. Messages belong to
+    the earliest turn without its final; a turn whose final has not come when the next
+    turn's audio starts is missing."""
+    import websockets
+    from kettle.kernels.resample import resample
+
+    audio, starts = join_turns(turns, gap_s)
+    ends = [start + turn.speech_end_s for start, turn in zip(starts, turns, strict=True)]
+    listeners = [surface.listener(end) for end in ends]
+    wire = audio if surface.rate == SR else resample(audio, SR, surface.rate)
+    step = int(CHUNK_S * surface.rate)
+    finals: list[list[str]] = [[] for _ in turns]
+    interims = [0] * len(turns)
+    arrived: list[float | None] = [None] * len(turns)
+    begun = 0  # the latest turn whose audio is streaming
+    url = base.replace("http", "ws", 1) + surface.url
+    async with websockets.connect(url, additional_headers=surface.headers) as ws:
+        for message in surface.opening:
+            await ws.send(json.dumps(message))
+        clock = time.monotonic()
+
+        async def send_all() -> None:
+            nonlocal begun
+            stops = 0
+            for k in range(-(-wire.shape[0] // step)):
+                delay = clock + (k + 1) * CHUNK_S - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                piece = wire[k * step : (k + 1) * step]
+                piece = np.pad(piece, (0, step - piece.shape[0]))
+                chunk = pcm16(piece)
+                if surface.base64_append:
+                    b64 = base64.b64encode(chunk).decode()
+                    await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": b64}))
+                else:
+                    await ws.send(chunk)
+                heard_s = (k + 1) * CHUNK_S
+                while begun + 1 < len(turns) and heard_s >= starts[begun + 1]:
+                    begun += 1
+                due = stops < len(turns) and heard_s >= ends[stops] + STOP_S
+                if surface.stop is not None and due:
+                    await ws.send(json.dumps(surface.stop))
+                    listeners[stops].stopped = True
+                    stops += 1
+
+        sender = asyncio.create_task(send_all())
+        current = 0
+        deadline = None
+        while current < len(turns):
+            if sender.done():
+                deadline = deadline or time.monotonic() + WAIT_S
+                if time.monotonic() > deadline:
+                    break
+            try:
+                raw = await asyncio.wait_for(ws.recv(), 0.5)
+            except TimeoutError:
+                continue
+            at = time.monotonic()
+            if begun > current:
+                current = begun  # the turns before it never got their finals: missing
+            heard = listeners[current].hear(json.loads(raw), at) if isinstance(raw, str) else None
+            if heard is None:
+                continue
+            interims[current] += heard.interim
+            if heard.final_text:
+                finals[current].append(heard.final_text.strip())
+            if heard.last:
+                arrived[current] = at
+                current += 1
+        sender.cancel()
+        if surface.closing is not None:
+            await ws.send(json.dumps(surface.closing))
+    outcomes = []
+    for i, turn in enumerate(turns):
+        came = arrived[i]
+        ttfs = None if came is None else came - (clock + ends[i])
+        text = " ".join(f for f in finals[i] if f)
+        outcomes.append(Outcome(turn.name, ttfs, text, interims[i], dict(listeners[i].extra)))
+    return outcomes

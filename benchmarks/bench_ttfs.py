@@ -28,6 +28,11 @@ Here:
   by kettle's file pipeline (`transcribe_audio`, what `kettle transcribe` runs; computed once,
   in process, before the server starts).
 
+``--conversation GAP_S`` streams each surface's turns on one connection instead, ``GAP_S`` of
+silence after each (an agent's reply), as a voice agent keeps its connection for a call: each
+turn then has the earlier ones as context. It writes its own section,
+``bench_ttfs_conversation``.
+
 A run streams all the turns' audio once per surface (100 turns: about 15 minutes per surface
 per run). Usage (a quiet machine: ``echo -10 > /proc/self/autogroup``):
 
@@ -49,7 +54,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import eval_dir, machine_info, markdown_table, require_eval_set, write_section
 from _serve import kettle_serving
-from _ttfs_clients import STOP_S, SURFACES, Outcome, run_turn, surfaces
+from _ttfs_clients import STOP_S, SURFACES, Outcome, run_conversation, run_turn, surfaces
 from _ttfs_turns import GAP_S, Turn, bucket_labels, bucket_of, candidates, choose, load_clips
 
 ALL = "all"
@@ -135,27 +140,37 @@ def by_bucket(
     return out
 
 
-def run_all(base: str, names: list[str], turns: list[Turn]) -> dict[str, list[Outcome]]:
-    """Every surface on each turn in turn, one connection at a time, after one warm-up turn
-    per surface (the shortest; not counted): a fresh server's first session pays one-off
-    costs that a server in service has paid."""
+def run_all(
+    base: str, names: list[str], turns: list[Turn], conversation: float | None = None
+) -> dict[str, list[Outcome]]:
+    """Every surface on each turn in turn, one connection at a time (with ``conversation``,
+    one connection per surface for all turns, that many seconds of silence after each), after
+    one warm-up turn per surface (the shortest; not counted): a fresh server's first session
+    pays one-off costs that a server in service has paid."""
     chosen = {name: surfaces()[name] for name in names}
     got: dict[str, list[Outcome]] = {name: [] for name in names}
+
+    def show(name: str, turn: Turn, outcome: Outcome) -> None:
+        shown = "missing" if outcome.ttfs_s is None else f"{1000 * outcome.ttfs_s:.0f} ms"
+        line = f"{name} {turn.name} ({turn.speech_s:.1f} s): {shown}: {outcome.text!r}"
+        print(line, file=sys.stderr)
 
     async def go() -> None:
         warm = min(turns, key=lambda t: t.speech_s)
         for name, surface in chosen.items():
             outcome = await run_turn(base, surface, warm)
             print(f"{name} warm-up {warm.name}: {outcome.ttfs_s} s", file=sys.stderr)
+        if conversation is not None:
+            for name, surface in chosen.items():
+                got[name] = await run_conversation(base, surface, turns, conversation)
+                for turn, outcome in zip(turns, got[name], strict=True):
+                    show(name, turn, outcome)
+            return
         for turn in turns:
             for name, surface in chosen.items():
                 outcome = await run_turn(base, surface, turn)
                 got[name].append(outcome)
-                shown = "missing" if outcome.ttfs_s is None else f"{1000 * outcome.ttfs_s:.0f} ms"
-                print(
-                    f"{name} {turn.name} ({turn.speech_s:.1f} s): {shown}: {outcome.text!r}",
-                    file=sys.stderr,
-                )
+                show(name, turn, outcome)
 
     asyncio.run(go())
     return got
@@ -192,7 +207,12 @@ def published() -> str:
 
 
 def measure(
-    names: list[str], turns: list[Turn], whole: dict[str, str], runs: int, serve: list[str]
+    names: list[str],
+    turns: list[Turn],
+    whole: dict[str, str],
+    runs: int,
+    serve: list[str],
+    conversation: float | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """``runs`` runs, each on a fresh server: the pooled rows (per surface and bucket), the
     per-run rows (per surface) and each run's outcomes."""
@@ -201,7 +221,7 @@ def measure(
     run_rows, raw_runs = [], []
     for run in range(1, runs + 1):
         with kettle_serving(serve) as (_, base):
-            got = run_all(base, names, turns)
+            got = run_all(base, names, turns, conversation)
         for name in names:
             outcomes[name] += got[name]
             stats = by_bucket(got[name], by_name, whole)
@@ -217,16 +237,23 @@ def measure(
     return pooled_rows, run_rows, raw_runs
 
 
-def section(data_line: str, turns: list[Turn], runs: int, table: str) -> str:
+def section(
+    data_line: str, turns: list[Turn], runs: int, table: str, conversation: float | None = None
+) -> str:
     """bench_ttfs's RESULTS.md text: the data, the method, the tables, Pipecat's figures."""
     counts = {label: 0 for label in bucket_labels()}
     for t in turns:
         counts[bucket_of(t.speech_s)] += 1
     shown = ", ".join(f"{k}: {v}" for k, v in counts.items())
+    calls = (
+        "one connection per turn"
+        if conversation is None
+        else f"one connection per surface for all turns, {conversation:g} s of silence after each"
+    )
     return (
         f"{data_line}. {len(turns)} turns of one speaker's speech, eval clips alone or joined\n"
-        f"with {GAP_S:g} s pauses ({shown}); {runs} runs, each on a fresh server warmed by one\n"
-        "uncounted turn per surface.\n\n"
+        f"with {GAP_S:g} s pauses ({shown}), {calls}; {runs} runs, each on a fresh server\n"
+        "warmed by one uncounted turn per surface.\n\n"
         "Pipecat stt-benchmark's method: real-time 20 ms frames; Finalize (Deepgram), commit\n"
         f"(OpenAI Realtime, turn detection none) or ForceEndpoint (AssemblyAI) {STOP_S} s\n"
         "after the end of speech (Silero VAD, last speech sample); TTFS from the end of\n"
@@ -257,6 +284,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--serve-arg", action="append", default=[], help="more `kettle serve` arguments")
     p.add_argument(
+        "--conversation",
+        type=float,
+        metavar="GAP_S",
+        help="all turns on one connection per surface, GAP_S of silence after each",
+    )
+    p.add_argument(
         "--no-write", action="store_true", help="do not rewrite RESULTS.md and bench_ttfs.json"
     )
     args = p.parse_args(argv)
@@ -267,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(turns)} turns, {sum(len(t.audio) for t in turns) / 16000:.0f} s", file=sys.stderr)
     whole = whole_texts(turns, args.model or "tiny.en")
     serve = [*(["--model", args.model] if args.model else []), *args.serve_arg]
-    pooled_rows, run_rows, raw_runs = measure(names, turns, whole, args.runs, serve)
+    conversation = args.conversation
+    pooled_rows, run_rows, raw_runs = measure(names, turns, whole, args.runs, serve, conversation)
     table = tables(pooled_rows, run_rows)
     info = machine_info()
     listing = [
@@ -278,8 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         saved = {"machine": info, "turns": listing, "whole": whole, "pooled": pooled_rows}
         saved |= {"runs": raw_runs}
-        Path(__file__).with_suffix(".json").write_text(json.dumps(saved, indent=2))
-        write_section("bench_ttfs", section(data_line, turns, args.runs, table))
+        name = "bench_ttfs" if conversation is None else "bench_ttfs_conversation"
+        Path(__file__).with_name(f"{name}.json").write_text(json.dumps(saved, indent=2))
+        write_section(name, section(data_line, turns, args.runs, table, conversation))
     return 0
 
 

@@ -8,14 +8,17 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import numpy as np
 from _ttfs_clients import (
     AssemblyAIForceEndpoint,
     DeepgramEndpoint,
     FluxEndOfTurn,
     Heard,
     OpenAIServerVad,
+    join_turns,
     surfaces,
 )
+from _ttfs_turns import SR, Turn
 
 END = 10.0  # the end of speech, seconds on the turn's audio clock
 
@@ -95,3 +98,15 @@ def test_assemblyai_final_is_the_formatted_end_of_turn_after_force_endpoint() ->
     assert listener.hear(plain, 1.5) is None
     assert listener.extra == {"unformatted_at": 1.5}
     assert listener.hear(formatted, 1.6) == Heard(final_text="Hello there.", last=True)
+
+
+def test_a_conversation_is_the_turns_with_the_gap_after_each() -> None:
+    def turn(name: str, seconds: float, value: float) -> Turn:
+        audio = np.full(int(seconds * SR), value, np.float32)
+        return Turn(name, audio, name, 0.5, seconds - 0.5, (name,), "s")
+
+    audio, starts = join_turns([turn("a", 2.0, 0.1), turn("b", 1.5, 0.2)], 3.0)
+    assert starts == [0.0, 5.0]
+    assert audio.shape[0] == int(9.5 * SR)
+    assert audio[int(1.9 * SR)] == np.float32(0.1) and audio[int(2.1 * SR)] == 0.0
+    assert audio[int(5.1 * SR)] == np.float32(0.2) and audio[-1] == 0.0

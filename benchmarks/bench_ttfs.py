@@ -183,8 +183,9 @@ def cell(stats: dict[str, Any]) -> str:
     return "/".join(str(stats.get(f"ttfs_{q}_ms")) for q in ("p50", "p95", "p99"))
 
 
-def tables(pooled: list[dict[str, Any]], runs: list[dict[str, Any]]) -> str:
-    """Pooled over runs, per bucket; then per run, a bucket per column."""
+def tables(pooled: list[dict[str, Any]], runs: list[dict[str, Any]], *, brief: bool) -> str:
+    """Pooled over runs, per bucket (one run: the per-run table says nothing more); then per
+    run, a bucket per column. ``brief``: only the per-run table."""
     first = markdown_table(
         pooled,
         ["surface", "turns (speech)", "turns", "transcripts", "perfect", "wer_mean",
@@ -195,10 +196,12 @@ def tables(pooled: list[dict[str, Any]], runs: list[dict[str, Any]]) -> str:
         ["surface", "run", "turns", "transcripts", "pooled_wer", "whole_wer", ALL,
          *bucket_labels(), "interims_per_turn"],
     )  # fmt: skip
-    return (
-        "Pooled over the runs, per turn length (speech seconds):\n\n" + first + "\n"
-        "Per run: TTFS P50/P95/P99 ms, overall and per turn length:\n\n" + second
-    )
+    per_run = "Per run: TTFS P50/P95/P99 ms, overall and per turn length:\n\n" + second
+    if brief:
+        return per_run
+    pooled_text = "Pooled over the runs, per turn length (speech seconds):\n\n" + first
+    one_run = len({row["run"] for row in runs}) == 1
+    return pooled_text if one_run else pooled_text + "\n" + per_run
 
 
 def published() -> str:
@@ -245,6 +248,15 @@ def section(
     for t in turns:
         counts[bucket_of(t.speech_s)] += 1
     shown = ", ".join(f"{k}: {v}" for k, v in counts.items())
+    comparison = (
+        ""
+        if conversation is not None
+        else (
+            "For comparison, Pipecat stt-benchmark's published figures for hosted APIs\n"
+            "(github.com/pipecat-ai/stt-benchmark; their machines and audio, over a network):\n\n"
+            + published()
+        )
+    )
     calls = (
         "one connection per turn"
         if conversation is None
@@ -260,10 +272,7 @@ def section(
         "speech to the final. `endpoint` (Deepgram endpointing=25, no Finalize), `openai_vad`\n"
         "(server VAD) and `flux` (EndOfTurn): kettle's endpoint decides. WER: Whisper\n"
         "normalizer, per turn (mean) and pooled; `whole_wer`: the same turns decoded whole\n"
-        "by the file pipeline; perfect: turns at 0 %.\n\n" + table + "\n"
-        "For comparison, Pipecat stt-benchmark's published figures for hosted APIs\n"
-        "(github.com/pipecat-ai/stt-benchmark; their machines and audio, over a network):\n\n"
-        + published()
+        "by the file pipeline; perfect: turns at 0 %.\n\n" + table + "\n" + comparison
     )
 
 
@@ -302,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     serve = [*(["--model", args.model] if args.model else []), *args.serve_arg]
     conversation = args.conversation
     pooled_rows, run_rows, raw_runs = measure(names, turns, whole, args.runs, serve, conversation)
-    table = tables(pooled_rows, run_rows)
+    table = tables(pooled_rows, run_rows, brief=conversation is not None)
     info = machine_info()
     listing = [
         {"name": t.name, "speech_s": round(t.speech_s, 2), "clips": list(t.clips)} for t in turns

@@ -13,8 +13,8 @@ made whole again with them (``restore``) before anything reads it.
 
 The same holds for a window's context (context.py: earlier finals forced as the decoder's
 prefix, their audio in the window): where those finals' words are timed, the window starts
-at the latest of their words that leaves ``min_s`` before its end, the words before it in the
-prompt (``context_cut``).
+at the latest of their words that leaves ``min_s`` before its end (up to ``margin_s`` before
+it, but not inside the word before), the words before it in the prompt (``context_cut``).
 """
 
 from __future__ import annotations
@@ -193,6 +193,12 @@ def context_cut(
     cut = choose_cut(timed, len(timed), start, window_end, cfg)
     if cut is None:
         return None
+    # Not into the word before: its tail at the window's start would read as a word of its
+    # own before the forced ones.
+    after_lead = round(cut.lead[-1].end * SAMPLE_RATE)
+    cut = Cut(
+        min(max(cut.start, after_lead), round(timed[len(cut.lead)].start * SAMPLE_RATE)), cut.lead
+    )
     forced, dropped, seen = [], [], 0
     for text, words in finals:
         first = len(cut.lead) - seen  # this final's first word in the window

@@ -41,8 +41,8 @@ def test_a_tail_window_starts_inside_its_timed_context_and_prompts_with_the_rest
     h.add(Spoken(0, SR // 2, "Earlier.", "en"))  # untimed, but before the cut
     h.add(Spoken(1 * SR, int(5.5 * SR), said, "en", words=words))
     ctx = h.context(6 * SR, 8 * SR, "en", 400, tail=TailConfig())
-    # The latest word with 4 s to the window's end: "do" (4.0 s), 0.2 s before it.
-    assert ctx.start == int(3.8 * SR) and ctx.finals == ("do for you",)
+    # The latest word with 4 s to the window's end: "do" (4.0 s), after "can" (to 3.9 s).
+    assert ctx.start == int(3.9 * SR) and ctx.finals == ("do for you",)
     assert ctx.dropped == "Earlier. ask not what your country can"
     assert ctx.prompt == "JFK. Earlier. ask not what your country can"
     # Without a tail config, or with a window that needs all of it, the finals are whole.

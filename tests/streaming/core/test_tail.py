@@ -91,10 +91,11 @@ def test_learn_times_the_stable_words_a_hypothesis_reads_and_stops_where_it_diff
 def test_a_window_starts_inside_its_context_at_the_latest_word_that_leaves_min_s() -> None:
     first, second = timed(8), timed(4, start=4.0)  # w0..w7 from 0 s; w0..w3 from 4 s
     finals = [("first.", first), ("", ()), ("second.", second)]  # "": read as nothing
-    # A window to 7.2 s: the latest word with 4 s after it is the first final's w6 (3.0 s).
+    # A window to 7.2 s: the latest word with 4 s after it is the first final's w6 (3.0 s);
+    # the window starts margin_s before it, but not inside w5 (it ends at 2.9 s).
     cut = context_cut(finals, 0, 6 * SR, int(7.2 * SR), CFG)
     assert cut is not None
-    assert cut.start == int((3.0 - CFG.margin_s) * SR)
+    assert cut.start == int(2.9 * SR)
     assert cut.forced == ("w6 w7", "second.") and cut.dropped == "w0 w1 w2 w3 w4 w5"
     # Later windows cut inside the second final, two of its words forced at least; the
     # first final is dropped whole.

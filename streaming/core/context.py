@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from kettle.streaming.core.tail import TailConfig, context_cut
 from kettle.streaming.core.voice import Voice, change
-from kettle.transcribe.types import MAX_WINDOW_SAMPLES, Word
+from kettle.transcribe.types import MAX_WINDOW_SAMPLES
 
 # Context text per request, bounded so that Whisper's 224 generated tokens (forced ones
 # included) leave room for the new words (the adapter refuses more than 600 characters).
@@ -40,9 +39,6 @@ class Spoken:
     sealed: bool = True
     # Its voice signature (voice.py), None if unknown: context stops at a change of voice.
     voice: Voice | None = field(default=None, compare=False)
-    # Its words in stream seconds, () if its session does not time finals: a window may
-    # start inside a timed final (tail.context_cut).
-    words: tuple[Word, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
@@ -52,9 +48,6 @@ class Context:
     start: int  # window start: an earlier final's start, or the utterance's own
     finals: tuple[str, ...]  # the finals over [start, utterance start), oldest first
     prompt: str  # older text, before ``start`` (Whisper's previous-text prompt)
-    # The words of a final that ``start`` cut (tail.context_cut), the prompt's end; "" when
-    # the window holds its finals whole.
-    dropped: str = ""
 
     @property
     def text(self) -> str:
@@ -93,7 +86,6 @@ class ContextHistory:
         prompt: str | None = None,
         since: int = 0,
         request_from: int = 0,
-        tail: TailConfig | None = None,
     ) -> Context:
         """The context of a window that ends at ``window_end`` for an utterance starting at
         ``utterance_start``: the latest run of whole finals that fits ``max_window`` (30 s), the
@@ -103,9 +95,8 @@ class ContextHistory:
         (None: the stream's initial one) and the older finals that start at ``since`` or
         later: a prompt set mid-stream conditions what follows as the first one conditioned
         the stream's start. Finals that start before ``request_from`` (where the utterance's
-        request began) are neither its context nor its prompt. With ``tail``, a window that
-        would hold more than it needs starts inside its context (tail.context_cut)."""
-        start, run, chars = utterance_start, [], 0
+        request began) are neither its context nor its prompt."""
+        start, texts, chars = utterance_start, [], 0
         max_chars = min(max_chars, self._max_chars)
         taken = 0
         if language is not None:
@@ -126,7 +117,8 @@ class ContextHistory:
                 # voice's utterances drift apart over a conversation, neighbours do not).
                 voice = s.voice
                 start, chars = s.start, chars + len(s.text) + 1
-                run.append(s)
+                if s.text:  # (a final read as nothing lends its audio, not its text)
+                    texts.append(s.text)
                 taken += 1
         # Only finals before the utterance are its prompt: a refinement's own final, and
         # those after it, would prompt the model with the very text it is to judge.
@@ -135,17 +127,8 @@ class ContextHistory:
         since = max(since, request_from)
         older = [s.text for s in (*self._forgotten, *untaken) if s.start >= since and s.text]
         first = self._prompt if prompt is None else prompt.strip()
-        run.reverse()
-        # (a final read as nothing lends its audio, not its text)
-        texts, dropped = [s.text for s in run if s.text], ""
-        cut = None
-        if tail is not None and run:
-            finals = [(s.text, s.words) for s in run]
-            cut = context_cut(finals, start, utterance_start, window_end, tail)
-        if cut is not None:
-            start, texts, dropped = cut.start, list(cut.forced), cut.dropped
-        text = " ".join([first, *older, dropped]).strip()[-PROMPT_CHARS:]
-        return Context(start, tuple(texts), text, dropped)
+        text = " ".join([first, *older]).strip()[-PROMPT_CHARS:]
+        return Context(start, tuple(reversed(texts)), text)
 
     def neighbour(self, utterance_start: int, within: int, *, since: int = 0) -> Spoken | None:
         """The stream's last final before an utterance if it ended at most ``within`` samples

@@ -90,11 +90,6 @@ class Plan:
         return self.end if self.heard_end is None else self.heard_end
 
     @property
-    def tail(self) -> bool:
-        """Whether the window starts inside its utterance or its context (tail.py)."""
-        return bool(self.lead or self.context.dropped)
-
-    @property
     def purpose(self) -> Purpose:
         """What its request is for (``DecodeRequest.purpose``)."""
         return Purpose.SPECULATIVE if self.speculative else Purpose.of_kind(self.kind)
@@ -172,17 +167,15 @@ def _plan(
     settings = utt.settings  # its language and prompt: those it opened with
     language = None if utt.alone else settings.context_language
     window = MAX_WINDOW_SAMPLES if kind is DecodeKind.FINAL else cfg.partial_window
-    tail = None if utt.alone or utt.whole else cfg.tail
     context = history.context(
         utt.start, end, language, chars, utt.voice, cfg.max_voice_change, window,
         prompt=settings.prompt, since=settings.prompt_from, request_from=settings.context_from,
-        tail=tail,
     )  # fmt: skip
     prefix = utt.agreement.stable_text
     cut = None
-    if tail is not None:
+    if cfg.tail is not None and not (utt.alone or utt.whole):
         stable_count = utt.agreement.stable_count
-        cut = choose_cut(utt.stable_timed, stable_count, utt.start, end, tail)
+        cut = choose_cut(utt.stable_timed, stable_count, utt.start, end, cfg.tail)
     if cut is None:
         return Plan(utt, kind, context.start, end, context, prefix, speculative, heard_end)
     # The stable words before the cut are the prompt's end, the rest are forced.

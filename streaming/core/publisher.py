@@ -126,7 +126,7 @@ class Publisher:
         if plan.speculative and utt.speculation.window_end != plan.end:
             return False  # voided (speech resumed): ``final`` discards it
         start, end, partial = plan.start, plan.heard_until, utt.last_partial_text
-        if not fell_short(result, plan.tail, start, end, self._speech_in, partial):
+        if not fell_short(result, plan.lead, start, end, self._speech_in, partial):
             return False
         utt.whole = True
         self._ask_again(plan, "a tail window's final fell short; decoding it whole")
@@ -214,11 +214,7 @@ class Publisher:
         self._speculated.pop(utt.ordinal, None)
         number = self._utts.published(utt)
         self._speakers.published(number, utt)
-        # Timed finals let a later window start inside them (tail.context_cut); only where
-        # the API carries word times, so that revisions leave the live windows as they were.
-        timed = words if utt.settings.word_timestamps else ()
-        spoken = Spoken(utt.start, utt.end, text, language, utt.sealed, utt.voice, timed)
-        self._history.add(spoken)
+        self._history.add(Spoken(utt.start, utt.end, text, language, utt.sealed, utt.voice))
         self._emit(Final(number, utt.start, utt.end, text, words, language, utt.end_reason))
         if self._refine is not None:
             self._refine.published(Refinable(number, utt.start, utt.end, text, words, language))

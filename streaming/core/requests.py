@@ -99,7 +99,9 @@ def build_request(
         language=settings.language,
         languages=settings.languages,
         # A tail window's final needs its words' times for the check that it fell short.
-        word_timestamps=(final and (settings.word_timestamps or config.revisions or plan.tail))
+        word_timestamps=(
+            final and (settings.word_timestamps or config.revisions or bool(plan.lead))
+        )
         or (tail is not None and wants_times(plan.end - utt.start, tail)),
         beam_size=config.final_beam_size if final else config.partial_beam_size,
         max_new_tokens=final_token_cap(plan.end - utt.start) if final else PARTIAL_MAX_TOKENS,

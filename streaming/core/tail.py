@@ -10,11 +10,6 @@ timestamps), a window starts at a stable word that leaves at least ``min_s`` of 
 it, a little before that word (word times are approximate): the stable words from there on
 are forced as the prefix, those before it are the previous-text prompt, and the result is
 made whole again with them (``restore``) before anything reads it.
-
-The same holds for a window's context (context.py: earlier finals forced as the decoder's
-prefix, their audio in the window): where those finals' words are timed, the window starts
-at the latest of their words that leaves ``min_s`` before its end (up to ``margin_s`` before
-it, but not inside the word before), the words before it in the prompt (``context_cut``).
 """
 
 from __future__ import annotations
@@ -33,11 +28,6 @@ class TailConfig:
     margin_s: float = 0.2  # the window starts this long before that word's start
     keep_words: int = 2  # stable words forced at the window's start, at least
     min_saved_s: float = 2.0  # a cut that leaves out less than this is not worth it
-    # A window starts inside its context only where the utterance follows that context within
-    # this (a pause in one speaker's turn): one that started on a final's last words, then
-    # 3 s of silence, read its new speech twice ("Experience proves this. Experience
-    # proves", in every fallback round) where the whole context read it right.
-    context_gap_s: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -80,20 +70,19 @@ SHORT_CHUNKS = 6
 
 def fell_short(
     result: DecodeResult,
-    tail: bool,
+    lead: Sequence[Word],
     window_start: int,
     heard_end: int,
     speech_in: Callable[[int, int], bool],
     partial: str = "",
 ) -> bool:
-    """Whether a tail window's final (``tail``: it starts inside its utterance or its
-    context) stopped before its speech did: ``speech_in(a, b)`` (Silero) hears speech after
-    its last word, or the utterance's last ``partial`` read words after the final's last
-    two. A tail window ends early on its last word more often than a
+    """Whether a tail window's final stopped before its speech did: ``speech_in(a, b)``
+    (Silero) hears speech after its last word, or the utterance's last ``partial`` read words
+    after the final's last two. A tail window ends early on its last word more often than a
     whole one (it has its prompt but not its audio), and cross-attention may stretch the word
     before over the lost one, so that Silero hears nothing after it: such a final is decoded
     whole."""
-    if not tail or result.error is not None:
+    if not lead or result.error is not None:
         return False
     if outrun(result.text, partial):
         return True
@@ -163,51 +152,3 @@ def learn(
         # The stable word's own form: the lead is the stable words' text.
         timed.append(Word(f" {shown}", w0.start + offset, w1.end + offset, w0.probability))
     return timed if len(timed) > len(known) else list(known)
-
-
-@dataclass(frozen=True)
-class ContextCut:
-    """A window that starts inside its context: where, the finals' text from there on (the
-    first one's from the cut word), and the words left out (the prompt's end)."""
-
-    start: int  # samples
-    forced: tuple[str, ...]
-    dropped: str
-
-
-def context_cut(
-    finals: Sequence[tuple[str, Sequence[Word]]],
-    start: int,
-    utterance_start: int,
-    window_end: int,
-    cfg: TailConfig,
-) -> ContextCut | None:
-    """The cut for a window [``start``, ``window_end``) whose context is ``finals`` (text and
-    words in stream seconds, oldest first), at one of their timed words (an untimed final is
-    dropped or forced whole); None where no cut pays (``choose_cut``: ``keep_words`` of the
-    timed words stay forced) or the utterance comes ``context_gap_s`` or more after them."""
-    ends = [w.end for _, words in finals for w in words[-1:]]
-    if not ends or utterance_start / SAMPLE_RATE - ends[-1] > cfg.context_gap_s:
-        return None
-    timed = [w for _, words in finals for w in words]
-    cut = choose_cut(timed, len(timed), start, window_end, cfg)
-    if cut is None:
-        return None
-    # Not into the word before: its tail at the window's start would read as a word of its
-    # own before the forced ones.
-    after_lead = round(cut.lead[-1].end * SAMPLE_RATE)
-    cut = Cut(
-        min(max(cut.start, after_lead), round(timed[len(cut.lead)].start * SAMPLE_RATE)), cut.lead
-    )
-    forced, dropped, seen = [], [], 0
-    for text, words in finals:
-        first = len(cut.lead) - seen  # this final's first word in the window
-        seen += len(words)
-        if first <= 0:
-            forced.append(text)
-        elif first < len(words):
-            dropped.append(lead_text(words[:first]))
-            forced.append(lead_text(words[first:]))
-        elif text:
-            dropped.append(text)
-    return ContextCut(cut.start, tuple(t for t in forced if t), " ".join(dropped))

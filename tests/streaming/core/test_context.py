@@ -7,10 +7,9 @@ from kettle.streaming.core.config import SessionConfig
 from kettle.streaming.core.context import Context, ContextHistory, Spoken
 from kettle.streaming.core.planner import Plan
 from kettle.streaming.core.results import usable
-from kettle.streaming.core.tail import TailConfig
 from kettle.streaming.core.utterances import UtteranceTracker
 from kettle.transcribe.types import SAMPLE_RATE as SR
-from kettle.transcribe.types import DecodeKind, DecodeResult, Word
+from kettle.transcribe.types import DecodeKind, DecodeResult
 
 
 def history(*spoken: Spoken) -> ContextHistory:
@@ -30,25 +29,6 @@ def test_no_context_reaches_across_a_forced_final_with_uncovered_audio_after_it(
     forced = Spoken(1 * SR, 3 * SR, "And so my fellow Americans", "en", sealed=False)
     ctx = history(forced).context(4 * SR, 6 * SR, "en", 400)
     assert ctx.finals == () and ctx.start == 4 * SR
-
-
-def test_a_tail_window_starts_inside_its_timed_context_and_prompts_with_the_rest() -> None:
-    said = "ask not what your country can do for you"
-    words = tuple(
-        Word(f" {w}", 1.0 + i * 0.5, 1.4 + i * 0.5, 0.9) for i, w in enumerate(said.split())
-    )
-    h = ContextHistory(30 * SR, prompt="JFK.")
-    h.add(Spoken(0, SR // 2, "Earlier.", "en"))  # untimed, but before the cut
-    h.add(Spoken(1 * SR, int(5.5 * SR), said, "en", words=words))
-    ctx = h.context(6 * SR, 8 * SR, "en", 400, tail=TailConfig())
-    # The latest word with 4 s to the window's end: "do" (4.0 s), after "can" (to 3.9 s).
-    assert ctx.start == int(3.9 * SR) and ctx.finals == ("do for you",)
-    assert ctx.dropped == "Earlier. ask not what your country can"
-    assert ctx.prompt == "JFK. Earlier. ask not what your country can"
-    # Without a tail config, or with a window that needs all of it, the finals are whole.
-    whole = ("Earlier.", said)
-    assert h.context(6 * SR, 8 * SR, "en", 400).finals == whole
-    assert h.context(int(5.5 * SR), 6 * SR, "en", 400, tail=TailConfig()).finals == whole
 
 
 def test_neighbour_is_the_final_that_ended_just_before() -> None:

@@ -393,7 +393,7 @@ def _requests_of(run: Run, kind: DecodeKind) -> list[DecodeRequest]:
 
 
 def test_finals_are_decoded_in_context_and_emit_only_new_words() -> None:
-    run = drive(THREE, replace(CONTEXT, tail_window_s=None))  # windows hold whole finals
+    run = drive(THREE, CONTEXT)
     f0, f1, f2 = run.finals
     # Each window starts at the first utterance and holds the earlier ones' audio; the
     # fake decoder, like the real adapter, returns only what follows the forced context,
@@ -407,23 +407,6 @@ def test_finals_are_decoded_in_context_and_emit_only_new_words() -> None:
         assert window_key(r)[3] == f.end + int(PAST_END * SR)
         assert len(r.audio) == window_key(r)[3] - f0.start
     assert [f.utterance for f in run.finals] == [0, 1, 2]
-
-
-def test_a_window_starts_inside_its_timed_context_when_it_holds_more_than_it_needs() -> None:
-    # Tail windows (tail.context_cut): the third final's window would hold 6.8 s; it starts
-    # at most 0.2 s before the latest context word that leaves 4 s, the second utterance's
-    # first, and the first final is its prompt's end instead of forced context.
-    run = drive(THREE, CONTEXT)
-    f0, f1, f2 = run.finals
-    assert [f.text for f in (f0, f1, f2)] == ["alpha bravo charlie"] * 3
-    third = _requests_of(run, DecodeKind.FINAL)[2]
-    assert third.context == f1.text and third.prompt == f0.text
-    start = window_key(third)[2] / SR
-    assert f0.words[-1].end <= start <= f1.words[0].start and start >= f1.words[0].start - 0.2
-    # A session whose finals carry no word times holds them whole.
-    untimed = drive(THREE, replace(CONTEXT, word_timestamps=False))
-    last = _requests_of(untimed, DecodeKind.FINAL)[2]
-    assert window_key(last)[2] == untimed.finals[0].start and last.context == f"{f0.text} {f1.text}"
 
 
 def test_partials_are_decoded_in_the_same_context() -> None:

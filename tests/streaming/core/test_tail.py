@@ -10,7 +10,6 @@ from kettle.streaming.core.session import Session, SessionConfig
 from kettle.streaming.core.tail import (
     TailConfig,
     choose_cut,
-    context_cut,
     fell_short,
     learn,
     outrun,
@@ -88,31 +87,6 @@ def test_learn_times_the_stable_words_a_hypothesis_reads_and_stops_where_it_diff
     assert learn(got, ["be", "cold"], words, 0) == got
 
 
-def test_a_window_starts_inside_its_context_at_the_latest_word_that_leaves_min_s() -> None:
-    first, second = timed(8), timed(4, start=4.0)  # w0..w7 from 0 s; w0..w3 from 4 s
-    finals = [("first.", first), ("", ()), ("second.", second)]  # "": read as nothing
-    # A window to 7.2 s: the latest word with 4 s after it is the first final's w6 (3.0 s);
-    # the window starts margin_s before it, but not inside w5 (it ends at 2.9 s).
-    cut = context_cut(finals, 0, 6 * SR, int(7.2 * SR), CFG)
-    assert cut is not None
-    assert cut.start == int(2.9 * SR)
-    assert cut.forced == ("w6 w7", "second.") and cut.dropped == "w0 w1 w2 w3 w4 w5"
-    # Later windows cut inside the second final, two of its words forced at least; the
-    # first final is dropped whole.
-    for end_s in (9.5, 20.0):
-        later = context_cut(finals, 0, 6 * SR, int(end_s * SR), CFG)
-        assert later is not None and later.forced == ("w2 w3",)
-        assert later.dropped == "first. w0 w1"
-    # An untimed final is forced whole after the cut; none timed, or a cut that saves under
-    # 2 s, and the window holds its finals whole.
-    mixed = context_cut([("first.", first), ("untimed.", ())], 0, 4 * SR, 20 * SR, CFG)
-    assert mixed is not None and mixed.forced == ("w6 w7", "untimed.")
-    assert context_cut([("untimed.", ())], 0, 4 * SR, 20 * SR, CFG) is None
-    assert context_cut(finals, 0, 6 * SR, int(5.5 * SR), CFG) is None
-    # An utterance that comes 1 s or more after its context (another turn) holds it whole.
-    assert context_cut(finals, 0, int(7.5 * SR), 20 * SR, CFG) is None
-
-
 @pytest.mark.parametrize(("heard", "short"), [(True, True), (False, False)])
 def test_a_tail_final_fell_short_where_silero_hears_speech_after_its_last_word(
     heard: bool, short: bool
@@ -124,11 +98,12 @@ def test_a_tail_final_fell_short_where_silero_hears_speech_after_its_last_word(
         return heard
 
     result = DecodeResult("r", DecodeKind.FINAL, "to do for", (Word(" for", 3.0, 3.2, 0.9),))
-    assert fell_short(result, True, 10 * SR, 14 * SR, speech_in) is short
+    lead = (Word(" in", 0.0, 0.2, 0.9),)
+    assert fell_short(result, lead, 10 * SR, 14 * SR, speech_in) is short
     assert asked == [(10 * SR + int(3.35 * SR), 14 * SR)]
     # A whole window's final, or one without words, is never checked.
-    assert not fell_short(result, False, 10 * SR, 14 * SR, speech_in)
-    assert not fell_short(DecodeResult("r", DecodeKind.FINAL, ""), True, 0, SR, speech_in)
+    assert not fell_short(result, (), 10 * SR, 14 * SR, speech_in)
+    assert not fell_short(DecodeResult("r", DecodeKind.FINAL, ""), lead, 0, SR, speech_in)
     assert len(asked) == 1
 
 
@@ -139,10 +114,11 @@ def test_a_tail_final_fell_short_where_the_last_partial_read_on_after_its_last_w
     assert not outrun("something else", "in his power to do for them")  # no common end
     assert not outrun("", "words") and not outrun("words", "")
     result = DecodeResult("r", DecodeKind.FINAL, "to do for", (Word(" for", 3.0, 3.2, 0.9),))
+    lead = (Word(" in", 0.0, 0.2, 0.9),)
     never = lambda a, b: False  # noqa: E731 (Silero hears nothing after "for")
-    assert fell_short(result, True, 0, 4 * SR, never, "in his power to do for them.")
-    assert not fell_short(result, True, 0, 4 * SR, never, "in his power to do for")
-    assert not fell_short(result, False, 0, 4 * SR, never, "in his power to do for them.")
+    assert fell_short(result, lead, 0, 4 * SR, never, "in his power to do for them.")
+    assert not fell_short(result, lead, 0, 4 * SR, never, "in his power to do for")
+    assert not fell_short(result, (), 0, 4 * SR, never, "in his power to do for them.")
 
 
 def test_partials_ask_for_word_times_a_second_before_a_cut_can_pay() -> None:

@@ -30,8 +30,8 @@ Here:
 
 ``--conversation GAP_S`` streams each surface's turns on one connection instead, ``GAP_S`` of
 silence after each (an agent's reply), as a voice agent keeps its connection for a call: each
-turn then has the earlier ones as context. It writes its own section,
-``bench_ttfs_conversation``.
+turn then has the earlier ones as context. It prints its tables and writes
+``bench_ttfs_conversation.json``; RESULTS.md quotes it below the bench_ttfs section.
 
 A run streams all the turns' audio once per surface (100 turns: about 15 minutes per surface
 per run). Usage (a quiet machine: ``echo -10 > /proc/self/autogroup``):
@@ -240,39 +240,26 @@ def measure(
     return pooled_rows, run_rows, raw_runs
 
 
-def section(
-    data_line: str, turns: list[Turn], runs: int, table: str, conversation: float | None = None
-) -> str:
+def section(data_line: str, turns: list[Turn], runs: int, table: str) -> str:
     """bench_ttfs's RESULTS.md text: the data, the method, the tables, Pipecat's figures."""
     counts = {label: 0 for label in bucket_labels()}
     for t in turns:
         counts[bucket_of(t.speech_s)] += 1
     shown = ", ".join(f"{k}: {v}" for k, v in counts.items())
-    comparison = (
-        ""
-        if conversation is not None
-        else (
-            "For comparison, Pipecat stt-benchmark's published figures for hosted APIs\n"
-            "(github.com/pipecat-ai/stt-benchmark; their machines and audio, over a network):\n\n"
-            + published()
-        )
-    )
-    calls = (
-        "one connection per turn"
-        if conversation is None
-        else f"one connection per surface for all turns, {conversation:g} s of silence after each"
-    )
     return (
         f"{data_line}. {len(turns)} turns of one speaker's speech, eval clips alone or joined\n"
-        f"with {GAP_S:g} s pauses ({shown}), {calls}; {runs} runs, each on a fresh server\n"
-        "warmed by one uncounted turn per surface.\n\n"
+        f"with {GAP_S:g} s pauses ({shown}), one connection per turn; {runs} runs, each on a\n"
+        "fresh server warmed by one uncounted turn per surface.\n\n"
         "Pipecat stt-benchmark's method: real-time 20 ms frames; Finalize (Deepgram), commit\n"
         f"(OpenAI Realtime, turn detection none) or ForceEndpoint (AssemblyAI) {STOP_S} s\n"
         "after the end of speech (Silero VAD, last speech sample); TTFS from the end of\n"
         "speech to the final. `endpoint` (Deepgram endpointing=25, no Finalize), `openai_vad`\n"
         "(server VAD) and `flux` (EndOfTurn): kettle's endpoint decides. WER: Whisper\n"
         "normalizer, per turn (mean) and pooled; `whole_wer`: the same turns decoded whole\n"
-        "by the file pipeline; perfect: turns at 0 %.\n\n" + table + "\n" + comparison
+        "by the file pipeline; perfect: turns at 0 %.\n\n" + table + "\n"
+        "For comparison, Pipecat stt-benchmark's published figures for hosted APIs\n"
+        "(github.com/pipecat-ai/stt-benchmark; their machines and audio, over a network):\n\n"
+        + published()
     )
 
 
@@ -323,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
         saved |= {"runs": raw_runs}
         name = "bench_ttfs" if conversation is None else "bench_ttfs_conversation"
         Path(__file__).with_name(f"{name}.json").write_text(json.dumps(saved, indent=2))
-        write_section(name, section(data_line, turns, args.runs, table, conversation))
+        if conversation is None:  # (RESULTS.md is at its cap: bench_ttfs's text quotes it)
+            write_section(name, section(data_line, turns, args.runs, table))
     return 0
 
 

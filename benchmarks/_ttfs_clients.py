@@ -297,6 +297,15 @@ async def stream_turn(
     return start + turn.speech_end_s
 
 
+async def send_audio(ws: Any, surface: Surface, chunk: bytes) -> None:
+    """One frame of PCM on ``surface``'s wire: binary, or OpenAI's base64 append event."""
+    if surface.base64_append:
+        audio = base64.b64encode(chunk).decode()
+        await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": audio}))
+    else:
+        await ws.send(chunk)
+
+
 async def run_turn(base: str, surface: Surface, turn: Turn) -> Outcome:
     """One connection: ``turn`` streamed on ``surface`` until its final (or WAIT_S after
     the end of speech), then the stream closed as the protocol closes it."""
@@ -310,11 +319,7 @@ async def run_turn(base: str, surface: Surface, turn: Turn) -> Outcome:
             await ws.send(json.dumps(message))
 
         async def send(chunk: bytes) -> None:
-            if surface.base64_append:
-                audio = base64.b64encode(chunk).decode()
-                await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": audio}))
-            else:
-                await ws.send(chunk)
+            await send_audio(ws, surface, chunk)
 
         async def stop() -> None:
             await ws.send(json.dumps(surface.stop))
@@ -396,13 +401,7 @@ async def run_conversation(
                 if delay > 0:
                     await asyncio.sleep(delay)
                 piece = wire[k * step : (k + 1) * step]
-                piece = np.pad(piece, (0, step - piece.shape[0]))
-                chunk = pcm16(piece)
-                if surface.base64_append:
-                    b64 = base64.b64encode(chunk).decode()
-                    await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": b64}))
-                else:
-                    await ws.send(chunk)
+                await send_audio(ws, surface, pcm16(np.pad(piece, (0, step - piece.shape[0]))))
                 heard_s = (k + 1) * CHUNK_S
                 while begun + 1 < len(turns) and heard_s >= starts[begun + 1]:
                     begun += 1

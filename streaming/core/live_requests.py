@@ -87,7 +87,7 @@ class LiveRequests:
             return rid if utts.closed else None
         utt = plan.utterance
         if plan.speculative and (
-            utt.speculation.window_end != plan.end
+            not utt.speculation.is_for(plan.end)
             or (utt.end is not None and not utt.speculation.matches(utt.end, utt.speech_end))
         ):
             return rid

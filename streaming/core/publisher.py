@@ -123,7 +123,7 @@ class Publisher:
         utt, plan = pending.utterance, pending.plan
         if self._speech_in is None:
             return False
-        if plan.speculative and utt.speculation.window_end != plan.end:
+        if plan.speculative and not utt.speculation.is_for(plan.end):
             return False  # voided (speech resumed): ``final`` discards it
         start, end, partial = plan.start, plan.heard_until, utt.last_partial_text
         if not fell_short(result, plan.lead, start, end, self._speech_in, partial):

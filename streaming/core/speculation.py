@@ -52,9 +52,14 @@ class Speculation:
         self.window_end, self.target, self.speech_end = window_end, target, speech_end
         self.result = None
 
+    def is_for(self, window_end: int) -> bool:
+        """Whether the speculation of a window ending at ``window_end`` still stands (not
+        voided, nor asked again since)."""
+        return self.window_end == window_end
+
     def accept(self, window_end: int, result: DecodeResult) -> bool:
         """Keep a speculative result if it is for the current speculation."""
-        if self.window_end != window_end:
+        if not self.is_for(window_end):
             return False  # voided meanwhile
         self.result = result
         return True

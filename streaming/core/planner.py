@@ -165,12 +165,15 @@ def _plan(
 ) -> Plan:
     chars = cfg.final_context_chars if kind is DecodeKind.FINAL else cfg.partial_context_chars
     settings = utt.settings  # its language and prompt: those it opened with
-    language = None if utt.alone else settings.context_language
     window = MAX_WINDOW_SAMPLES if kind is DecodeKind.FINAL else cfg.partial_window
-    context = history.context(
-        utt.start, end, language, chars, utt.voice, cfg.max_voice_change, window,
-        prompt=settings.prompt, since=settings.prompt_from, request_from=settings.context_from,
-    )  # fmt: skip
+    if utt.alone:  # its context misled the model: the audio decides (a set prompt stays)
+        context = Context(utt.start, (), settings.prompt.strip()[-PROMPT_CHARS:])
+    else:
+        context = history.context(
+            utt.start, end, settings.context_language, chars, utt.voice, cfg.max_voice_change,
+            window, prompt=settings.prompt, since=settings.prompt_from,
+            request_from=settings.context_from,
+        )  # fmt: skip
     prefix = utt.agreement.stable_text
     cut = None
     if cfg.tail is not None and not (utt.alone or utt.whole):

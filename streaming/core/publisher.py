@@ -19,7 +19,7 @@ from kettle.streaming.core.live_requests import Pending
 from kettle.streaming.core.planner import Plan, PlannerConfig, plan_final
 from kettle.streaming.core.refine import Refinable
 from kettle.streaming.core.refine_lane import RefineLane
-from kettle.streaming.core.results import final_words, usable
+from kettle.streaming.core.results import all_echo, final_words, usable
 from kettle.streaming.core.speakers import Speakers
 from kettle.streaming.core.tail import fell_short, learn, restore
 from kettle.streaming.core.utterances import Utterance, UtteranceTracker
@@ -156,15 +156,21 @@ class Publisher:
             self._resolve_empty(utt)
 
     def _rejected(self, plan: Plan, result: DecodeResult) -> bool:
-        """A decode in context that reads as a hallucination: the utterance is decoded
-        alone from now on (the result is dropped, and a final asked for again)."""
+        """A decode in context that reads as a hallucination, or one that says only what came
+        before it (results.all_echo): the utterance is decoded alone, without context or
+        earlier finals in its prompt, from now on (the result is dropped, and a final asked
+        for again)."""
         utt = plan.utterance
-        if not plan.context.text or utt.alone:
+        if utt.alone:
             return False
-        if not implausible(result, (plan.end - utt.start) / SAMPLE_RATE):
+        if all_echo(result, plan, self._neighbour(utt)):
+            why = "a decode only said the text before it again; decoding alone"
+        elif plan.context.text and implausible(result, (plan.end - utt.start) / SAMPLE_RATE):
+            why = "a decode in context looked hallucinated; decoding alone"
+        else:
             return False
         utt.alone = True
-        self._ask_again(plan, "a decode in context looked hallucinated; decoding alone")
+        self._ask_again(plan, why)
         return True
 
     def _ask_again(self, plan: Plan, why: str) -> None:
@@ -179,7 +185,7 @@ class Publisher:
         """A new hypothesis of the open utterance: agreement, then a Partial if not empty.
         One the model doubts is speech shows its words but makes none stable: a stable word
         is forced into the final, and on babble the final found no speech."""
-        text = usable(result, plan, **self._neighbourhood(utt))[0]
+        text = usable(result, plan, self._neighbour(utt))[0]
         if not text and not utt.agreement.stable_text:
             return
         trusted = NONSPEECH.sure_of_speech(result.no_speech_prob, self._stable_bar)
@@ -193,14 +199,12 @@ class Publisher:
         utt.last_partial_text = hyp.text
         self._emit(Partial(number, utt.start, plan.heard_until, hyp.text, hyp.stable, speculative))
 
-    def _neighbourhood(self, utt: Utterance) -> dict[str, bool]:
-        """``usable``'s view of the final before ``utt``: adjacent, and forced mid-speech."""
-        near = self._history.neighbour(utt.start, ADJACENT, since=utt.settings.context_from)
-        forced = near is not None and not near.sealed and near.end == utt.start
-        return {"adjacent": near is not None, "forced": forced}
+    def _neighbour(self, utt: Utterance) -> Spoken | None:
+        """The final that ended just before ``utt`` (ADJACENT), if any."""
+        return self._history.neighbour(utt.start, ADJACENT, since=utt.settings.context_from)
 
     def _emit_final(self, utt: Utterance, result: DecodeResult, plan: Plan) -> None:
-        kept, model_words = usable(result, plan, **self._neighbourhood(utt))
+        kept, model_words = usable(result, plan, self._neighbour(utt))
         text = utt.agreement.finalize(kept)
         if not text:
             self._resolve_empty(utt)

@@ -58,7 +58,8 @@ class Utterance:
     speculation: Speculation = field(default_factory=Speculation)
     decided_at: int | None = None  # stream position when the end was decided
     end_reason: str | None = None  # the segmenter's SpeechEnd reason
-    alone: bool = False  # a decode in context went wrong: decode this one without context
+    # A decode in context went wrong: decode this one without context or earlier finals.
+    alone: bool = False
     # A tail window's final fell short (tail.py): decode it whole, until speech resumes.
     whole: bool = False
     voice: Voice | None = None  # voice signature (voice.py), once enough audio came

@@ -22,7 +22,9 @@ MIN_LOOP_REPEATS = 3
 MIN_LOOP_SPAN = 6  # words a loop covers before it counts ("no no no" is speech)
 MIN_WORD_REPEATS = 4  # one word said this many times back to back is a loop ("Knock." x5)
 MIN_RUN_WORDS = 3  # a phrase this long said twice back to back is a doubled run
-MAX_RUN_WORDS = 16
+# Longest doubled run looked for: a whole sentence of 17-40 words came back twice in a
+# voice agent's call (issue 40) where the limit was 16.
+MAX_RUN_WORDS = 48
 
 
 def loop_cut(words: Sequence[str]) -> list[int]:
@@ -61,6 +63,8 @@ def run_cut(words: Sequence[str]) -> list[int]:
     while i < len(norm):
         doubled = 0
         for n in range(min(MAX_RUN_WORDS, (len(norm) - i) // 2), MIN_RUN_WORDS - 1, -1):
+            if norm[i + n] != norm[i]:
+                continue  # (cheap test first: most lengths fail on their first word)
             phrase = norm[i : i + n]
             if all(phrase) and norm[i + n : i + 2 * n] == phrase:
                 doubled = n
@@ -89,10 +93,10 @@ def repeats(words: Sequence[str]) -> bool:
 def tail_echo(previous: Sequence[str], words: Sequence[str]) -> int:
     """How many leading ``words`` say again the phrase that ends ``previous`` (the text just
     before them, another final of the stream): the longest such phrase of at least
-    MIN_RUN_WORDS words, 0 for none."""
+    MIN_RUN_WORDS words, ``previous`` whole at most, 0 for none."""
     tail = [normalize_word(w) for w in previous]
     norm = [normalize_word(w) for w in words]
-    for n in range(min(len(norm), len(tail), MAX_RUN_WORDS), MIN_RUN_WORDS - 1, -1):
+    for n in range(min(len(norm), len(tail)), MIN_RUN_WORDS - 1, -1):
         if norm[:n] == tail[len(tail) - n :] and all(norm[:n]):
             return n
     return 0

@@ -32,6 +32,12 @@ def test_a_doubled_run_keeps_its_first_copy() -> None:
     assert kept(text) == "And so my fellow Americans. ask not"
 
 
+def test_a_long_sentence_said_twice_keeps_its_first_copy() -> None:
+    sentence = "To the north and in easy reach is the romantic town of Sintra and which was made"
+    assert kept(f"{sentence}. {sentence}, famous") == f"{sentence}. famous"
+    assert tail_echo(words(f"Seen. {sentence}."), words(f"{sentence} famous")) == 17
+
+
 def test_speech_that_repeats_short_words_is_kept() -> None:
     for text in ("no no no", "New York New York", "I think I think so", "very very good"):
         assert kept(text) == text

@@ -48,6 +48,7 @@ class Context:
     start: int  # window start: an earlier final's start, or the utterance's own
     finals: tuple[str, ...]  # the finals over [start, utterance start), oldest first
     prompt: str  # older text, before ``start`` (Whisper's previous-text prompt)
+    spans: tuple[tuple[int, int], ...] = ()  # each final's (start, end), as ``finals``
 
     @property
     def text(self) -> str:
@@ -96,7 +97,7 @@ class ContextHistory:
         later: a prompt set mid-stream conditions what follows as the first one conditioned
         the stream's start. Finals that start before ``request_from`` (where the utterance's
         request began) are neither its context nor its prompt."""
-        start, texts, chars = utterance_start, [], 0
+        start, texts, spans, chars = utterance_start, [], [], 0
         max_chars = min(max_chars, self._max_chars)
         taken = 0
         if language is not None:
@@ -119,6 +120,7 @@ class ContextHistory:
                 start, chars = s.start, chars + len(s.text) + 1
                 if s.text:  # (a final read as nothing lends its audio, not its text)
                     texts.append(s.text)
+                    spans.append((s.start, s.end))
                 taken += 1
         # Only finals before the utterance are its prompt: a refinement's own final, and
         # those after it, would prompt the model with the very text it is to judge.
@@ -128,7 +130,7 @@ class ContextHistory:
         older = [s.text for s in (*self._forgotten, *untaken) if s.start >= since and s.text]
         first = self._prompt if prompt is None else prompt.strip()
         text = " ".join([first, *older]).strip()[-PROMPT_CHARS:]
-        return Context(start, tuple(reversed(texts)), text)
+        return Context(start, tuple(reversed(texts)), text, tuple(reversed(spans)))
 
     def neighbour(self, utterance_start: int, within: int, *, since: int = 0) -> Spoken | None:
         """The stream's last final before an utterance if it ended at most ``within`` samples

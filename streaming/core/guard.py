@@ -51,3 +51,16 @@ def context_echo(finals: Sequence[str], words: list[str]) -> int:
             if first > 0 and first not in starts and tail[first : first + n] == phrase:
                 return n
     return 0
+
+
+def phrase_in(texts: Sequence[str], words: Sequence[str]) -> int | None:
+    """The first of ``texts`` that holds ``words``, MIN_ECHO_WORDS or more, as a phrase
+    (None: none does, or too few words)."""
+    norm = [normalize_word(w) for w in words]
+    if len(norm) < MIN_ECHO_WORDS:
+        return None
+    for k, text in enumerate(texts):
+        said = [normalize_word(w) for w in text.split()]
+        if any(said[i : i + len(norm)] == norm for i in range(len(said) - len(norm) + 1)):
+            return k
+    return None

@@ -105,7 +105,19 @@ def test_a_decode_too_short_to_say_the_final_before_again_read_its_context() -> 
     # As long as the first time: the speaker may have said it again.
     later = plan(ctx, end=6 * SR)
     assert usable(result(f" {SINTRA}"), later, first)[0] == SINTRA
-    assert not all_echo(result(f" {SINTRA}"), later, first)
+
+
+def test_a_decode_that_says_only_a_phrase_of_its_context_is_asked_again_alone() -> None:
+    # Speculative finals of an utterance that opened after a turn read their context again,
+    # from much less audio than the phrase took (1.5 s) or much more (other words).
+    said = ("He said hello.", "Your power is sufficient, I said.")
+    ctx = Context(0, said, "", ((0, 1 * SR), (1 * SR, int(3.25 * SR))))
+    power = result(" Your power is sufficient.")
+    assert all_echo(power, plan(ctx, end=int(3.5 * SR)), None)
+    assert all_echo(power, plan(ctx, end=8 * SR), None)
+    assert not all_echo(power, plan(ctx, end=int(4.5 * SR)), None)  # a speaker's, again
+    assert not all_echo(result(" Your power is great."), plan(ctx, end=int(3.5 * SR)), None)
+    assert not all_echo(result(" I said."), plan(ctx, end=int(3.5 * SR)), None)  # too few
 
 
 def test_an_earlier_utterances_prompt_holds_only_the_finals_before_it() -> None:

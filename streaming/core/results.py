@@ -83,10 +83,10 @@ def too_long(plan: Plan, said: float) -> bool:
 
 def all_echo(result: DecodeResult, plan: Plan, neighbour: Spoken | None) -> bool:
     """Whether the result says nothing but what came before it, and not as a speaker who
-    says it again would (``too_short``, ``too_long``): all of it cut by ``echo``, or a phrase of a
-    context final or of the ``neighbour``. Then the decode read its context or prompt
-    rather than the utterance (issue 40: speculative finals of an utterance opening after a
-    turn read their context again, 11 times in 40 turns of a call). Not where the
+    says it again would (``too_short``, ``too_long``): all of it cut by ``echo``, or a
+    phrase of a context final or of the ``neighbour``. Then the decode read its context or
+    prompt rather than the utterance (issue 40: speculative finals of an utterance opening
+    after a turn read their context again, 14 times in 40 turns of a call). Not where the
     neighbour was a client's finalize mid-speech that the utterance goes on from: its first
     audio is that final's last words again."""
     if neighbour is not None and goes_on(plan, neighbour):

@@ -72,7 +72,8 @@ def heard(plan: Plan) -> int:
 
 def too_short(plan: Plan, said: float) -> bool:
     """Whether ``plan``'s audio is too short to say again what took ``said`` samples."""
-    return heard(plan) < SAID_AGAIN_RATIO[0] * said and said - heard(plan) > SAID_AGAIN_SLACK
+    samples = heard(plan)
+    return samples < SAID_AGAIN_RATIO[0] * said and said - samples > SAID_AGAIN_SLACK
 
 
 def too_long(plan: Plan, said: float) -> bool:
